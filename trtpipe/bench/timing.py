@@ -1,0 +1,71 @@
+"""The timing loop and the statistics reported from it.
+
+Warm-up calls are run and thrown away (first calls pay for allocation, kernel selection and caches); then
+each call is timed on its own with a monotonic clock, so percentiles describe single requests, not averages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    iters: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    throughput: float  # items per second at the median latency
+
+    @classmethod
+    def from_samples(cls, samples_ms: np.ndarray, batch: int) -> LatencyStats:
+        p50, p90, p99 = np.percentile(samples_ms, [50, 90, 99])
+        return cls(
+            iters=len(samples_ms), p50_ms=float(p50), p90_ms=float(p90), p99_ms=float(p99),
+            mean_ms=float(samples_ms.mean()), std_ms=float(samples_ms.std()),
+            min_ms=float(samples_ms.min()), max_ms=float(samples_ms.max()),
+            throughput=float(batch * 1000.0 / p50) if p50 > 0 else float("inf"),
+        )
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def measure(
+    call: Callable[[], object],
+    *,
+    warmup: int,
+    iters: int | None,
+    duration_s: float | None,
+    min_iters: int = 5,
+    max_iters: int = 100_000,
+    on_iteration: Callable[[], None] | None = None,
+) -> np.ndarray:
+    """Time ``call``: exactly ``iters`` times, or for ``duration_s`` seconds (at least ``min_iters``)."""
+    if iters is None and duration_s is None:
+        raise ValueError("give iters or duration_s")
+    for _ in range(warmup):
+        call()
+    samples: list[float] = []
+    deadline = time.perf_counter() + (duration_s or 0.0)
+    while True:
+        start = time.perf_counter_ns()
+        call()
+        samples.append((time.perf_counter_ns() - start) / 1e6)
+        if on_iteration:
+            on_iteration()
+        done = len(samples)
+        if iters is not None:
+            if done >= iters:
+                break
+        elif (done >= min_iters and time.perf_counter() >= deadline) or done >= max_iters:
+            break
+    return np.asarray(samples)

@@ -1,0 +1,180 @@
+"""The ``trtpipe`` command line: options in, one stage call out.
+
+This module imports only click at load time; each command imports its stage when it runs, so ``--help`` is
+instant and works without torch, onnxruntime or tensorrt.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trtpipe import __version__
+from trtpipe.shapes import parse_batch_sizes, parse_shape
+
+
+class ShapeType(click.ParamType):
+    name = "SHAPE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_shape(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+class BatchListType(click.ParamType):
+    name = "BATCHES"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_batch_sizes(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def model_source_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Options that say how to read MODEL; shared by every command that takes one."""
+
+    @click.option("--arch", metavar="NAME", help="Registry architecture a state_dict checkpoint fits.")
+    @click.option("--input-shape", type=ShapeType(), help="Model input shape, e.g. 1x3x224x224 "
+                  "(default: the registry's).")
+    @click.option("--trust-checkpoint", is_flag=True,
+                  help="Allow full unpickling of a checkpoint (runs code from the file: only for trusted files).")
+    @functools.wraps(command)
+    def wrapper(*args: Any, arch: str | None, input_shape: tuple[int, ...] | None, trust_checkpoint: bool,
+                **kwargs: Any) -> Any:
+        def load() -> Any:
+            from trtpipe.models.loader import load_model
+
+            return load_model(kwargs["model"], arch=arch, input_shape=input_shape,
+                              trust_checkpoint=trust_checkpoint)
+
+        return command(*args, load_model=load, **kwargs)
+
+    return wrapper
+
+
+def tolerance_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    @click.option("--atol", type=float, default=1e-4, show_default=True, help="Absolute error allowed.")
+    @click.option("--rtol", type=float, default=1e-4, show_default=True,
+                  help="Error allowed relative to the largest reference output.")
+    @click.option("--min-cosine", type=float, default=0.9999, show_default=True,
+                  help="Lowest cosine similarity allowed between outputs.")
+    @functools.wraps(command)
+    def wrapper(*args: Any, atol: float, rtol: float, min_cosine: float, **kwargs: Any) -> Any:
+        from trtpipe.convert.verify import Tolerance
+
+        return command(*args, tolerance=Tolerance(atol, rtol, min_cosine), **kwargs)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="trtpipe")
+def main() -> None:
+    """Turn a trained PyTorch CNN into the fastest inference artifact that keeps its accuracy, with proof.
+
+    MODEL is a registry name (see 'trtpipe models'), a checkpoint (.pt/.pth/.safetensors, with --arch),
+    a TorchScript file, or path/to/file.py:factory / package.module:factory.
+    """
+
+
+@main.command()
+def models() -> None:
+    """List the registry's architectures with input shape and parameter count."""
+    from trtpipe.models.listing import print_models
+
+    print_models()
+
+
+@main.command()
+@click.argument("model")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="ONNX file to write; a manifest is written beside it.")
+@click.option("--opset", type=click.IntRange(7, 25), default=18, show_default=True, help="ONNX opset.")
+@click.option("--dynamic-batch/--static-batch", default=True, show_default=True,
+              help="Make the batch axis dynamic, or fix it to the input shape's.")
+@model_source_options
+@tolerance_options
+def convert(model: str, output: Path, opset: int, dynamic_batch: bool, load_model: Callable[[], Any],
+            tolerance: Any) -> None:
+    """Export MODEL to ONNX and verify it against PyTorch FP32 with ONNX Runtime."""
+    from trtpipe.convert import convert as run_convert
+
+    result = run_convert(load_model(), output, opset=opset, dynamic_batch=dynamic_batch, tolerance=tolerance)
+    click.echo(f"{result.path}\n{result.manifest_path}")
+
+
+@main.command()
+@click.argument("model")
+@click.argument("onnx_file", type=click.Path(dir_okay=False, path_type=Path))
+@model_source_options
+@tolerance_options
+def verify(model: str, onnx_file: Path, load_model: Callable[[], Any], tolerance: Any) -> None:
+    """Check that ONNX_FILE computes what MODEL computes (exit 1 when it does not)."""
+    from trtpipe._files import require_file
+    from trtpipe.convert import verify as run_verify
+
+    require_file(onnx_file, "ONNX file")
+    run_verify(load_model(), onnx_file, tolerance=tolerance)
+
+
+@main.command()
+@click.argument("model")
+@click.argument("artifacts", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--batch", "batches", type=BatchListType(), default="1,8,32", show_default=True,
+              help="Batch sizes to sweep.")
+@click.option("--threads", type=click.IntRange(1), help="CPU threads for every backend (default: all cores).")
+@click.option("--warmup", type=click.IntRange(0), default=5, show_default=True,
+              help="Runs discarded before timing.")
+@click.option("--iters", type=click.IntRange(1), help="Timed runs per variant and batch (instead of --duration).")
+@click.option("--duration", type=click.FloatRange(0.1), default=5.0, show_default=True,
+              help="Seconds of timed runs per variant and batch.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write results JSON.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown table.")
+@model_source_options
+def bench(model: str, artifacts: tuple[Path, ...], batches: tuple[int, ...], threads: int | None, warmup: int,
+          iters: int | None, duration: float, json_path: Path | None, markdown: Path | None,
+          load_model: Callable[[], Any]) -> None:
+    """Measure PyTorch FP32 eager on MODEL and each ARTIFACT, with the same inputs, in one run."""
+    from trtpipe._files import require_parent_dir
+    from trtpipe.bench import BenchSettings, run_benchmark
+    from trtpipe.bench.report import print_table, write_reports
+
+    for path in (json_path, markdown):
+        if path:
+            require_parent_dir(path)
+    settings = BenchSettings(batches=batches, warmup=warmup, iters=iters,
+                             duration_s=None if iters else duration)
+    if threads:
+        settings.threads = threads
+    report = run_benchmark(load_model(), list(artifacts), settings)
+    print_table(report)
+    write_reports(report, json_path, markdown)
+
+
+@main.command()
+@click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"),
+              show_default=True, help="Model repository to write (Triton layout).")
+@click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+              show_default=True, help="Folder for the bench reports.")
+@click.option("--duration", type=click.FloatRange(0.1), default=3.0, show_default=True,
+              help="Seconds of timed runs per variant and batch.")
+def demo(repository: Path, reports: Path, duration: float) -> None:
+    """Convert, verify and bench the bundled digits model and ResNet-50 on this machine."""
+    from trtpipe.demo import run_demo
+
+    run_demo(repository, reports, duration_s=duration)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""One place for what trtpipe tells the user while it works.
+
+Progress, notes and warnings go to stderr, so tables and reports on stdout stay clean for pipes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+
+def _width(stream: object) -> int | None:
+    """Rich wraps at 80 columns when not on a terminal; logs and CI deserve full-width tables."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty and isatty():
+        return None
+    return int(os.environ.get("COLUMNS", 200))
+
+
+err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
+out = Console(highlight=False, width=_width(sys.stdout))
+
+
+def note(message: str) -> None:
+    err.print(f"[dim]•[/dim] {message}", soft_wrap=True)
+
+
+def success(message: str) -> None:
+    err.print(f"[green]✓[/green] {message}", soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    err.print(f"[bold yellow]warning:[/bold yellow] {message}", soft_wrap=True)
+
+
+@contextlib.contextmanager
+def step(message: str) -> Iterator[None]:
+    """A spinner while a step runs; the step's own lines print above it."""
+    with err.status(message, spinner="dots"):
+        yield
+
+
+def progress() -> Progress:
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=err, transient=True,
+    )

@@ -1,0 +1,127 @@
+"""PyTorch -> ONNX with a dynamic batch axis.
+
+The dynamo exporter (torch.export) is tried first: it is torch's supported path and emits cleaner graphs.
+When it fails, the TorchScript exporter gets a turn and the user is told why. TorchScript modules go straight
+to the TorchScript exporter, since torch.export cannot trace them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import torch
+
+from trtpipe import console
+from trtpipe.errors import TrtpipeError
+from trtpipe.models.loader import LoadedModel
+
+DEFAULT_OPSET = 18
+INPUT_NAME = "input"
+BATCH_AXIS = "batch"
+
+
+@dataclass
+class ExportResult:
+    exporter: str  # "dynamo" or "torchscript"
+    fallback_reason: str | None
+    opset: int
+    dynamic_batch: bool
+    input_names: list[str]
+    output_names: list[str]
+    seconds: float
+
+
+def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
+                dynamic_batch: bool = True) -> ExportResult:
+    """Export ``loaded`` to ``path`` (written in place: the caller hands a temporary path) and check it."""
+    start = time.perf_counter()
+    # A batch of 2 for tracing keeps torch.export from specialising the batch axis to the constant 1.
+    batch = 2 if dynamic_batch else loaded.input_shape[0]
+    example = torch.randn((batch, *loaded.sample_shape))
+    with torch.inference_mode():
+        n_outputs = len(_as_list(loaded.module(example)))
+    output_names = ["output"] if n_outputs == 1 else [f"output_{i}" for i in range(n_outputs)]
+
+    fallback_reason = None
+    if isinstance(loaded.module, torch.jit.ScriptModule):
+        exporter, fallback_reason = "torchscript", "the model is a TorchScript module, which torch.export cannot trace"
+        _export_torchscript(loaded, example, path, opset, dynamic_batch, output_names)
+    else:
+        try:
+            exporter = "dynamo"
+            _export_dynamo(loaded, example, path, opset, dynamic_batch, output_names)
+        except Exception as error:  # any dynamo failure: the TorchScript exporter may still succeed
+            exporter = "torchscript"
+            fallback_reason = _summarise(error)
+            console.warn(f"The dynamo exporter failed ({fallback_reason}); falling back to the TorchScript "
+                         "exporter.")
+            _export_torchscript(loaded, example, path, opset, dynamic_batch, output_names)
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except Exception as error:  # the checker's ValidationError and shape-inference errors
+        raise TrtpipeError(f"The exported ONNX fails onnx.checker: {_summarise(error)}") from None
+    model = onnx.load(str(path), load_external_data=False)
+    actual_opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return ExportResult(exporter, fallback_reason, actual_opset, dynamic_batch, [INPUT_NAME], output_names,
+                        time.perf_counter() - start)
+
+
+def _export_dynamo(loaded: LoadedModel, example: torch.Tensor, path: Path, opset: int, dynamic: bool,
+                   output_names: list[str]) -> None:
+    dynamic_shapes = ({0: torch.export.Dim(BATCH_AXIS)},) if dynamic else None
+    with _quiet():
+        torch.onnx.export(
+            loaded.module, (example,), str(path), dynamo=True, opset_version=opset,
+            input_names=[INPUT_NAME], output_names=output_names, dynamic_shapes=dynamic_shapes,
+            external_data=False, verbose=False,
+        )
+
+
+def _export_torchscript(loaded: LoadedModel, example: torch.Tensor, path: Path, opset: int, dynamic: bool,
+                        output_names: list[str]) -> None:
+    axes = {name: {0: BATCH_AXIS} for name in [INPUT_NAME, *output_names]} if dynamic else None
+    try:
+        with _quiet():
+            torch.onnx.export(
+                loaded.module, (example,), str(path), dynamo=False, opset_version=opset,
+                input_names=[INPUT_NAME], output_names=output_names, dynamic_axes=axes,
+            )
+    except Exception as error:  # both exporters failed: name the operator and what to try
+        raise TrtpipeError(_export_failure_message(error, opset)) from None
+
+
+def _export_failure_message(error: BaseException, opset: int) -> str:
+    text = str(error)
+    operator = re.search(r"(aten::\w+|aten\.\w+(?:\.\w+)?|prim::\w+)", text)
+    if operator:
+        return (f"Export failed: operator {operator.group(1)} is not supported at opset {opset}. Try a newer "
+                f"opset (--opset {max(opset + 1, 20)}), or replace the operator in the model.")
+    return f"Export failed at opset {opset}: {_summarise(error)}. Try another --opset."
+
+
+@contextlib.contextmanager
+def _quiet():  # type: ignore[no-untyped-def]
+    """The exporters print progress and warnings of their own; keep trtpipe's output readable."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _summarise(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return (lines[0] if lines else type(error).__name__)[:300]
+
+
+def _as_list(result: object) -> list[object]:
+    if isinstance(result, (list, tuple)):
+        return [x for item in result for x in _as_list(item)]
+    if isinstance(result, dict):
+        return [x for item in result.values() for x in _as_list(item)]
+    return [result]

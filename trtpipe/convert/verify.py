@@ -1,0 +1,145 @@
+"""Numerical proof that an artifact computes what the PyTorch model computes.
+
+The artifact and PyTorch FP32 run the same inputs through the runtime seam: random batches of several sizes
+(so a batch axis that was silently fixed at export shows up) and, for a model with a bundled data set, every
+held-out image, where top-1 agreement and accuracy mean something.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trtpipe.metrics import Agreement, compare, merge, top1_accuracy
+from trtpipe.models.loader import LoadedModel
+from trtpipe.runtime.base import Backend
+
+RANDOM_BATCHES_DYNAMIC = (1, 2, 5)
+REAL_DATA_CHUNK = 128
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed error: max |candidate - reference| <= atol + rtol * max |reference|, and a cosine floor.
+
+    The error bound scales with the output's magnitude: random-weight ImageNet nets emit logits in the
+    hundreds, the digits model in the tens, and the same absolute bound cannot serve both.
+    """
+
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    min_cosine: float = 0.9999
+
+    def allowed_abs(self, ref_max_abs: float) -> float:
+        return self.atol + self.rtol * ref_max_abs
+
+    def accepts(self, agreement: Agreement) -> bool:
+        return (agreement.max_abs_err <= self.allowed_abs(agreement.ref_max_abs)
+                and agreement.cosine >= self.min_cosine)
+
+
+FP32_TOLERANCE = Tolerance()
+
+
+@dataclass
+class CaseResult:
+    label: str
+    agreement: Agreement
+    passed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"inputs": self.label, "passed": self.passed, **self.agreement.to_dict()}
+
+
+@dataclass
+class VerificationReport:
+    tolerance: Tolerance
+    cases: list[CaseResult] = field(default_factory=list)
+    dataset: str | None = None
+    eval_samples: int = 0
+    reference_accuracy: float | None = None
+    candidate_accuracy: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(case.passed for case in self.cases)
+
+    @property
+    def overall(self) -> Agreement:
+        return merge([case.agreement for case in self.cases])
+
+    def failure_message(self, what: str) -> str:
+        worst = max((c for c in self.cases if not c.passed),
+                    key=lambda c: c.agreement.max_abs_err / self.tolerance.allowed_abs(c.agreement.ref_max_abs))
+        a, tol = worst.agreement, self.tolerance
+        return (f"{what} differs from PyTorch FP32 beyond tolerance on {worst.label}: max abs error "
+                f"{a.max_abs_err:.3g} (allowed {tol.allowed_abs(a.ref_max_abs):.3g} = atol {tol.atol:g} + rtol "
+                f"{tol.rtol:g} x max|ref| {a.ref_max_abs:.3g}), max rel error {a.max_rel_err:.3g}, "
+                f"cosine {a.cosine:.6f} (min {tol.min_cosine}), top-1 agreement "
+                f"{_pct(a.top1_agreement)}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        overall = self.overall
+        return {
+            "passed": self.passed,
+            "tolerance": {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol,
+                          "min_cosine": self.tolerance.min_cosine},
+            "max_abs_err": overall.max_abs_err,
+            "max_rel_err": overall.max_rel_err,
+            "cosine": overall.cosine,
+            "top1_agreement": overall.top1_agreement,
+            "dataset": self.dataset,
+            "eval_samples": self.eval_samples,
+            "reference_accuracy": self.reference_accuracy,
+            "candidate_accuracy": self.candidate_accuracy,
+            "cases": [case.to_dict() for case in self.cases],
+        }
+
+
+def verification_inputs(loaded: LoadedModel, dynamic_batch: bool, seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    """Random batches: three sizes when the batch axis is dynamic, else three draws of the fixed size."""
+    rng = np.random.default_rng(seed)
+    sizes = RANDOM_BATCHES_DYNAMIC if dynamic_batch else (loaded.input_shape[0],) * 3
+    return [(f"random batch of {b}", rng.standard_normal((b, *loaded.sample_shape), dtype=np.float32))
+            for b in sizes]
+
+
+def verify_backends(
+    reference: Backend,
+    candidate: Backend,
+    loaded: LoadedModel,
+    *,
+    dynamic_batch: bool,
+    tolerance: Tolerance = FP32_TOLERANCE,
+) -> VerificationReport:
+    """Run both backends on the same inputs and judge the candidate against ``tolerance``."""
+    report = VerificationReport(tolerance)
+    for label, batch in verification_inputs(loaded, dynamic_batch):
+        agreement = compare(reference.run(batch)[0], candidate.run(batch)[0])
+        report.cases.append(CaseResult(label, agreement, tolerance.accepts(agreement)))
+    if loaded.dataset:
+        from trtpipe.models.data import load_split
+
+        split = load_split(loaded.dataset, "eval")
+        chunk = REAL_DATA_CHUNK if dynamic_batch else loaded.input_shape[0]
+        usable = len(split) - len(split) % chunk if not dynamic_batch else len(split)
+        ref_parts, cand_parts = [], []
+        for start in range(0, usable, chunk):
+            batch = split.images[start : start + chunk]
+            ref_parts.append(reference.run(batch)[0])
+            cand_parts.append(candidate.run(batch)[0])
+        ref_logits, cand_logits = np.concatenate(ref_parts), np.concatenate(cand_parts)
+        agreement = compare(ref_logits, cand_logits)
+        report.cases.append(CaseResult(f"{usable} held-out {loaded.dataset} images", agreement,
+                                       tolerance.accepts(agreement)))
+        report.dataset = loaded.dataset
+        report.eval_samples = usable
+        report.reference_accuracy = top1_accuracy(ref_logits, split.labels[:usable])
+        report.candidate_accuracy = top1_accuracy(cand_logits, split.labels[:usable])
+    return report
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.2f}%"

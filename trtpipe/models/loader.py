@@ -1,0 +1,311 @@
+"""Resolve what the user names as MODEL into an eval-mode ``torch.nn.Module`` and its input shape.
+
+MODEL is one of: a registry name (``resnet50``); a state_dict checkpoint (``.pt``/``.pth`` read with
+``weights_only=True``, or ``.safetensors``) together with ``--arch``; a TorchScript file; or a factory,
+``path/to/file.py:make_model`` or ``package.module:make_model``. Full unpickling, which can run arbitrary code,
+happens only with ``trust_checkpoint=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import pickle
+import re
+import sys
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trtpipe._files import sha256_file
+from trtpipe.errors import BadInput
+from trtpipe.models.registry import Architecture, get_architecture
+from trtpipe.shapes import format_shape
+
+STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
+TORCHSCRIPT_SUFFIXES = {".ts", ".torchscript", ".jit"}
+_FACTORY_PATTERN = re.compile(r"^(?P<module>[\w./\\-]+\.py|[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run or export, and what is known of where it came from."""
+
+    module: nn.Module
+    name: str
+    source: str
+    source_kind: str  # registry | trained | state_dict | safetensors | torchscript | factory | pickled
+    input_shape: tuple[int, ...]
+    source_sha256: str | None = None
+    dataset: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        """The input shape without its batch dimension."""
+        return self.input_shape[1:]
+
+    def weights_sha256(self) -> str:
+        """A hash of the weights themselves, whatever file or registry they came from."""
+        digest = hashlib.sha256()
+        for key, tensor in self.module.state_dict().items():
+            digest.update(key.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "source_kind": self.source_kind,
+            "source_sha256": self.source_sha256,
+            "weights_sha256": self.weights_sha256(),
+            "input_shape": list(self.input_shape),
+            "parameters": sum(p.numel() for p in self.module.parameters()),
+            "dataset": self.dataset,
+            **self.extra,
+        }
+
+    def check_runs(self, batch: int = 1) -> None:
+        """Run one forward pass, so a wrong input shape fails here with a clear line, not deep in export."""
+        shape = (batch, *self.sample_shape)
+        try:
+            with torch.inference_mode():
+                self.module(torch.zeros(shape))
+        except Exception as error:  # any failure here means the shape does not fit the model
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise BadInput(
+                f"Model '{self.name}' fails on input shape {format_shape(shape)}: {first_line}. "
+                "Pass the shape it expects with --input-shape."
+            ) from None
+
+
+def load_model(
+    spec: str,
+    *,
+    arch: str | None = None,
+    input_shape: tuple[int, ...] | None = None,
+    trust_checkpoint: bool = False,
+) -> LoadedModel:
+    """Resolve ``spec`` into a :class:`LoadedModel` in eval mode on the CPU."""
+    factory = _FACTORY_PATTERN.match(spec)
+    if factory and not Path(spec).exists():
+        loaded = _load_factory(spec, factory["module"], factory["attr"], input_shape or _arch_shape(arch))
+    elif _looks_like_path(spec):
+        loaded = _load_file(Path(spec), arch, input_shape, trust_checkpoint)
+    else:
+        if arch is not None:
+            raise BadInput(f"--arch is for checkpoints; '{spec}' is a registry name already.")
+        loaded = _load_registry(get_architecture(spec), input_shape)
+    loaded.module.eval()
+    return loaded
+
+
+def _looks_like_path(spec: str) -> bool:
+    path = Path(spec)
+    return path.exists() or "/" in spec or "\\" in spec or path.suffix.lower() in (
+        STATE_DICT_SUFFIXES | TORCHSCRIPT_SUFFIXES | {".safetensors", ".onnx"}
+    )
+
+
+def _arch_shape(arch: str | None) -> tuple[int, ...] | None:
+    return get_architecture(arch).input_shape if arch else None
+
+
+def _load_registry(architecture: Architecture, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    if architecture.trained:
+        from trtpipe.models.digits import WEIGHTS_PATH, load_trained, trained_metadata
+
+        metadata = trained_metadata()
+        return LoadedModel(
+            load_trained(), architecture.name, architecture.name, "trained",
+            input_shape or architecture.input_shape, sha256_file(WEIGHTS_PATH), architecture.dataset,
+            {"trained_eval_accuracy": metadata.get("eval_accuracy")},
+        )
+    return LoadedModel(
+        architecture.build(), architecture.name, architecture.name, "registry",
+        input_shape or architecture.input_shape, None, None, {"weights": "random (seed 0)"},
+    )
+
+
+def _load_file(
+    path: Path, arch: str | None, input_shape: tuple[int, ...] | None, trust: bool
+) -> LoadedModel:
+    if not path.exists():
+        raise BadInput(f"Model file {path} does not exist.")
+    if not path.is_file():
+        raise BadInput(f"Model path {path} is not a file.")
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        raise BadInput(f"{path} is already ONNX: give the PyTorch model it came from (a registry name, "
+                       "checkpoint or module:factory); ONNX files go after MODEL in 'trtpipe bench'.")
+    digest = sha256_file(path)
+    shape = input_shape or _arch_shape(arch)
+    if suffix in TORCHSCRIPT_SUFFIXES or _is_torchscript_archive(path):
+        module = _read(lambda: torch.jit.load(str(path), map_location="cpu"), path, "TorchScript file")
+        if shape is None:
+            raise BadInput(f"TorchScript file {path} does not record its input shape: pass --input-shape "
+                           "(e.g. 1x3x224x224).")
+        return LoadedModel(module, _name_from(path), str(path), "torchscript", shape, digest)
+    if suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            state = load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as error:
+            raise BadInput(f"{path} is not a readable safetensors file ({error}).") from None
+        return _from_state_dict(state, path, arch, shape, digest, "safetensors")
+
+    obj = _torch_load(path, trust)
+    if isinstance(obj, nn.Module):
+        if shape is None:
+            raise BadInput(f"Pickled module {path} does not record its input shape: pass --input-shape.")
+        return LoadedModel(obj, _name_from(path), str(path), "pickled", shape, digest)
+    state = _find_state_dict(obj, path)
+    return _from_state_dict(state, path, arch, shape, digest, "state_dict")
+
+
+def _read(load: Any, path: Path, what: str) -> Any:
+    try:
+        return load()
+    except Exception as error:  # torch raises many types for a damaged file; all mean the same to the user
+        raise BadInput(f"{path} is not a readable {what} ({_first_line(error)}).") from None
+
+
+def _is_torchscript_archive(path: Path) -> bool:
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+    return any(n.endswith("constants.pkl") for n in names) and any("/code/" in n for n in names)
+
+
+def _torch_load(path: Path, trust: bool) -> Any:
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=not trust)
+    except pickle.UnpicklingError as error:
+        text = str(error)
+        if "Weights only load failed" in text or "weights_only" in text:
+            needs = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+            what = f" (it pickles {needs.group(1)})" if needs else ""
+            raise BadInput(
+                f"Checkpoint {path} needs full unpickling{what}, which can run arbitrary code: pass "
+                "--trust-checkpoint only if you trust its source, or save a state_dict instead."
+            ) from None
+        raise BadInput(f"{path} is not a readable PyTorch checkpoint ({_first_line(error)}).") from None
+    except Exception as error:  # truncated zip, wrong magic number, EOF...
+        raise BadInput(f"{path} is not a readable PyTorch checkpoint ({_first_line(error)}).") from None
+
+
+def _find_state_dict(obj: Any, path: Path) -> Mapping[str, torch.Tensor]:
+    if isinstance(obj, Mapping):
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            return obj
+        for key in ("state_dict", "model_state_dict", "model", "net", "weights"):
+            inner = obj.get(key)
+            if isinstance(inner, Mapping) and inner and all(isinstance(v, torch.Tensor) for v in inner.values()):
+                return inner
+    raise BadInput(f"Checkpoint {path} holds a {type(obj).__name__}, not a state_dict of tensors "
+                   "(nor one under 'state_dict' or 'model').")
+
+
+def _from_state_dict(
+    state: Mapping[str, torch.Tensor], path: Path, arch: str | None, shape: tuple[int, ...] | None,
+    digest: str, kind: str,
+) -> LoadedModel:
+    if arch is None:
+        raise BadInput(f"{path} holds only weights: pass --arch NAME to say which architecture they fit "
+                       "(see 'trtpipe models').")
+    architecture = get_architecture(arch)
+    state = {k.removeprefix("module."): v for k, v in state.items()}  # saved from DataParallel/DDP
+    module = architecture.build(num_classes=_num_classes(architecture, state))
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    if missing or unexpected:
+        raise BadInput(
+            f"{path} does not fit --arch {architecture.name}: {len(missing)} missing keys "
+            f"({_few(missing)}), {len(unexpected)} unexpected keys ({_few(unexpected)})."
+        )
+    wrong = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in expected.items()
+             if tuple(state[k].shape) != tuple(v.shape)]
+    if wrong:
+        raise BadInput(f"{path} does not fit --arch {architecture.name}: shapes differ for {_few(wrong)}.")
+    module.load_state_dict(state)
+    return LoadedModel(module, _name_from(path), str(path), kind, shape or architecture.input_shape, digest,
+                       architecture.dataset, {"architecture": architecture.name})
+
+
+def _num_classes(architecture: Architecture, state: Mapping[str, torch.Tensor]) -> int | None:
+    """Fine-tuned checkpoints often change only the classifier's width: read it from the last 2-D weight."""
+    with torch.device("meta"):
+        reference = architecture.build(random_init=False).state_dict()
+    last = [k for k, v in reference.items() if k.endswith("weight") and v.dim() == 2]
+    if last and last[-1] in state and state[last[-1]].shape[0] != reference[last[-1]].shape[0]:
+        return int(state[last[-1]].shape[0])
+    return None
+
+
+def _load_factory(
+    spec: str, module_name: str, attr: str, shape: tuple[int, ...] | None
+) -> LoadedModel:
+    source_sha = None
+    try:
+        if module_name.endswith(".py"):
+            file = Path(module_name)
+            if not file.is_file():
+                raise BadInput(f"Factory file {file} does not exist.")
+            source_sha = sha256_file(file)
+            import_spec = importlib.util.spec_from_file_location(f"trtpipe_user_{file.stem}", file)
+            assert import_spec is not None and import_spec.loader is not None
+            python_module = importlib.util.module_from_spec(import_spec)
+            sys.modules[import_spec.name] = python_module
+            import_spec.loader.exec_module(python_module)
+        else:
+            python_module = importlib.import_module(module_name)
+    except BadInput:
+        raise
+    except Exception as error:  # the user's code failed to import
+        raise BadInput(f"Could not import {module_name} for '{spec}': {_first_line(error)}") from None
+    factory = getattr(python_module, attr, None)
+    if not callable(factory):
+        raise BadInput(f"{module_name} has no callable '{attr}'.")
+    try:
+        module = factory()
+    except Exception as error:  # the user's factory failed
+        raise BadInput(f"{spec}() failed: {_first_line(error)}") from None
+    if not isinstance(module, nn.Module):
+        raise BadInput(f"{spec}() returned a {type(module).__name__}, not a torch.nn.Module.")
+    shape = shape or _declared_shape(module) or _declared_shape(factory)
+    if shape is None:
+        raise BadInput(f"'{spec}' does not say its input shape: pass --input-shape (e.g. 1x3x224x224) or give "
+                       "the module an 'input_shape' attribute.")
+    return LoadedModel(module, attr, spec, "factory", shape, source_sha)
+
+
+def _declared_shape(obj: Any) -> tuple[int, ...] | None:
+    shape = getattr(obj, "input_shape", None)
+    if isinstance(shape, (tuple, list)) and shape and all(isinstance(d, int) and d > 0 for d in shape):
+        return tuple(shape)
+    return None
+
+
+def _name_from(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem) or "model"
+
+
+def _few(items: list[str], n: int = 4) -> str:
+    shown = ", ".join(items[:n])
+    return shown + (", ..." if len(items) > n else "") if items else "none"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

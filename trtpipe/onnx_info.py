@@ -1,0 +1,48 @@
+"""Facts read from an ONNX file without running it: validity, opset, IO tensors, precision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from trtpipe._files import require_file
+from trtpipe.errors import BadInput
+
+QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
+                 "MatMulInteger", "DynamicQuantizeLinear"}
+
+
+def load_onnx(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
+    """Load an ONNX file; anything that is not one gives a clear BadInput."""
+    require_file(Path(path), "ONNX file")
+    try:
+        return onnx.load(str(path), load_external_data=load_weights)
+    except Exception as error:  # protobuf's DecodeError and friends: the file is not ONNX
+        raise BadInput(f"{path} is not a valid ONNX model ({type(error).__name__}): re-export it with "
+                       "'trtpipe convert'.") from None
+
+
+def opset_of(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def detect_precision(model: onnx.ModelProto) -> str:
+    """int8 when the graph holds Q/DQ or integer ops, fp16 when it computes in half precision, else fp32."""
+    ops = {node.op_type for node in model.graph.node}
+    if ops & QUANTIZED_OPS:
+        return "int8"
+    half = onnx.TensorProto.FLOAT16
+    if any(init.data_type == half for init in model.graph.initializer) or any(
+        node.op_type == "Cast" and any(a.name == "to" and a.i == half for a in node.attribute)
+        for node in model.graph.node
+    ):
+        return "fp16"
+    return "fp32"
+
+
+def op_counts(model: onnx.ModelProto) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items()))

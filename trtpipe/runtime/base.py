@@ -1,0 +1,96 @@
+"""The backend interface every engine kind implements.
+
+Subclasses fill in ``_run`` and describe their tensors; :meth:`Backend.run` does the checks every caller
+needs once, so a wrong dtype or shape is reported the same way by the CLI, by bench and by the server.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import ClassVar
+
+import numpy as np
+
+from trtpipe.errors import BadInput
+from trtpipe.shapes import format_shape
+
+Dim = int | str | None  # a str or None marks a dynamic dimension
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str  # numpy dtype name: float32, float16, int64...
+    shape: tuple[Dim, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+    def check(self, array: np.ndarray) -> None:
+        """Raise BadInput naming this tensor when ``array`` does not fit it."""
+        if array.dtype != np.dtype(self.dtype):
+            raise BadInput(f"Input '{self.name}' has dtype {array.dtype}; the model expects {self.dtype}.")
+        if array.ndim != len(self.shape) or any(
+            isinstance(want, int) and want != got for want, got in zip(self.shape, array.shape, strict=False)
+        ):
+            raise BadInput(f"Input '{self.name}' has shape {format_shape(array.shape)}; the model expects "
+                           f"{format_shape(self.shape)} ('?' is free).")
+
+
+class Backend(ABC):
+    """A loaded model that maps numpy inputs to numpy outputs."""
+
+    kind: ClassVar[str]
+    precision: str = "fp32"
+    device: str = "cpu"
+
+    @property
+    @abstractmethod
+    def inputs(self) -> list[TensorInfo]: ...
+
+    @property
+    @abstractmethod
+    def outputs(self) -> list[TensorInfo]: ...
+
+    @abstractmethod
+    def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+
+    def run(self, inputs: np.ndarray | Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run the model; a bare array goes to the single input. Returns outputs in ``self.outputs`` order."""
+        return self._run(self.feeds(inputs))
+
+    def feeds(self, inputs: np.ndarray | Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """Name and check the inputs once; timing loops call :meth:`_run` on the result."""
+        expected = self.inputs
+        if isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        if not isinstance(inputs, Mapping):
+            if len(inputs) != len(expected):
+                raise BadInput(f"The model takes {len(expected)} inputs "
+                               f"({', '.join(t.name for t in expected)}); got {len(inputs)}.")
+            inputs = {info.name: array for info, array in zip(expected, inputs, strict=True)}
+        names = {t.name for t in expected}
+        missing, extra = names - set(inputs), set(inputs) - names
+        if missing or extra:
+            raise BadInput(f"Inputs do not match the model: missing {sorted(missing) or 'none'}, "
+                           f"unexpected {sorted(extra) or 'none'}.")
+        feeds = {}
+        for info in expected:
+            array = np.asarray(inputs[info.name])
+            info.check(array)
+            feeds[info.name] = array
+        return feeds
+
+    def close(self) -> None:
+        """Release the engine's resources (sessions, device memory, threads)."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

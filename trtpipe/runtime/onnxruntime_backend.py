@@ -1,0 +1,91 @@
+"""ONNX Runtime execution of an ONNX artifact; CPU by default, any installed provider on request."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from trtpipe.errors import BadInput
+from trtpipe.onnx_info import detect_precision, load_onnx
+from trtpipe.runtime.base import Backend, TensorInfo
+
+OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+
+_ORT_TYPES = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool",
+}
+
+
+class OnnxRuntimeBackend(Backend):
+    kind = "onnxruntime"
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        providers: Sequence[str] | None = None,
+        threads: int | None = None,
+        optimization: str = "all",
+    ) -> None:
+        import onnxruntime as ort
+
+        self.path = Path(path)
+        model = load_onnx(self.path, load_weights=False)
+        self.precision = detect_precision(model)
+        del model
+        available = ort.get_available_providers()
+        self.providers = list(providers or ["CPUExecutionProvider"])
+        unknown = [p for p in self.providers if p not in available]
+        if unknown:
+            raise BadInput(f"Requested ONNX Runtime providers {', '.join(unknown)}; available providers are "
+                           f"{', '.join(available)}.")
+        if optimization not in OPTIMIZATION_LEVELS:
+            raise BadInput(f"Unknown graph optimisation level '{optimization}': choose one of "
+                           f"{', '.join(OPTIMIZATION_LEVELS)}.")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = {
+            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }[optimization]
+        options.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        self.optimization = optimization
+        self.threads = threads
+        try:
+            self.session = ort.InferenceSession(str(self.path), options, providers=self.providers)
+        except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise BadInput(f"ONNX Runtime cannot load {self.path}: {message}") from None
+        self.device = "cuda" if any(p.startswith(("CUDA", "Tensorrt")) for p in self.providers) else "cpu"
+        self._inputs = [_info(i) for i in self.session.get_inputs()]
+        self._outputs = [_info(o) for o in self.session.get_outputs()]
+        self._output_names = [o.name for o in self._outputs]
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        return self._outputs
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(self._output_names, feeds)
+
+    def close(self) -> None:
+        # Dropping the session stops its thread pool, so it cannot spin against the next thing measured.
+        self.__dict__.pop("session", None)
+
+
+def _info(node: object) -> TensorInfo:
+    ort_type = node.type  # type: ignore[attr-defined]
+    shape = tuple(d if isinstance(d, int) else (d or None) for d in node.shape)  # type: ignore[attr-defined]
+    return TensorInfo(node.name, _ORT_TYPES.get(ort_type, ort_type), shape)  # type: ignore[attr-defined]

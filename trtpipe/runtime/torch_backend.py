@@ -1,0 +1,68 @@
+"""PyTorch eager execution: the FP32 baseline every artifact is measured and verified against."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from trtpipe.errors import BadInput
+from trtpipe.runtime.base import Backend, TensorInfo
+
+
+class TorchBackend(Backend):
+    kind = "torch"
+
+    def __init__(
+        self,
+        module: nn.Module,
+        sample_shape: tuple[int, ...],
+        *,
+        device: str = "cpu",
+        threads: int | None = None,
+        input_name: str = "input",
+    ) -> None:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
+        if threads:
+            torch.set_num_threads(threads)  # process-wide; bench sets the same count for every backend
+        self.device = device
+        self.module = module.eval().to(device)
+        self._inputs = [TensorInfo(input_name, "float32", ("batch", *sample_shape))]
+        probe = self._forward(np.zeros((1, *sample_shape), dtype=np.float32))
+        names = ["output"] if len(probe) == 1 else [f"output_{i}" for i in range(len(probe))]
+        self._outputs = [
+            TensorInfo(name, str(array.dtype), ("batch", *array.shape[1:]))
+            for name, array in zip(names, probe, strict=True)
+        ]
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        return self._outputs
+
+    def _forward(self, array: np.ndarray) -> list[np.ndarray]:
+        with torch.inference_mode():
+            result = self.module(torch.from_numpy(array).to(self.device))
+            tensors = _flatten(result)
+            # .cpu() waits for the GPU; synchronize anyway so timings never count queued work as done.
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            return [t.detach().float().cpu().numpy() if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
+                    for t in tensors]
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self._forward(feeds[self._inputs[0].name])
+
+
+def _flatten(result: object) -> list[torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, dict):
+        return [t for value in result.values() for t in _flatten(value)]
+    if isinstance(result, (list, tuple)):
+        return [t for value in result for t in _flatten(value)]
+    raise BadInput(f"The model returned a {type(result).__name__}; trtpipe needs tensors.")
