@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
+import os
 import re
+import sys
+import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +49,8 @@ def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
     start = time.perf_counter()
     # A batch of 2 for tracing keeps torch.export from specialising the batch axis to the constant 1.
     batch = 2 if dynamic_batch else loaded.input_shape[0]
-    example = torch.randn((batch, *loaded.sample_shape))
+    # A seeded example input: tracing exporters follow the branches this input takes, so it must not vary.
+    example = torch.randn((batch, *loaded.sample_shape), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
         n_outputs = len(_as_list(loaded.module(example)))
     output_names = ["output"] if n_outputs == 1 else [f"output_{i}" for i in range(n_outputs)]
@@ -107,16 +113,40 @@ def _export_failure_message(error: BaseException, opset: int) -> str:
 
 
 @contextlib.contextmanager
-def _quiet():  # type: ignore[no-untyped-def]
-    """The exporters print progress and warnings of their own; keep trtpipe's output readable."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+def _quiet() -> Iterator[None]:
+    """Silence the exporters' own output: progress lines, warnings, torch logging and graph dumps that the
+    TorchScript exporter writes from C++ straight to file descriptor 2. What matters reaches the user through
+    trtpipe's own messages."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    torch_logger = logging.getLogger("torch")
+    level = torch_logger.level
+    with tempfile.TemporaryFile() as sink, warnings.catch_warnings(), \
+            contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
-        yield
+        torch_logger.setLevel(logging.CRITICAL)
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            torch_logger.setLevel(level)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _summarise(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    return (lines[0] if lines else type(error).__name__)[:300]
+    """The root cause's first line: the exporters wrap the real error in generic 'step N/3' messages."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    lines = [_ANSI.sub("", line).strip() for line in str(error).strip().splitlines() if line.strip()]
+    return (f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__)[:300]
 
 
 def _as_list(result: object) -> list[object]:

@@ -25,7 +25,7 @@ from torch import nn
 
 from trtpipe._files import sha256_file
 from trtpipe.errors import BadInput
-from trtpipe.models.registry import Architecture, get_architecture
+from trtpipe.models.registry import Architecture, get_architecture, skeleton
 from trtpipe.shapes import format_shape
 
 STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
@@ -191,15 +191,17 @@ def _torch_load(path: Path, trust: bool) -> Any:
     try:
         return torch.load(str(path), map_location="cpu", weights_only=not trust)
     except pickle.UnpicklingError as error:
-        text = str(error)
-        if "Weights only load failed" in text or "weights_only" in text:
-            needs = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
-            what = f" (it pickles {needs.group(1)})" if needs else ""
+        # A pickle that names a class is a real checkpoint that needs full unpickling; any other complaint
+        # ("Unsupported operand", "invalid load key") means the bytes are not a checkpoint at all.
+        needs = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+        if needs:
             raise BadInput(
-                f"Checkpoint {path} needs full unpickling{what}, which can run arbitrary code: pass "
-                "--trust-checkpoint only if you trust its source, or save a state_dict instead."
+                f"Checkpoint {path} needs full unpickling (it pickles {needs.group(1)}), which can run arbitrary "
+                "code: pass --trust-checkpoint only if you trust its source, or save a state_dict instead."
             ) from None
-        raise BadInput(f"{path} is not a readable PyTorch checkpoint ({_first_line(error)}).") from None
+        detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(error))
+        reason = detail.group(1).strip() if detail else _first_line(error)
+        raise BadInput(f"{path} is not a readable PyTorch checkpoint ({reason}).") from None
     except Exception as error:  # truncated zip, wrong magic number, EOF...
         raise BadInput(f"{path} is not a readable PyTorch checkpoint ({_first_line(error)}).") from None
 
@@ -245,8 +247,7 @@ def _from_state_dict(
 
 def _num_classes(architecture: Architecture, state: Mapping[str, torch.Tensor]) -> int | None:
     """Fine-tuned checkpoints often change only the classifier's width: read it from the last 2-D weight."""
-    with torch.device("meta"):
-        reference = architecture.build(random_init=False).state_dict()
+    reference = skeleton(architecture).state_dict()
     last = [k for k, v in reference.items() if k.endswith("weight") and v.dim() == 2]
     if last and last[-1] in state and state[last[-1]].shape[0] != reference[last[-1]].shape[0]:
         return int(state[last[-1]].shape[0])

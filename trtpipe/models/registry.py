@@ -95,10 +95,17 @@ def get_architecture(name: str) -> Architecture:
     )
 
 
-def parameter_count(arch: Architecture) -> int:
-    """Count parameters without allocating weights (built on the meta device)."""
+def skeleton(arch: Architecture) -> nn.Module:
+    """The network's structure, cheaply: on the meta device (no weights allocated) where the constructor
+    allows it; some (RegNet) compute with real tensors while building, so they are built normally."""
     import torch
 
-    with torch.device("meta"):
-        module = _factory(arch.name)()
-    return sum(p.numel() for p in module.parameters())
+    try:
+        with torch.device("meta"):
+            return _factory(arch.name)()
+    except NotImplementedError:
+        return _factory(arch.name)()
+
+
+def parameter_count(arch: Architecture) -> int:
+    return sum(p.numel() for p in skeleton(arch).parameters())

@@ -1,0 +1,154 @@
+"""Every way a user can name MODEL, and every way it can be wrong."""
+
+from __future__ import annotations
+
+import pickle
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from tests.conftest import error_line
+from trtpipe.errors import BadInput
+from trtpipe.models.digits import load_trained
+from trtpipe.models.loader import load_model
+
+
+def _outputs(module: torch.nn.Module, shape: tuple[int, ...] = (2, 1, 32, 32)) -> np.ndarray:
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal(shape, dtype=np.float32))
+    with torch.inference_mode():
+        return module.eval()(x).numpy()
+
+
+@pytest.fixture(scope="module")
+def trained() -> torch.nn.Module:
+    return load_trained()
+
+
+def test_state_dict_checkpoint_with_arch(tmp_path: Path, trained: torch.nn.Module) -> None:
+    path = tmp_path / "digits.pt"
+    torch.save(trained.state_dict(), path)
+    loaded = load_model(str(path), arch="digits_resnet")
+    assert loaded.source_kind == "state_dict" and loaded.input_shape == (1, 1, 32, 32)
+    np.testing.assert_array_equal(_outputs(loaded.module), _outputs(trained))
+
+
+def test_wrapped_and_data_parallel_state_dicts(tmp_path: Path, trained: torch.nn.Module) -> None:
+    path = tmp_path / "ckpt.pth"
+    torch.save({"state_dict": {f"module.{k}": v for k, v in trained.state_dict().items()}, "epoch": 3}, path)
+    np.testing.assert_array_equal(_outputs(load_model(str(path), arch="digits_resnet").module), _outputs(trained))
+
+
+def test_safetensors_checkpoint(tmp_path: Path, trained: torch.nn.Module) -> None:
+    path = tmp_path / "digits.safetensors"
+    save_file(dict(trained.state_dict()), str(path))
+    loaded = load_model(str(path), arch="digits_resnet")
+    assert loaded.source_kind == "safetensors" and loaded.source_sha256
+    np.testing.assert_array_equal(_outputs(loaded.module), _outputs(trained))
+
+
+def test_fine_tuned_classifier_width_is_read_from_the_checkpoint(tmp_path: Path) -> None:
+    import torchvision
+
+    path = tmp_path / "finetuned.pt"
+    torch.save(torchvision.models.mobilenet_v3_small(num_classes=7).state_dict(), path)
+    loaded = load_model(str(path), arch="mobilenet_v3_small", input_shape=(1, 3, 64, 64))
+    assert _outputs(loaded.module, (1, 3, 64, 64)).shape == (1, 7)
+
+
+def test_state_dict_that_does_not_fit_lists_keys(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "other.pt"
+    torch.save({"features.0.weight": torch.zeros(3), "classifier.bias": torch.zeros(10)}, path)
+    result = run_cli("convert", path, "--arch", "digits_resnet", "-o", tmp_path / "x.onnx")
+    assert result.exit_code == 1
+    line = error_line(result.output)
+    assert "does not fit --arch digits_resnet" in line
+    assert "missing keys (stem.0.weight" in line and "unexpected keys (features.0.weight" in line
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_state_dict_without_arch_asks_for_it(tmp_path: Path, trained: torch.nn.Module) -> None:
+    path = tmp_path / "weights.pt"
+    torch.save(trained.state_dict(), path)
+    with pytest.raises(BadInput, match="pass --arch NAME"):
+        load_model(str(path))
+
+
+def test_pickled_checkpoint_is_refused_unless_trusted(tmp_path: Path, run_cli,  # type: ignore[no-untyped-def]
+                                                      trained: torch.nn.Module) -> None:
+    path = tmp_path / "whole_model.pt"
+    torch.save(trained, path)  # pickles the class: loading it runs code
+    result = run_cli("convert", path, "-o", tmp_path / "x.onnx")
+    assert result.exit_code == 1
+    line = error_line(result.output)
+    assert "needs full unpickling" in line and "--trust-checkpoint" in line
+    loaded = load_model(str(path), trust_checkpoint=True, input_shape=(1, 1, 32, 32))
+    np.testing.assert_array_equal(_outputs(loaded.module), _outputs(trained))
+
+
+def test_torchscript_file(tmp_path: Path, trained: torch.nn.Module) -> None:
+    path = tmp_path / "digits.pt"
+    torch.jit.trace(trained, torch.zeros(1, 1, 32, 32)).save(str(path))
+    with pytest.raises(BadInput, match="--input-shape"):
+        load_model(str(path))
+    loaded = load_model(str(path), input_shape=(1, 1, 32, 32))
+    assert loaded.source_kind == "torchscript"
+    np.testing.assert_allclose(_outputs(loaded.module), _outputs(trained), atol=1e-6)
+
+
+def test_factory_from_file_and_from_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = textwrap.dedent("""
+        import torch
+
+        class Tiny(torch.nn.Module):
+            input_shape = (1, 3, 16, 16)
+
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 4, 3)
+
+            def forward(self, x):
+                return self.conv(x).mean((2, 3))
+
+        def make():
+            return Tiny()
+
+        def not_a_module():
+            return 42
+    """)
+    (tmp_path / "tiny_models.py").write_text(source)
+    loaded = load_model(f"{tmp_path}/tiny_models.py:make")
+    assert loaded.input_shape == (1, 3, 16, 16) and loaded.source_kind == "factory" and loaded.source_sha256
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_model("tiny_models:make").input_shape == (1, 3, 16, 16)
+    with pytest.raises(BadInput, match="returned a int, not a torch.nn.Module"):
+        load_model("tiny_models:not_a_module")
+    with pytest.raises(BadInput, match="has no callable 'missing'"):
+        load_model("tiny_models:missing")
+    with pytest.raises(BadInput, match="Could not import no_such_module"):
+        load_model("no_such_module:make")
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", b"PK\x03\x04truncated zip"])
+def test_corrupt_checkpoint(tmp_path: Path, content: bytes, run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "broken.pt"
+    path.write_bytes(content)
+    result = run_cli("convert", path, "--arch", "digits_resnet", "-o", tmp_path / "x.onnx")
+    assert result.exit_code == 1
+    assert "is not a readable PyTorch checkpoint" in error_line(result.output)
+
+
+def test_corrupt_safetensors(tmp_path: Path) -> None:
+    path = tmp_path / "broken.safetensors"
+    path.write_bytes(pickle.dumps({"a": 1}))
+    with pytest.raises(BadInput, match="not a readable safetensors file"):
+        load_model(str(path), arch="digits_resnet")
+
+
+def test_missing_file(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("convert", tmp_path / "nope.pt", "--arch", "resnet18", "-o", tmp_path / "x.onnx")
+    assert result.exit_code == 1
+    assert error_line(result.output) == f"Error: Model file {tmp_path / 'nope.pt'} does not exist."
