@@ -13,7 +13,7 @@ def test_parse_shape(text: str, dims: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize("text", ["", "224", "1x3xax224", "1x0x2x2", "1x-3x2x2", "1x3x"])
 def test_parse_shape_rejects_malformed(text: str) -> None:
-    with pytest.raises(ValueError, match="shape|dimension"):
+    with pytest.raises(ValueError, match=r"shape|dimension"):
         parse_shape(text)
 
 

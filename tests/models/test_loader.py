@@ -124,7 +124,7 @@ def test_factory_from_file_and_from_module(tmp_path: Path, monkeypatch: pytest.M
     assert loaded.input_shape == (1, 3, 16, 16) and loaded.source_kind == "factory" and loaded.source_sha256
     monkeypatch.syspath_prepend(str(tmp_path))
     assert load_model("tiny_models:make").input_shape == (1, 3, 16, 16)
-    with pytest.raises(BadInput, match="returned a int, not a torch.nn.Module"):
+    with pytest.raises(BadInput, match=r"returned a int, not a torch\.nn\.Module"):
         load_model("tiny_models:not_a_module")
     with pytest.raises(BadInput, match="has no callable 'missing'"):
         load_model("tiny_models:missing")

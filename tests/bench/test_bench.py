@@ -1,0 +1,85 @@
+"""bench: one run measures PyTorch FP32 and the artifacts with the same inputs, and reports a fixed layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import error_line
+from trtpipe.bench.timing import LatencyStats, measure
+
+ROW_KEYS = {"variant", "backend", "precision", "batch", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms",
+            "throughput", "speedup_vs_torch_fp32", "max_abs_err", "top1_agreement"}
+
+
+def test_bench_json_markdown_and_table(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    json_path, markdown_path = tmp_path / "r.json", tmp_path / "r.md"
+    result = run_cli("bench", "digits_resnet", digits_onnx, "--batch", "1,4", "--threads", "1", "--warmup", "1",
+                     "--iters", "3", "--json", json_path, "--markdown", markdown_path)
+    assert result.exit_code == 0, result.output
+    assert "latency vs PyTorch FP32 eager" in result.output
+
+    report = json.loads(json_path.read_text())
+    assert {"environment", "model", "results"} <= set(report)
+    assert report["environment"]["threads"] == 1 and report["environment"]["cpu"]
+    assert report["model"]["name"] == "digits_resnet"
+    rows = report["results"]
+    assert [(r["backend"], r["batch"]) for r in rows] == [("torch", 1), ("torch", 4), ("onnxruntime", 1),
+                                                           ("onnxruntime", 4)]
+    for row in rows:
+        assert set(row) >= ROW_KEYS
+        assert row["iters"] == 3 and row["p50_ms"] <= row["p99_ms"]
+        assert row["throughput"] == pytest.approx(row["batch"] * 1000 / row["p50_ms"])
+    baseline = [r for r in rows if r["backend"] == "torch"]
+    assert all(r["precision"] == "fp32" and r["speedup_vs_torch_fp32"] == 1.0 for r in baseline)
+    onnx_rows = [r for r in rows if r["backend"] == "onnxruntime"]
+    for row in onnx_rows:
+        base = next(b for b in baseline if b["batch"] == row["batch"])
+        assert row["speedup_vs_torch_fp32"] == pytest.approx(base["p50_ms"] / row["p50_ms"])
+        assert row["top1_agreement"] == 1.0 and row["max_abs_err"] < 1e-3
+        assert row["top1_accuracy"] >= 0.95 and row["agreement_samples"] == 847
+    assert "| Variant |" in markdown_path.read_text()
+
+
+def test_static_batch_artifact_is_measured_at_its_batch_only(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    static = tmp_path / "static.onnx"
+    assert run_cli("convert", "digits_resnet", "--input-shape", "4x1x32x32", "--static-batch", "-o", static
+                   ).exit_code == 0
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", static, "--batch", "1,4", "--iters", "2", "--warmup", "0",
+                     "--json", json_path)
+    assert result.exit_code == 0, result.output
+    assert "static batch of 4" in result.output
+    rows = json.loads(json_path.read_text())["results"]
+    assert [r["batch"] for r in rows if r["backend"] == "onnxruntime"] == [4]
+    assert next(r for r in rows if r["backend"] == "onnxruntime")["agreement_samples"] == 844
+
+
+def test_bench_bad_input(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("bench", "digits_resnet", tmp_path / "missing.onnx", "--iters", "1")
+    assert result.exit_code == 1 and "does not exist" in error_line(result.output)
+    result = run_cli("bench", "digits_resnet", "--batch", "0,2")
+    assert result.exit_code == 2 and "positive batch sizes" in result.output
+    fake = tmp_path / "fake.onnx"
+    fake.write_bytes(b"nope")
+    result = run_cli("bench", "digits_resnet", fake, "--iters", "1")
+    assert result.exit_code == 1 and "is not a valid ONNX model" in error_line(result.output)
+
+
+def test_statistics_of_known_samples() -> None:
+    stats = LatencyStats.from_samples(np.arange(1, 101, dtype=float), batch=4)
+    assert stats.iters == 100 and stats.min_ms == 1 and stats.max_ms == 100
+    assert stats.p50_ms == pytest.approx(50.5) and stats.p90_ms == pytest.approx(90.1)
+    assert stats.p99_ms == pytest.approx(99.01) and stats.mean_ms == pytest.approx(50.5)
+    assert stats.throughput == pytest.approx(4 * 1000 / 50.5)
+
+
+def test_measure_discards_warmup_and_honours_iteration_count() -> None:
+    calls = []
+    samples = measure(lambda: calls.append(1), warmup=3, iters=7, duration_s=None)
+    assert len(calls) == 10 and len(samples) == 7
+    samples = measure(lambda: None, warmup=0, iters=None, duration_s=0.01, min_iters=4)
+    assert len(samples) >= 4

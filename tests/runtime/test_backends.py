@@ -1,0 +1,54 @@
+"""The runtime seam: both backends agree, and misuse gets a message naming the tensor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trtpipe.errors import BadInput
+from trtpipe.models.loader import load_model
+from trtpipe.runtime import backend_kind_for, open_artifact
+from trtpipe.runtime.onnxruntime_backend import OnnxRuntimeBackend
+from trtpipe.runtime.torch_backend import TorchBackend
+
+
+@pytest.fixture(scope="module")
+def batch() -> np.ndarray:
+    return np.random.default_rng(1).standard_normal((4, 1, 32, 32), dtype=np.float32)
+
+
+def test_torch_and_onnxruntime_backends_agree(digits_onnx: Path, batch: np.ndarray) -> None:
+    loaded = load_model("digits_resnet")
+    reference = TorchBackend(loaded.module, loaded.sample_shape)
+    with open_artifact(digits_onnx, threads=1) as candidate:
+        assert candidate.kind == "onnxruntime" and candidate.precision == "fp32"
+        assert candidate.inputs[0].name == "input" and candidate.inputs[0].shape == ("batch", 1, 32, 32)
+        assert [o.name for o in candidate.outputs] == ["output"]
+        np.testing.assert_allclose(candidate.run(batch)[0], reference.run(batch)[0], atol=1e-4)
+        np.testing.assert_allclose(candidate.run({"input": batch})[0], candidate.run([batch])[0])
+
+
+def test_wrong_dtype_shape_and_names_are_named(digits_onnx: Path, batch: np.ndarray) -> None:
+    with OnnxRuntimeBackend(digits_onnx) as backend:
+        with pytest.raises(BadInput, match=r"Input .input. has dtype float64; the model expects float32"):
+            backend.run(batch.astype(np.float64))
+        with pytest.raises(BadInput, match=r"Input 'input' has shape 4x3x32x32; the model expects batchx1x32x32"):
+            backend.run(np.zeros((4, 3, 32, 32), np.float32))
+        with pytest.raises(BadInput, match=r"missing \['input'\], unexpected \['image'\]"):
+            backend.run({"image": batch})
+
+
+def test_optimisation_level_and_unknown_provider(digits_onnx: Path, batch: np.ndarray) -> None:
+    with OnnxRuntimeBackend(digits_onnx, optimization="disable") as plain, OnnxRuntimeBackend(digits_onnx) as fused:
+        np.testing.assert_allclose(plain.run(batch)[0], fused.run(batch)[0], atol=1e-4)
+    with pytest.raises(BadInput, match=r"Requested ONNX Runtime providers NoSuchExecutionProvider; available "
+                                       r"providers are .*CPUExecutionProvider"):
+        OnnxRuntimeBackend(digits_onnx, providers=["NoSuchExecutionProvider"])
+
+
+def test_artifact_kinds() -> None:
+    assert backend_kind_for(Path("m.onnx")) == "onnxruntime"
+    with pytest.raises(BadInput, match=r"trtpipe runs \.onnx artifacts"):
+        backend_kind_for(Path("m.pt"))
