@@ -39,7 +39,8 @@ def _columns(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 def machine_line(report: dict[str, Any]) -> str:
     env = report["environment"]
     gpu = f", GPU {env['gpu']['name']}" if env.get("gpu") else ", no GPU"
-    return (f"{env['cpu']} ({env['cores']} cores, {env['threads']} threads used{gpu}); torch "
+    flags = f"{', '.join(env['cpu_flags'])}; " if env.get("cpu_flags") else ""
+    return (f"{env['cpu']} ({flags}{env['cores']} cores, {env['threads']} threads used{gpu}); torch "
             f"{env['versions']['torch']}, onnxruntime {env['versions']['onnxruntime']}")
 
 
