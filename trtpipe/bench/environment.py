@@ -2,40 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import platform
-from pathlib import Path
 from typing import Any
 
-_INTERESTING_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_flags() -> list[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                present = set(line.split(":", 1)[1].split())
-                return [f for f in _INTERESTING_FLAGS if f in present]
-    except OSError:
-        pass
-    return []
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+from trtpipe.hardware import cpu_flags, cpu_model, usable_cores
 
 
 def collect(threads: int) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from trtpipe import __version__, console
 from trtpipe.bench import environment
 from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.errors import BadInput
+from trtpipe.hardware import usable_cores
 from trtpipe.metrics import compare, top1_accuracy
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime import Backend, open_artifact
@@ -32,7 +33,7 @@ AGREEMENT_CHUNK = 64
 @dataclass
 class BenchSettings:
     batches: tuple[int, ...] = (1, 8, 32)
-    threads: int = field(default_factory=environment.usable_cores)
+    threads: int = field(default_factory=usable_cores)
     warmup: int = 5
     iters: int | None = None
     duration_s: float | None = 5.0

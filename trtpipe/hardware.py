@@ -1,0 +1,44 @@
+"""Facts about this machine's CPU that change what is fast or correct."""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+from pathlib import Path
+
+_INTERESTING_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile")
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> dict[str, str]:
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return info
+
+
+def cpu_model() -> str:
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_flags() -> list[str]:
+    present = set(_cpuinfo().get("flags", "").split())
+    return [f for f in _INTERESTING_FLAGS if f in present]
+
+
+def has_vnni() -> bool:
+    """VNNI (AVX-512 VNNI, AVX-VNNI or AMX) gives x86 int8 dot products without 16-bit saturation."""
+    return bool(set(_cpuinfo().get("flags", "").split()) & set(VNNI_FLAGS))
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

@@ -1,0 +1,61 @@
+"""What INT8 looks like for each deployment target.
+
+- tensorrt: signed symmetric INT8 activations, per-channel symmetric weights, Q/DQ also on the inputs of
+  residual Adds so TensorRT can fuse them into the convolution epilogue. TensorRT accumulates in int32 without
+  saturation, so its accuracy is measured by running Q/DQ as float ops (ONNX Runtime with graph optimisation
+  off), never through CPU integer kernels.
+- cpu: unsigned activations with signed weights (U8S8), which x86 CPUs run fast. Without VNNI, x86's int8
+  dot product (vpmaddubsw) saturates at 16 bits when weights use the full 8-bit range, so weights get 7 bits
+  (reduce_range) there; the report says which was chosen and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trtpipe.errors import BadInput
+from trtpipe.hardware import has_vnni
+
+TARGETS = ("tensorrt", "cpu")
+
+
+@dataclass(frozen=True)
+class QuantProfile:
+    target: str
+    signed_activations: bool
+    symmetric_activations: bool
+    reduce_range: bool
+    reduce_range_reason: str
+    op_types: tuple[str, ...] | None  # None: ONNX Runtime's default set
+    evaluation_optimization: str  # how ONNX Runtime must run the result to measure it faithfully
+    extra_options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "activations": "int8 symmetric" if self.signed_activations else "uint8",
+                "weights": "int8 symmetric per-channel" + (" (7-bit)" if self.reduce_range else ""),
+                "reduce_range": self.reduce_range, "reduce_range_reason": self.reduce_range_reason,
+                "accuracy_measured_with": "Q/DQ as float ops (TensorRT arithmetic)"
+                if self.evaluation_optimization == "disable" else "ONNX Runtime CPU integer kernels"}
+
+
+def profile_for(target: str) -> QuantProfile:
+    if target == "tensorrt":
+        return QuantProfile(
+            target, signed_activations=True, symmetric_activations=True, reduce_range=False,
+            reduce_range_reason="TensorRT accumulates in int32: full 8-bit weights",
+            op_types=("Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "AveragePool", "GlobalAveragePool",
+                      "MaxPool", "Concat"),
+            evaluation_optimization="disable",
+            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+        )
+    if target == "cpu":
+        vnni = has_vnni()
+        return QuantProfile(
+            target, signed_activations=False, symmetric_activations=False, reduce_range=not vnni,
+            reduce_range_reason="this CPU has VNNI: full 8-bit weights" if vnni else
+            "this CPU lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products",
+            op_types=None, evaluation_optimization="all",
+            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
+        )
+    raise BadInput(f"Unknown target '{target}': choose one of {', '.join(TARGETS)}.")
