@@ -162,6 +162,59 @@ def bench(model: str, artifacts: tuple[Path, ...], batches: tuple[int, ...], thr
     write_reports(report, json_path, markdown)
 
 
+def _floats(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise click.BadParameter(f"'{text}' is not a comma-separated list of numbers") from None
+
+
+@main.command()
+@click.argument("onnx_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Optimized ONNX to write; a manifest is written beside it.")
+@click.option("--fuse/--no-fuse", default=True, show_default=True, help="Simplify and fuse the graph (onnxslim).")
+@click.option("--precision", type=click.Choice(["fp32", "fp16", "int8"]), default="fp32", show_default=True)
+@click.option("--target", type=click.Choice(["tensorrt", "cpu"]),
+              help="INT8 flavour: tensorrt (S8S8 symmetric) or cpu (U8S8). Default: tensorrt with a GPU, else cpu.")
+@click.option("--calib", metavar="DATA", help="Calibration data: digits, FILE.npy/.npz, an image folder, or random.")
+@click.option("--calib-method", type=click.Choice(["minmax", "entropy", "percentile", "mse"]), default="minmax",
+              show_default=True)
+@click.option("--calib-samples", type=click.IntRange(1), help="Use the first N calibration samples (default: all).")
+@click.option("--calib-cache", type=click.Path(dir_okay=False, path_type=Path),
+              help="Calibration range cache (default: OUT.calib.json).")
+@click.option("--eval", "eval_data", metavar="DATA", help="Labelled data to measure accuracy on: digits, FILE.npz "
+              "with labels, or a folder with one subfolder per class.")
+@click.option("--max-accuracy-drop", type=click.FloatRange(0), metavar="PP",
+              help="Top-1 percentage points INT8 may lose; more sensitive layers fall back to FP32 until it holds.")
+@click.option("--keep-io-fp32/--no-keep-io-fp32", default=True, show_default=True,
+              help="FP16: keep graph inputs and outputs FP32.")
+@click.option("--resize", type=click.IntRange(1), help="Image folders: short side before the center crop.")
+@click.option("--mean", help="Image folders: per-channel mean, e.g. 0.485,0.456,0.406.")
+@click.option("--std", help="Image folders: per-channel std, e.g. 0.229,0.224,0.225.")
+@click.option("--channel-order", type=click.Choice(["rgb", "bgr"]), default="rgb", show_default=True)
+def optimize(onnx_file: Path, output: Path, fuse: bool, precision: str, target: str | None, calib: str | None,
+             calib_method: str, calib_samples: int | None, calib_cache: Path | None, eval_data: str | None,
+             max_accuracy_drop: float | None, keep_io_fp32: bool, resize: int | None, mean: str | None,
+             std: str | None, channel_order: str) -> None:
+    """Fuse, and convert to FP16 or INT8 (Q/DQ) inside the ONNX graph, with accuracy figures."""
+    from trtpipe.optimize import OptimizeOptions
+    from trtpipe.optimize import optimize as run_optimize
+    from trtpipe.optimize.data import ImagePreprocessing
+
+    options = OptimizeOptions(
+        precision=precision, target=target, fuse=fuse, keep_io_fp32=keep_io_fp32, calib=calib,
+        calib_method=calib_method, calib_samples=calib_samples, eval=eval_data,
+        max_accuracy_drop=max_accuracy_drop, calib_cache=calib_cache,
+        preprocessing=ImagePreprocessing(resize=resize, mean=_floats(mean), std=_floats(std),
+                                         channel_order=channel_order),
+    )
+    result = run_optimize(onnx_file, output, options)
+    click.echo(f"{result.path}\n{result.manifest_path}")
+
+
 @main.command()
 @click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"),
               show_default=True, help="Model repository to write (Triton layout).")

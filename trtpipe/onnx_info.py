@@ -46,3 +46,25 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     for node in model.graph.node:
         counts[node.op_type] = counts.get(node.op_type, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Reorder nodes so each comes after its producers (stable otherwise). Converters that append Cast or
+    Q/DQ nodes leave them at the end; ONNX Runtime tolerates that, onnx.checker and TensorRT do not."""
+    nodes = list(model.graph.node)
+    producer = {output: i for i, node in enumerate(nodes) for output in node.output if output}
+    dependencies = [{producer[name] for name in node.input if name in producer} for node in nodes]
+    placed: set[int] = set()
+    order: list[int] = []
+    remaining = list(range(len(nodes)))
+    while remaining:
+        ready = [i for i in remaining if dependencies[i] <= placed]
+        if not ready:
+            raise ValueError("the graph has a cycle")
+        placed.update(ready)
+        order += ready
+        remaining = [i for i in remaining if i not in placed]
+    sorted_nodes = [nodes[i] for i in order]
+    del model.graph.node[:]
+    model.graph.node.extend(sorted_nodes)
+    return model

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from trtpipe.errors import BadInput
 from trtpipe.onnx_info import detect_precision, load_onnx
@@ -25,7 +26,7 @@ class OnnxRuntimeBackend(Backend):
 
     def __init__(
         self,
-        path: Path,
+        path: Path | onnx.ModelProto,
         *,
         providers: Sequence[str] | None = None,
         threads: int | None = None,
@@ -33,9 +34,13 @@ class OnnxRuntimeBackend(Backend):
     ) -> None:
         import onnxruntime as ort
 
-        self.path = Path(path)
-        model = load_onnx(self.path, load_weights=False)
+        # An in-memory model (optimize's candidates) runs without touching the disk.
+        in_memory = isinstance(path, onnx.ModelProto)
+        self.path = None if in_memory else Path(path)
+        model = path if in_memory else load_onnx(self.path, load_weights=False)
         self.precision = detect_precision(model)
+        source = model.SerializeToString() if in_memory else str(self.path)
+        label = "the in-memory model" if in_memory else str(self.path)
         del model
         available = ort.get_available_providers()
         self.providers = list(providers or ["CPUExecutionProvider"])
@@ -60,10 +65,10 @@ class OnnxRuntimeBackend(Backend):
         self.optimization = optimization
         self.threads = threads
         try:
-            self.session = ort.InferenceSession(str(self.path), options, providers=self.providers)
+            self.session = ort.InferenceSession(source, options, providers=self.providers)
         except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise BadInput(f"ONNX Runtime cannot load {self.path}: {message}") from None
+            raise BadInput(f"ONNX Runtime cannot load {label}: {message}") from None
         self.device = "cuda" if any(p.startswith(("CUDA", "Tensorrt")) for p in self.providers) else "cpu"
         self._inputs = [_info(i) for i in self.session.get_inputs()]
         self._outputs = [_info(o) for o in self.session.get_outputs()]

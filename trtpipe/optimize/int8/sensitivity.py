@@ -1,0 +1,90 @@
+"""The accuracy budget: when full INT8 loses too much, keep the most sensitive layers in FP32.
+
+Sensitivity is measured one layer at a time: quantise only that layer and see how far the logits move from
+FP32's on calibration data (not the eval data the budget is judged on, so the choice does not fit the test).
+Layers then fall back to FP32 in order of sensitivity until the eval accuracy drop is within the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from trtpipe import console
+from trtpipe.errors import TrtpipeError
+from trtpipe.optimize.evaluate import Figures, figures, logits
+from trtpipe.optimize.int8.calibrate import Ranges
+from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.quantize import quantize
+
+WEIGHTED_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
+PROBE_SAMPLES = 64
+
+
+@dataclass
+class FallbackResult:
+    model: onnx.ModelProto
+    excluded: list[str]
+    ranking: list[tuple[str, float]]
+    figures: Figures
+    attempts: list[dict[str, object]]
+
+
+def rank_layers(model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, probe: np.ndarray,
+                batch: int | None) -> list[tuple[str, float]]:
+    """Weighted layers, most sensitive first, scored by the logit MSE (relative to the logits' variance)
+    that quantising that layer alone causes."""
+    reference = logits(model, probe, batch=batch)
+    variance = float(reference.var()) or 1.0
+    candidates = [n.name for n in model.graph.node if n.op_type in WEIGHTED_OPS]
+    scores = []
+    with console.progress() as bar:
+        task = bar.add_task("Sensitivity analysis (one layer quantised at a time)", total=len(candidates))
+        for name in candidates:
+            single = quantize(model, ranges, profile, only=[name])
+            out = logits(single, probe, optimization=profile.evaluation_optimization, batch=batch)
+            scores.append((name, float(np.mean((out - reference[: len(out)]) ** 2)) / variance))
+            bar.advance(task)
+    return sorted(scores, key=lambda item: item[1], reverse=True)
+
+
+def _schedule(count: int) -> list[int]:
+    """How many layers to keep in FP32 at each attempt: one at a time first, then doubling."""
+    steps = list(range(1, min(count, 8) + 1))
+    k = 16
+    while k < count:
+        steps.append(k)
+        k *= 2
+    if count > 8:
+        steps.append(count)
+    return steps
+
+
+def fall_back_until_within_budget(
+    model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, *, probe: np.ndarray, eval_images: np.ndarray,
+    eval_labels: np.ndarray, fp32_eval_logits: np.ndarray, budget_pp: float, batch: int | None,
+) -> FallbackResult:
+    ranking = rank_layers(model, ranges, profile, probe, batch)
+    attempts: list[dict[str, object]] = []
+    with console.progress() as bar:
+        steps = _schedule(len(ranking))
+        task = bar.add_task(f"Falling back to FP32 until the drop is within {budget_pp} pp", total=len(steps))
+        for count in steps:
+            excluded = [name for name, _ in ranking[:count]]
+            candidate = quantize(model, ranges, profile, exclude=excluded)
+            result = figures(fp32_eval_logits, logits(candidate, eval_images,
+                                                      optimization=profile.evaluation_optimization, batch=batch),
+                             eval_labels)
+            attempts.append({"fp32_layers": count, "accuracy": result.accuracy, "drop_pp": result.drop_pp})
+            bar.advance(task)
+            console.note(f"{count} layer(s) in FP32: {result.line()}")
+            if result.drop_pp is not None and result.drop_pp <= budget_pp:
+                return FallbackResult(candidate, excluded, ranking, result, attempts)
+    best = min(attempts, key=lambda a: float(a["drop_pp"]))  # type: ignore[arg-type]
+    raise TrtpipeError(
+        f"No INT8 mix meets the accuracy budget of {budget_pp} pp: the best kept {best['fp32_layers']} layers in "
+        f"FP32 and still lost {best['drop_pp']:.2f} pp. Raise --max-accuracy-drop, try another --calib-method, or "
+        "use --precision fp16."
+    )
