@@ -189,6 +189,8 @@ def _floats(text: str | None) -> tuple[float, ...] | None:
               "with labels, or a folder with one subfolder per class.")
 @click.option("--max-accuracy-drop", type=click.FloatRange(0), metavar="PP",
               help="Top-1 percentage points INT8 may lose; more sensitive layers fall back to FP32 until it holds.")
+@click.option("--max-fp32-nodes", type=click.IntRange(0), metavar="N",
+              help="Most nodes the accuracy budget may keep in FP32 (default: half of the quantised nodes).")
 @click.option("--keep-io-fp32/--no-keep-io-fp32", default=True, show_default=True,
               help="FP16: keep graph inputs and outputs FP32.")
 @click.option("--resize", type=click.IntRange(1), help="Image folders: short side before the center crop.")
@@ -197,8 +199,8 @@ def _floats(text: str | None) -> tuple[float, ...] | None:
 @click.option("--channel-order", type=click.Choice(["rgb", "bgr"]), default="rgb", show_default=True)
 def optimize(onnx_file: Path, output: Path, fuse: bool, precision: str, target: str | None, calib: str | None,
              calib_method: str, calib_samples: int | None, calib_cache: Path | None, eval_data: str | None,
-             max_accuracy_drop: float | None, keep_io_fp32: bool, resize: int | None, mean: str | None,
-             std: str | None, channel_order: str) -> None:
+             max_accuracy_drop: float | None, max_fp32_nodes: int | None, keep_io_fp32: bool, resize: int | None,
+             mean: str | None, std: str | None, channel_order: str) -> None:
     """Fuse, and convert to FP16 or INT8 (Q/DQ) inside the ONNX graph, with accuracy figures."""
     from trtpipe.optimize import OptimizeOptions
     from trtpipe.optimize import optimize as run_optimize
@@ -207,7 +209,7 @@ def optimize(onnx_file: Path, output: Path, fuse: bool, precision: str, target: 
     options = OptimizeOptions(
         precision=precision, target=target, fuse=fuse, keep_io_fp32=keep_io_fp32, calib=calib,
         calib_method=calib_method, calib_samples=calib_samples, eval=eval_data,
-        max_accuracy_drop=max_accuracy_drop, calib_cache=calib_cache,
+        max_accuracy_drop=max_accuracy_drop, max_fp32_nodes=max_fp32_nodes, calib_cache=calib_cache,
         preprocessing=ImagePreprocessing(resize=resize, mean=_floats(mean), std=_floats(std),
                                          channel_order=channel_order),
     )

@@ -83,3 +83,20 @@ def test_measure_discards_warmup_and_honours_iteration_count() -> None:
     assert len(calls) == 10 and len(samples) == 7
     samples = measure(lambda: None, warmup=0, iters=None, duration_s=0.01, min_iters=4)
     assert len(samples) >= 4
+
+
+def test_bench_labels_optimized_artifacts(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    fp16, trt = tmp_path / "fp16.onnx", tmp_path / "trt.onnx"
+    assert run_cli("optimize", digits_onnx, "-o", fp16, "--precision", "fp16", "--calib", "digits").exit_code == 0
+    assert run_cli("optimize", digits_onnx, "-o", trt, "--precision", "int8", "--target", "tensorrt",
+                   "--calib", "digits").exit_code == 0
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", fp16, trt, "--batch", "2", "--iters", "2", "--warmup", "0",
+                     "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = {r["variant"]: r for r in json.loads(json_path.read_text())["results"]}
+    assert rows["onnxruntime-fp16 (fp16)"]["precision"] == "fp16"
+    simulated = rows["onnxruntime-int8-trtsim (trt)"]
+    assert simulated["precision"] == "int8" and simulated["target"] == "tensorrt"
+    assert "latency is not" in simulated["note"]
+    assert simulated["top1_accuracy"] >= 0.985  # TensorRT arithmetic keeps the accuracy

@@ -66,12 +66,18 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], settings: BenchSet
     rows: list[dict[str, Any]] = []
     reference = TorchBackend(loaded.module, loaded.sample_shape, device=settings.device, threads=settings.threads)
     reference_outputs = _chunked_run(reference, samples.agreement, AGREEMENT_CHUNK)
-    labels = [_variant_label(p) for p in artifacts]
+    plans = [_plan(p) for p in artifacts]
+    labels = _dedupe([plan.label for plan in plans])
     with console.progress() as bar:
         rows += _bench_variant(reference, "pytorch-fp32", None, samples, reference_outputs, settings, bar)
-        for path, label in zip(artifacts, _dedupe(labels), strict=True):
-            with open_artifact(path, threads=settings.threads) as backend:
-                rows += _bench_variant(backend, label, path, samples, reference_outputs, settings, bar)
+        for path, plan, label in zip(artifacts, plans, labels, strict=True):
+            if plan.note:
+                console.note(f"{label}: {plan.note}")
+            with open_artifact(path, threads=settings.threads, **plan.options) as backend:
+                variant_rows = _bench_variant(backend, label, path, samples, reference_outputs, settings, bar)
+            for row in variant_rows:
+                row.update(target=plan.target, note=plan.note)
+            rows += variant_rows
     baseline = {r["batch"]: r["p50_ms"] for r in rows if r["backend"] == "torch"}
     for row in rows:
         base = baseline.get(row["batch"])
@@ -142,6 +148,8 @@ def _bench_variant(
             "precision": backend.precision,
             "device": backend.device,
             "artifact": str(artifact) if artifact else None,
+            "target": None,
+            "note": None,
             "batch": batch,
             **stats.to_dict(),
             "speedup_vs_torch_fp32": None,
@@ -159,13 +167,41 @@ def _chunked_run(backend: Backend, data: np.ndarray, chunk: int) -> np.ndarray:
     return np.concatenate([backend.run(data[i : i + chunk])[0] for i in range(0, len(data), chunk)])
 
 
-def _variant_label(path: Path) -> str:
-    """A readable label: the precision when a manifest says it, the file and folder names otherwise."""
+@dataclass(frozen=True)
+class _ArtifactPlan:
+    label: str
+    options: dict[str, Any]
+    target: str | None
+    note: str | None
+
+
+def _plan(path: Path) -> _ArtifactPlan:
+    """How to run and name an artifact, from its manifest when it has one.
+
+    An INT8 artifact made for TensorRT runs with ONNX Runtime's graph optimisation off, so Q/DQ execute as
+    float ops: that reproduces TensorRT's arithmetic (x86 integer kernels would saturate), and its accuracy
+    figures are TensorRT's; its CPU latency says nothing of TensorRT's speed, and the row says so.
+    """
+    import json
+
+    from trtpipe.convert import manifest_path
     from trtpipe.onnx_info import detect_precision, load_onnx
 
-    precision = detect_precision(load_onnx(path, load_weights=False)) if path.suffix == ".onnx" else "?"
+    manifest: dict[str, Any] = {}
+    if manifest_path(path).is_file():
+        try:
+            manifest = json.loads(manifest_path(path).read_text()).get("artifact", {})
+        except (OSError, ValueError):
+            manifest = {}
+    precision = manifest.get("precision") or detect_precision(load_onnx(path, load_weights=False))
+    target = manifest.get("target")
     stem = path.stem if path.stem != "model" else path.parent.parent.name if path.parent.name.isdigit() else "model"
-    return f"onnxruntime-{precision} ({stem})"
+    if precision == "int8" and target == "tensorrt":
+        return _ArtifactPlan(f"onnxruntime-int8-trtsim ({stem})", {"optimization": "disable"}, target,
+                             "TensorRT-target INT8 simulated with float Q/DQ on the CPU: accuracy is TensorRT's, "
+                             "latency is not")
+    suffix = f"-{target}" if target and precision == "int8" else ""
+    return _ArtifactPlan(f"onnxruntime-{precision}{suffix} ({stem})", {}, target, None)
 
 
 def _dedupe(labels: list[str]) -> list[str]:

@@ -39,6 +39,7 @@ class OptimizeOptions:
     calib_samples: int | None = None
     eval: str | None = None
     max_accuracy_drop: float | None = None
+    max_fp32_nodes: int | None = None  # None: half of the quantised nodes
     calib_cache: Path | None = None
     preprocessing: ImagePreprocessing = field(default_factory=ImagePreprocessing)
 
@@ -213,7 +214,8 @@ def _fuse(model: onnx.ModelProto, probe: np.ndarray, static_batch: int | None, m
 def _print_op_table(before: dict[str, int], after: dict[str, int]) -> None:
     from rich.table import Table
 
-    table = Table(title="Operators before and after fusion", title_justify="left")
+    console.err.print("Operators before and after fusion:")
+    table = Table()
     for header in ("Operator", "Before", "After"):
         table.add_column(header, justify="left" if header == "Operator" else "right")
     for op in sorted(set(before) | set(after)):
@@ -292,7 +294,7 @@ def _int8(fp32: onnx.ModelProto, calib: Dataset | None, evaluation: Dataset | No
         fallback = fall_back_until_within_budget(
             fp32, ranges, profile, probe=calib.images[:PROBE_SAMPLES], eval_images=evaluation.images,
             eval_labels=evaluation.labels, fp32_eval_logits=logits(fp32, evaluation.images, batch=static_batch),
-            budget_pp=budget, batch=static_batch,
+            budget_pp=budget, batch=static_batch, max_fp32_nodes=options.max_fp32_nodes,
         )
         quantized, check = fallback.model, fallback.figures
         section["fp32_layers"] = fallback.excluded

@@ -31,12 +31,11 @@ def quantize(
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
     from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
     from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
     tensors = TensorsData(CalibrationMethod.MinMax, {
         name: TensorData(lowest=np.float32(low), highest=np.float32(high)) for name, (low, high) in ranges.items()
     })
-    op_types = list(profile.op_types or sorted(set(QDQRegistry) | set(QLinearOpsRegistry)))
+    op_types = quantized_op_types(profile)
     with tempfile.TemporaryDirectory(prefix="trtpipe-quant-") as tmp, quiet_onnxruntime_quantization():
         path = Path(tmp) / "model.onnx"
         onnx.save(model, str(path))
@@ -54,3 +53,17 @@ def quantize(
         )
         quantizer.quantize_model()
         return quantizer.model.model
+
+
+def quantized_op_types(profile: QuantProfile) -> list[str]:
+    """The operator types Q/DQ is written for: the profile's, or all that ONNX Runtime can quantise."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return list(profile.op_types or sorted(set(QDQRegistry) | set(QLinearOpsRegistry)))
+
+
+def quantizable_nodes(model: onnx.ModelProto, profile: QuantProfile) -> list[str]:
+    """Nodes the quantiser touches: the candidates for keeping in FP32. Residual Adds and pools count as much
+    as convolutions: a per-tensor scale on an Add output can destroy accuracy on its own."""
+    op_types = set(quantized_op_types(profile))
+    return [node.name for node in model.graph.node if node.op_type in op_types]
