@@ -139,12 +139,17 @@ def verify(model: str, onnx_file: Path, load_model: Callable[[], Any], tolerance
 @click.option("--iters", type=click.IntRange(1), help="Timed runs per variant and batch (instead of --duration).")
 @click.option("--duration", type=click.FloatRange(0.1), default=5.0, show_default=True,
               help="Seconds of timed runs per variant and batch.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Where the PyTorch baseline runs (cuda adds a TF32 row).")
+@click.option("--backend", "onnx_backend", type=click.Choice(["onnxruntime", "onnxruntime-cuda",
+                                                               "onnxruntime-tensorrt"]),
+              default="onnxruntime", show_default=True, help="How ONNX artifacts run (CPU, CUDA EP, TensorRT EP).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write results JSON.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Write a Markdown table.")
 @model_source_options
 def bench(model: str, artifacts: tuple[Path, ...], batches: tuple[int, ...], threads: int | None, warmup: int,
-          iters: int | None, duration: float, json_path: Path | None, markdown: Path | None,
-          load_model: Callable[[], Any]) -> None:
+          iters: int | None, duration: float, device: str, onnx_backend: str, json_path: Path | None,
+          markdown: Path | None, load_model: Callable[[], Any]) -> None:
     """Measure PyTorch FP32 eager on MODEL and each ARTIFACT, with the same inputs, in one run."""
     from trtpipe._files import require_parent_dir
     from trtpipe.bench import BenchSettings, run_benchmark
@@ -153,8 +158,8 @@ def bench(model: str, artifacts: tuple[Path, ...], batches: tuple[int, ...], thr
     for path in (json_path, markdown):
         if path:
             require_parent_dir(path)
-    settings = BenchSettings(batches=batches, warmup=warmup, iters=iters,
-                             duration_s=None if iters else duration)
+    settings = BenchSettings(batches=batches, warmup=warmup, iters=iters, duration_s=None if iters else duration,
+                             device=device, onnx_backend=onnx_backend)
     if threads:
         settings.threads = threads
     report = run_benchmark(load_model(), list(artifacts), settings)
@@ -215,6 +220,68 @@ def optimize(onnx_file: Path, output: Path, fuse: bool, precision: str, target: 
     )
     result = run_optimize(onnx_file, output, options)
     click.echo(f"{result.path}\n{result.manifest_path}")
+
+
+def _shape_specs(text: str | None) -> dict[str, tuple[int, ...]]:
+    from trtpipe.build.specs import parse_shape_specs
+
+    if not text:
+        return {}
+    try:
+        return parse_shape_specs(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+def _size(text: str | None) -> int | None:
+    from trtpipe.build.specs import parse_size
+
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+@main.command()
+@click.argument("onnx_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Engine to write (.plan); OUT.json (sidecar) and OUT.layers.json are written beside it.")
+@click.option("--workspace", metavar="SIZE", help="Workspace memory limit, e.g. 4GiB (default: TensorRT's).")
+@click.option("--shapes", metavar="NAME:SHAPE,...", help="Fixed input shapes (min = opt = max).")
+@click.option("--min-shapes", metavar="NAME:SHAPE,...", help="Profile minimum (default batch 1).")
+@click.option("--opt-shapes", metavar="NAME:SHAPE,...", help="Profile optimum (default batch 8).")
+@click.option("--max-shapes", metavar="NAME:SHAPE,...", help="Profile maximum (default batch 32).")
+@click.option("--timing-cache", type=click.Path(dir_okay=False, path_type=Path),
+              help="Timing cache to read and update, so later builds are faster.")
+@click.option("--opt-level", type=click.IntRange(0, 5), help="Builder optimisation level (TensorRT default 3).")
+@click.option("--hardware-compat", type=click.Choice(["none", "ampere+", "same-cc"]), default="none",
+              show_default=True, help="Which GPUs the engine may run on.")
+@click.option("--version-compat", is_flag=True, help="Let newer TensorRT versions (and the lean runtime) run it.")
+@click.option("--layer-info", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to save the engine inspector's layer information (default OUT.layers.json).")
+def build(onnx_file: Path, output: Path, workspace: str | None, shapes: str | None, min_shapes: str | None,
+          opt_shapes: str | None, max_shapes: str | None, timing_cache: Path | None, opt_level: int | None,
+          hardware_compat: str, version_compat: bool, layer_info: Path | None) -> None:
+    """Build a strongly typed TensorRT engine from ONNX_FILE (precision comes from the ONNX)."""
+    from trtpipe.build import BuildOptions, build_engine
+
+    options = BuildOptions(
+        workspace=_size(workspace), shapes=_shape_specs(shapes), min_shapes=_shape_specs(min_shapes),
+        opt_shapes=_shape_specs(opt_shapes), max_shapes=_shape_specs(max_shapes), timing_cache=timing_cache,
+        opt_level=opt_level, hardware_compat=hardware_compat, version_compat=version_compat, layer_info=layer_info,
+    )
+    result = build_engine(onnx_file, output, options)
+    click.echo(f"{result.engine}\n{result.engine}.json\n{result.layer_info}")
+
+
+@main.command()
+def doctor() -> None:
+    """Report GPU, driver, CUDA, TensorRT and ONNX Runtime providers, with what is missing and how to get it."""
+    from trtpipe.build.doctor import print_diagnosis
+
+    print_diagnosis()
 
 
 @main.command()

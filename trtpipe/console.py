@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
@@ -27,21 +28,21 @@ out = Console(highlight=False, width=_width(sys.stdout))
 
 
 def note(message: str) -> None:
-    err.print(f"[dim]•[/dim] {message}", soft_wrap=True)
+    err.print(f"[dim]•[/dim] {escape(message)}", soft_wrap=True)
 
 
 def success(message: str) -> None:
-    err.print(f"[green]✓[/green] {message}", soft_wrap=True)
+    err.print(f"[green]✓[/green] {escape(message)}", soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[bold yellow]warning:[/bold yellow] {message}", soft_wrap=True)
+    err.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}", soft_wrap=True)
 
 
 @contextlib.contextmanager
 def step(message: str) -> Iterator[None]:
     """A spinner while a step runs; the step's own lines print above it."""
-    with err.status(message, spinner="dots"):
+    with err.status(escape(message), spinner="dots"):
         yield
 
 

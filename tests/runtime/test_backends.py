@@ -50,5 +50,6 @@ def test_optimisation_level_and_unknown_provider(digits_onnx: Path, batch: np.nd
 
 def test_artifact_kinds() -> None:
     assert backend_kind_for(Path("m.onnx")) == "onnxruntime"
-    with pytest.raises(BadInput, match=r"trtpipe runs \.onnx artifacts"):
+    assert backend_kind_for(Path("m.plan")) == backend_kind_for(Path("m.engine")) == "tensorrt"
+    with pytest.raises(BadInput, match=r"trtpipe runs \.onnx, \.plan, \.engine artifacts"):
         backend_kind_for(Path("m.pt"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from trtpipe import console
@@ -51,9 +52,9 @@ def print_table(report: dict[str, Any]) -> None:
     for header, _, _ in columns:
         table.add_column(header, justify="left" if header in ("Variant", "Precision") else "right")
     for row in report["results"]:
-        table.add_row(*(_cell(row, key, fmt) for _, key, fmt in columns))
+        table.add_row(*(escape(_cell(row, key, fmt)) for _, key, fmt in columns))
     console.out.print(table)
-    console.out.print(f"[dim]{machine_line(report)}. Agreement on {report['agreement_inputs']}.[/dim]",
+    console.out.print(f"[dim]{escape(machine_line(report))}. Agreement on {escape(report['agreement_inputs'])}.[/dim]",
                       soft_wrap=True)
 
 

@@ -22,7 +22,7 @@ from trtpipe.errors import BadInput
 from trtpipe.hardware import usable_cores
 from trtpipe.metrics import compare, top1_accuracy
 from trtpipe.models.loader import LoadedModel
-from trtpipe.runtime import Backend, open_artifact
+from trtpipe.runtime import Backend, backend_kind_for, open_artifact
 from trtpipe.runtime.torch_backend import TorchBackend
 
 SCHEMA = "trtpipe.bench/1"
@@ -38,12 +38,13 @@ class BenchSettings:
     iters: int | None = None
     duration_s: float | None = 5.0
     min_iters: int = 5
-    device: str = "cpu"
+    device: str = "cpu"  # where the PyTorch baseline runs: cpu, or cuda (FP32 with TF32 off, plus a TF32 row)
+    onnx_backend: str = "onnxruntime"  # how ONNX artifacts run: onnxruntime, onnxruntime-cuda, -tensorrt
 
     def to_dict(self) -> dict[str, Any]:
         return {"batches": list(self.batches), "threads": self.threads, "warmup": self.warmup,
                 "iters": self.iters, "duration_s": self.duration_s if self.iters is None else None,
-                "min_iters": self.min_iters, "device": self.device}
+                "min_iters": self.min_iters, "device": self.device, "onnx_backend": self.onnx_backend}
 
 
 @dataclass
@@ -65,20 +66,38 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], settings: BenchSet
     samples = _samples(loaded, settings.batches)
     rows: list[dict[str, Any]] = []
     reference = TorchBackend(loaded.module, loaded.sample_shape, device=settings.device, threads=settings.threads)
+    _set_tf32(settings.device, enabled=False)  # the baseline is true FP32
     reference_outputs = _chunked_run(reference, samples.agreement, AGREEMENT_CHUNK)
     plans = [_plan(p) for p in artifacts]
+    if settings.onnx_backend != "onnxruntime" and any(p.suffix.lower() == ".onnx" for p in artifacts):
+        from trtpipe.runtime.onnxruntime_backend import check_providers, provider_list
+
+        check_providers(provider_list(settings.onnx_backend))
     labels = _dedupe([plan.label for plan in plans])
     with console.progress() as bar:
         rows += _bench_variant(reference, "pytorch-fp32", None, samples, reference_outputs, settings, bar)
+        if settings.device.startswith("cuda"):
+            _set_tf32(settings.device, enabled=True)
+            tf32_rows = _bench_variant(reference, "pytorch-tf32", None, samples, reference_outputs, settings, bar)
+            _set_tf32(settings.device, enabled=False)
+            for row in tf32_rows:
+                row.update(precision="tf32", note="PyTorch eager with TF32 matmuls and convolutions")
+            rows += tf32_rows
         for path, plan, label in zip(artifacts, plans, labels, strict=True):
             if plan.note:
                 console.note(f"{label}: {plan.note}")
-            with open_artifact(path, threads=settings.threads, **plan.options) as backend:
+            options = dict(plan.options)
+            if path.suffix.lower() == ".onnx" and settings.onnx_backend != "onnxruntime":
+                from trtpipe.runtime.onnxruntime_backend import provider_list
+
+                options["providers"] = provider_list(settings.onnx_backend)
+                label = label.replace("onnxruntime-", f"{settings.onnx_backend}-", 1)
+            with open_artifact(path, threads=settings.threads, **options) as backend:
                 variant_rows = _bench_variant(backend, label, path, samples, reference_outputs, settings, bar)
             for row in variant_rows:
                 row.update(target=plan.target, note=plan.note)
             rows += variant_rows
-    baseline = {r["batch"]: r["p50_ms"] for r in rows if r["backend"] == "torch"}
+    baseline = {r["batch"]: r["p50_ms"] for r in rows if r["backend"] == "torch" and r["precision"] == "fp32"}
     for row in rows:
         base = baseline.get(row["batch"])
         row["speedup_vs_torch_fp32"] = base / row["p50_ms"] if base and row["p50_ms"] > 0 else None
@@ -139,28 +158,51 @@ def _bench_variant(
             on_iteration=lambda task=task: bar.advance(task),
         )
         bar.remove_task(task)
-        stats = LatencyStats.from_samples(timings, batch)
-        console.note(f"{label} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} ms  "
-                     f"{stats.throughput:9.1f} items/s  ({stats.iters} runs)")
-        rows.append({
-            "variant": label,
-            "backend": backend.kind,
-            "precision": backend.precision,
-            "device": backend.device,
-            "artifact": str(artifact) if artifact else None,
-            "target": None,
-            "note": None,
-            "batch": batch,
-            **stats.to_dict(),
-            "speedup_vs_torch_fp32": None,
-            "max_abs_err": agreement.max_abs_err,
-            "max_rel_err": agreement.max_rel_err,
-            "cosine": agreement.cosine,
-            "top1_agreement": agreement.top1_agreement,
-            "top1_accuracy": accuracy,
-            "agreement_samples": usable,
-        })
+        measured = [(label, LatencyStats.from_samples(timings, batch), True)]
+        resident = getattr(backend, "device_resident_call", None)
+        if resident is not None:  # GPU engines: also the latency without host-device copies
+            call = resident(feeds)
+            task = bar.add_task(f"{label} batch {batch} (no transfers)", total=total)
+            timings = measure(call, warmup=settings.warmup, iters=settings.iters, duration_s=settings.duration_s,
+                              min_iters=settings.min_iters, on_iteration=lambda task=task: bar.advance(task))
+            bar.remove_task(task)
+            measured.append((f"{label} [no transfers]", LatencyStats.from_samples(timings, batch), False))
+        for variant, stats, transfers in measured:
+            rows.append(_row(variant, backend, artifact, batch, stats, agreement, accuracy, usable, transfers))
     return rows
+
+
+def _row(label: str, backend: Backend, artifact: Path | None, batch: int, stats: LatencyStats, agreement: Any,
+         accuracy: float | None, usable: int, transfers: bool) -> dict[str, Any]:
+    console.note(f"{label} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} ms  "
+                 f"{stats.throughput:9.1f} items/s  ({stats.iters} runs)")
+    return {
+        "variant": label,
+        "backend": backend.kind,
+        "precision": backend.precision,
+        "device": backend.device,
+        "artifact": str(artifact) if artifact else None,
+        "target": None,
+        "note": None,
+        "batch": batch,
+        **stats.to_dict(),
+        "speedup_vs_torch_fp32": None,
+        "max_abs_err": agreement.max_abs_err,
+        "max_rel_err": agreement.max_rel_err,
+        "cosine": agreement.cosine,
+        "top1_agreement": agreement.top1_agreement,
+        "top1_accuracy": accuracy,
+        "agreement_samples": usable,
+        "includes_transfers": transfers,
+    }
+
+
+def _set_tf32(device: str, *, enabled: bool) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
 
 
 def _chunked_run(backend: Backend, data: np.ndarray, chunk: int) -> np.ndarray:
@@ -187,6 +229,13 @@ def _plan(path: Path) -> _ArtifactPlan:
     from trtpipe.convert import manifest_path
     from trtpipe.onnx_info import detect_precision, load_onnx
 
+    stem = path.stem if path.stem != "model" else path.parent.parent.name if path.parent.name.isdigit() else "model"
+    if backend_kind_for(path) == "tensorrt":  # checked now, before minutes of baseline timing
+        from trtpipe.build.sidecar import check_engine_file, read_sidecar
+
+        sidecar = read_sidecar(path)
+        check_engine_file(path, sidecar)
+        return _ArtifactPlan(f"tensorrt-{sidecar.precision} ({stem})", {}, None, None)
     manifest: dict[str, Any] = {}
     if manifest_path(path).is_file():
         try:
@@ -195,7 +244,6 @@ def _plan(path: Path) -> _ArtifactPlan:
             manifest = {}
     precision = manifest.get("precision") or detect_precision(load_onnx(path, load_weights=False))
     target = manifest.get("target")
-    stem = path.stem if path.stem != "model" else path.parent.parent.name if path.parent.name.isdigit() else "model"
     if precision == "int8" and target == "tensorrt":
         return _ArtifactPlan(f"onnxruntime-int8-trtsim ({stem})", {"optimization": "disable"}, target,
                              "TensorRT-target INT8 simulated with float Q/DQ on the CPU: accuracy is TensorRT's, "

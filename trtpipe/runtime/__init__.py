@@ -18,9 +18,10 @@ __all__ = ["BACKENDS", "Backend", "TensorInfo", "backend_class", "backend_kind_f
 BACKENDS: dict[str, str] = {
     "torch": "trtpipe.runtime.torch_backend:TorchBackend",
     "onnxruntime": "trtpipe.runtime.onnxruntime_backend:OnnxRuntimeBackend",
+    "tensorrt": "trtpipe.runtime.tensorrt_backend:TensorRTBackend",
 }
 
-ARTIFACT_SUFFIXES: dict[str, str] = {".onnx": "onnxruntime"}
+ARTIFACT_SUFFIXES: dict[str, str] = {".onnx": "onnxruntime", ".plan": "tensorrt", ".engine": "tensorrt"}
 
 
 def backend_class(kind: str) -> type[Backend]:

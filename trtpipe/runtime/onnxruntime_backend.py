@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -13,12 +14,54 @@ from trtpipe.onnx_info import detect_precision, load_onnx
 from trtpipe.runtime.base import Backend, TensorInfo
 
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+# --backend names for ONNX artifacts -> ONNX Runtime execution providers, in priority order.
+ONNX_BACKENDS = {
+    "onnxruntime": ["CPUExecutionProvider"],
+    "onnxruntime-cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"],
+    "onnxruntime-tensorrt": ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"],
+}
+
+
+def provider_list(backend: str, *, trt_workspace: int | None = None, trt_cache_dir: Path | None = None
+                  ) -> list[str | tuple[str, dict[str, Any]]]:
+    """Providers (with options) for a --backend name; the TensorRT EP gets workspace, engine and timing caches."""
+    if backend not in ONNX_BACKENDS:
+        raise BadInput(f"Unknown ONNX backend '{backend}': choose one of {', '.join(ONNX_BACKENDS)}.")
+    providers: list[str | tuple[str, dict[str, Any]]] = []
+    for name in ONNX_BACKENDS[backend]:
+        if name == "TensorrtExecutionProvider":
+            options: dict[str, Any] = {}
+            if trt_workspace:
+                options["trt_max_workspace_size"] = trt_workspace
+            if trt_cache_dir:
+                options.update(trt_engine_cache_enable=True, trt_engine_cache_path=str(trt_cache_dir),
+                               trt_timing_cache_enable=True, trt_timing_cache_path=str(trt_cache_dir))
+            providers.append((name, options))
+        else:
+            providers.append(name)
+    return providers
 
 _ORT_TYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
     "tensor(bool)": "bool",
 }
+
+
+def check_providers(providers: Sequence[str | tuple[str, dict[str, Any]]]) -> list[str]:
+    """The providers' names; BadInput naming what is asked for and what exists when one is not installed."""
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    names = [p if isinstance(p, str) else p[0] for p in providers]
+    unknown = [p for p in names if p not in available]
+    if unknown:
+        gpu = {"CUDAExecutionProvider", "TensorrtExecutionProvider"}
+        hint = " (pip install 'trtpipe[gpu]' for the CUDA and TensorRT providers)" if (
+            set(unknown) & gpu and not set(available) & gpu) else ""
+        raise BadInput(f"Requested ONNX Runtime providers {', '.join(unknown)}; available providers are "
+                       f"{', '.join(available)}{hint}.")
+    return names
 
 
 class OnnxRuntimeBackend(Backend):
@@ -28,7 +71,7 @@ class OnnxRuntimeBackend(Backend):
         self,
         path: Path | onnx.ModelProto,
         *,
-        providers: Sequence[str] | None = None,
+        providers: Sequence[str | tuple[str, dict[str, Any]]] | None = None,
         threads: int | None = None,
         optimization: str = "all",
     ) -> None:
@@ -42,12 +85,8 @@ class OnnxRuntimeBackend(Backend):
         source = model.SerializeToString() if in_memory else str(self.path)
         label = "the in-memory model" if in_memory else str(self.path)
         del model
-        available = ort.get_available_providers()
         self.providers = list(providers or ["CPUExecutionProvider"])
-        unknown = [p for p in self.providers if p not in available]
-        if unknown:
-            raise BadInput(f"Requested ONNX Runtime providers {', '.join(unknown)}; available providers are "
-                           f"{', '.join(available)}.")
+        names = check_providers(self.providers)
         if optimization not in OPTIMIZATION_LEVELS:
             raise BadInput(f"Unknown graph optimisation level '{optimization}': choose one of "
                            f"{', '.join(OPTIMIZATION_LEVELS)}.")
@@ -69,7 +108,7 @@ class OnnxRuntimeBackend(Backend):
         except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BadInput(f"ONNX Runtime cannot load {label}: {message}") from None
-        self.device = "cuda" if any(p.startswith(("CUDA", "Tensorrt")) for p in self.providers) else "cpu"
+        self.device = "cuda" if any(p.startswith(("CUDA", "Tensorrt")) for p in names) else "cpu"
         self._inputs = [_info(i) for i in self.session.get_inputs()]
         self._outputs = [_info(o) for o in self.session.get_outputs()]
         self._output_names = [o.name for o in self._outputs]

@@ -1,0 +1,86 @@
+"""``trtpipe doctor``: what this machine can run, what is missing, and the exact line that installs it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from trtpipe import console
+from trtpipe.build.tensorrt import INSTALL_TENSORRT
+
+
+def _driver_version() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        result = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=10, check=True)
+        return result.stdout.strip().splitlines()[0] if result.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _tensorrt() -> tuple[str | None, str]:
+    try:
+        import tensorrt as trt
+
+        if hasattr(trt, "Builder"):
+            return trt.__version__, "full (builder and runtime)"
+    except ImportError:
+        pass
+    for name in ("tensorrt_lean", "tensorrt_lean_bindings"):
+        try:
+            module = __import__(name)
+            return module.__version__, "lean runtime only: runs version-compatible engines, cannot build"
+        except ImportError:
+            continue
+    return None, "not installed"
+
+
+def diagnose() -> list[dict[str, Any]]:
+    import onnxruntime
+    import torch
+
+    gpu = torch.cuda.is_available()
+    rows: list[dict[str, Any]] = []
+    if gpu:
+        major, minor = torch.cuda.get_device_capability(0)
+        rows.append({"item": "GPU", "ok": True, "value": f"{torch.cuda.get_device_name(0)} (compute capability "
+                     f"{major}.{minor})"})
+    else:
+        rows.append({"item": "GPU", "ok": False, "value": "none visible to torch",
+                     "fix": "an NVIDIA GPU with its driver; CPU work (convert, optimize, bench, serve) runs anyway"})
+    driver = _driver_version()
+    rows.append({"item": "NVIDIA driver", "ok": driver is not None, "value": driver or "not found (no nvidia-smi)"})
+    rows.append({"item": "torch CUDA", "ok": gpu, "value": f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                 f"{'available' if gpu else 'not available'}"})
+    version, kind = _tensorrt()
+    rows.append({"item": "TensorRT", "ok": version is not None and kind.startswith("full"),
+                 "value": f"{version} ({kind})" if version else kind, "fix": INSTALL_TENSORRT})
+    providers = onnxruntime.get_available_providers()
+    gpu_providers = [p for p in providers if p in ("CUDAExecutionProvider", "TensorrtExecutionProvider")]
+    rows.append({"item": "ONNX Runtime", "ok": bool(gpu_providers),
+                 "value": f"{onnxruntime.__version__}: {', '.join(providers)}",
+                 "fix": "pip uninstall -y onnxruntime && pip install 'trtpipe[gpu]' (onnxruntime-gpu: CUDA and "
+                        "TensorRT providers)"})
+    return rows
+
+
+def print_diagnosis() -> list[dict[str, Any]]:
+    rows = diagnose()
+    table = Table(title="trtpipe doctor", title_justify="left")
+    for header in ("", "Component", "Found", "To get it"):
+        table.add_column(header)
+    for row in rows:
+        table.add_row("[green]✓[/green]" if row["ok"] else "[yellow]✗[/yellow]", row["item"], escape(row["value"]),
+                      "" if row["ok"] else escape(row.get("fix", "")))
+    console.out.print(table)
+    ready = all(r["ok"] for r in rows)
+    console.out.print("Everything for TensorRT builds is here." if ready else
+                      "Without the ✗ items, trtpipe runs on ONNX Runtime's CPU provider; 'trtpipe build' needs a "
+                      "GPU and the full TensorRT.", soft_wrap=True)
+    return rows
