@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# Type stubs of TensorRT 10's API, to check the builder's calls; --no-deps: they require TensorRT itself,
+	# whose libraries only NVIDIA's index serves.
+	$(BIN)/python -m pip install --quiet --no-deps 'tensorrt-stubs==10.13.0.35.1'
 	touch $(STAMP)
 
 demo: install

@@ -31,7 +31,7 @@ def test_round_trip_and_engine_hash(tmp_path: Path) -> None:
 def test_missing_or_foreign_sidecar(tmp_path: Path) -> None:
     engine = tmp_path / "m.plan"
     engine.write_bytes(b"x")
-    with pytest.raises(BadInput, match="has no metadata sidecar.*trtpipe build"):
+    with pytest.raises(BadInput, match=r"has no metadata sidecar.*trtpipe build"):
         read_sidecar(engine)
     sidecar_path(engine).write_text('{"schema": "something else"}')
     with pytest.raises(BadInput, match="is not a trtpipe engine sidecar"):
@@ -43,8 +43,9 @@ def test_same_version_and_gpu_passes() -> None:
 
 
 def test_other_tensorrt_version_names_both_and_the_fix() -> None:
-    with pytest.raises(BadInput, match=r"built with TensorRT 10\.13\.0\.35; this machine has TensorRT 11\.4\.0\.106 "
-                                       r"\(it was not built with --version-compat\): rebuild it here with 'trtpipe build'"):
+    with pytest.raises(BadInput, match=r"built with TensorRT 10\.13\.0\.35; this machine has TensorRT "
+                                       r"11\.4\.0\.106 \(it was not built with --version-compat\): rebuild it "
+                                       r"here with 'trtpipe build'"):
         check_compatibility(_sidecar(), tensorrt_version="11.4.0.106", compute_capability="9.0")
 
 
