@@ -285,6 +285,90 @@ def doctor() -> None:
 
 
 @main.command()
+@click.argument("repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--batching/--no-batching", default=True, show_default=True, help="Dynamic batching per model.")
+@click.option("--max-batch-size", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--max-queue-delay-ms", type=click.FloatRange(0), default=2.0, show_default=True,
+              help="How long a request may wait for others to batch with.")
+@click.option("--preferred-batch-sizes", type=BatchListType(), help="Batch sizes to dispatch at once, e.g. 8,16.")
+@click.option("--max-queue", type=click.IntRange(1), default=1024, show_default=True,
+              help="Requests waiting per model before 503.")
+@click.option("--timeout-ms", type=click.FloatRange(1), help="Per-request inference timeout (504 past it).")
+@click.option("--max-body-mb", type=click.FloatRange(0.001), default=64.0, show_default=True,
+              help="Largest request body accepted (413 past it).")
+@click.option("--threads", type=click.IntRange(1), help="ONNX Runtime threads per model.")
+def serve(repository: Path, host: str, port: int, batching: bool, max_batch_size: int, max_queue_delay_ms: float,
+          preferred_batch_sizes: tuple[int, ...] | None, max_queue: int, timeout_ms: float | None,
+          max_body_mb: float, threads: int | None) -> None:
+    """Serve a model repository over HTTP in the Open Inference Protocol (KServe v2)."""
+    from trtpipe.serve.app import ServeSettings
+    from trtpipe.serve.batching import BatchingOptions
+    from trtpipe.serve.server import serve as run_server
+
+    options = BatchingOptions(max_batch_size, max_queue_delay_ms / 1000, preferred_batch_sizes or (), max_queue)
+    settings = ServeSettings(int(max_body_mb * 1024 * 1024), timeout_ms / 1000 if timeout_ms else None)
+    run_server(repository, host=host, port=port, batching=options if batching else None, settings=settings,
+               threads=threads)
+
+
+@main.command("export-triton")
+@click.argument("artifacts", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Triton model repository to write.")
+@click.option("--name", "names", multiple=True, help="Model name for each ARTIFACT, in order (default: from its path).")
+@click.option("--repository", type=click.Path(file_okay=False, path_type=Path),
+              help="Export the newest version of every model of a trtpipe repository instead.")
+@click.option("--max-batch-size", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--instances", type=click.IntRange(1), default=1, show_default=True, help="Instances per model.")
+def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, ...], repository: Path | None,
+                  max_batch_size: int, instances: int) -> None:
+    """Write a Triton Inference Server repository (config.pbtxt + model) for ARTIFACTS."""
+    from trtpipe.serve.triton import artifacts_from_repository, export
+
+    if repository:
+        chosen = artifacts_from_repository(repository)
+    else:
+        if not artifacts:
+            raise click.UsageError("give ARTIFACTS or --repository")
+        if names and len(names) != len(artifacts):
+            raise click.UsageError(f"{len(names)} --name for {len(artifacts)} artifacts")
+        chosen = {}
+        for index, path in enumerate(artifacts):
+            default = path.parent.parent.name if path.parent.name.isdigit() else path.stem
+            chosen[names[index] if names else default] = path
+    for path in chosen.values():
+        if not path.is_file():
+            raise click.ClickException(f"Artifact {path} does not exist.")
+    for written in export(chosen, output, max_batch_size=max_batch_size, instances=instances):
+        click.echo(written)
+
+
+@main.command()
+@click.argument("url", default="http://127.0.0.1:8000")
+@click.option("--model", required=True, help="Model name on the server.")
+@click.option("--concurrency", type=BatchListType(), default="1,8,32", show_default=True,
+              help="Concurrent clients, one level after another.")
+@click.option("--duration", type=click.FloatRange(0.5, 600), default=10.0, show_default=True,
+              help="Seconds per level.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write results JSON.")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback URL.")
+def loadtest(url: str, model: str, concurrency: tuple[int, ...], duration: float, json_path: Path | None,
+             allow_remote: bool) -> None:
+    """Drive a running server with bounded concurrent clients; report throughput and p50/p90/p99."""
+    from trtpipe._files import require_parent_dir, write_json_atomic
+    from trtpipe.serve.loadtest import print_loadtest, run_loadtest
+
+    if json_path:
+        require_parent_dir(json_path)
+    report = run_loadtest(url, model, list(concurrency), duration_s=duration, allow_remote=allow_remote)
+    print_loadtest(report)
+    if json_path:
+        write_json_atomic(json_path, report)
+
+
+@main.command()
 @click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"),
               show_default=True, help="Model repository to write (Triton layout).")
 @click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),

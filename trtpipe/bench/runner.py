@@ -218,38 +218,22 @@ class _ArtifactPlan:
 
 
 def _plan(path: Path) -> _ArtifactPlan:
-    """How to run and name an artifact, from its manifest when it has one.
-
-    An INT8 artifact made for TensorRT runs with ONNX Runtime's graph optimisation off, so Q/DQ execute as
-    float ops: that reproduces TensorRT's arithmetic (x86 integer kernels would saturate), and its accuracy
-    figures are TensorRT's; its CPU latency says nothing of TensorRT's speed, and the row says so.
-    """
-    import json
-
-    from trtpipe.convert import manifest_path
-    from trtpipe.onnx_info import detect_precision, load_onnx
+    """How to run and name an artifact (see trtpipe.runtime.artifacts); engines are checked against their
+    sidecar here, before minutes of baseline timing."""
+    from trtpipe.runtime.artifacts import artifact_profile
 
     stem = path.stem if path.stem != "model" else path.parent.parent.name if path.parent.name.isdigit() else "model"
-    if backend_kind_for(path) == "tensorrt":  # checked now, before minutes of baseline timing
+    if backend_kind_for(path) == "tensorrt":
         from trtpipe.build.sidecar import check_engine_file, read_sidecar
 
-        sidecar = read_sidecar(path)
-        check_engine_file(path, sidecar)
-        return _ArtifactPlan(f"tensorrt-{sidecar.precision} ({stem})", {}, None, None)
-    manifest: dict[str, Any] = {}
-    if manifest_path(path).is_file():
-        try:
-            manifest = json.loads(manifest_path(path).read_text()).get("artifact", {})
-        except (OSError, ValueError):
-            manifest = {}
-    precision = manifest.get("precision") or detect_precision(load_onnx(path, load_weights=False))
-    target = manifest.get("target")
-    if precision == "int8" and target == "tensorrt":
-        return _ArtifactPlan(f"onnxruntime-int8-trtsim ({stem})", {"optimization": "disable"}, target,
-                             "TensorRT-target INT8 simulated with float Q/DQ on the CPU: accuracy is TensorRT's, "
-                             "latency is not")
-    suffix = f"-{target}" if target and precision == "int8" else ""
-    return _ArtifactPlan(f"onnxruntime-{precision}{suffix} ({stem})", {}, target, None)
+        check_engine_file(path, read_sidecar(path))
+    profile = artifact_profile(path)
+    if backend_kind_for(path) == "tensorrt":
+        return _ArtifactPlan(f"tensorrt-{profile.precision} ({stem})", {}, None, None)
+    if profile.note:
+        return _ArtifactPlan(f"onnxruntime-int8-trtsim ({stem})", profile.options, profile.target, profile.note)
+    suffix = f"-{profile.target}" if profile.target and profile.precision == "int8" else ""
+    return _ArtifactPlan(f"onnxruntime-{profile.precision}{suffix} ({stem})", profile.options, profile.target, None)
 
 
 def _dedupe(labels: list[str]) -> list[str]:

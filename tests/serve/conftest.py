@@ -1,0 +1,67 @@
+"""A real server on a loopback port, over a small repository: the digits model, its TensorRT-target INT8 and
+one corrupt model that must be reported not ready while the others serve."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def repository(tmp_path_factory: pytest.TempPathFactory, digits_onnx: Path) -> Path:
+    from trtpipe.optimize import OptimizeOptions, optimize
+
+    repo = tmp_path_factory.mktemp("repo")
+    for name in ("digits", "broken", "digits_int8_trt"):
+        (repo / name / "1").mkdir(parents=True)
+    shutil.copy(digits_onnx, repo / "digits" / "1" / "model.onnx")
+    (repo / "broken" / "1" / "model.onnx").write_bytes(b"this is not an ONNX file")
+    optimize(digits_onnx, repo / "digits_int8_trt" / "1" / "model.onnx",
+             OptimizeOptions(precision="int8", target="tensorrt", calib="digits", calib_samples=64))
+    return repo
+
+
+class RunningServer:
+    def __init__(self, repository: Path, **batching: object) -> None:
+        import uvicorn
+
+        from trtpipe.serve.app import ServeSettings
+        from trtpipe.serve.batching import BatchingOptions
+        from trtpipe.serve.server import build_app
+
+        options = BatchingOptions(**batching) if batching.pop("enabled", True) else None  # type: ignore[arg-type]
+        self.app, self.models = build_app(repository, options, ServeSettings(max_body_bytes=1_000_000,
+                                                                            request_timeout_s=30))
+        self.port = free_port()
+        self.url = f"127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started:
+            if time.time() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(repository: Path) -> Iterator[RunningServer]:
+    running = RunningServer(repository, max_batch_size=16, max_delay_s=0.002)
+    yield running
+    running.stop()

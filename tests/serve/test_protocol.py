@@ -1,0 +1,83 @@
+"""The protocol's rules, on request bytes, without a server."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from trtpipe.runtime.base import TensorInfo
+from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError, encode_infer_response, parse_infer_request
+
+INPUTS = [TensorInfo("input", "float32", ("batch", 1, 2, 2))]
+OUTPUTS = [TensorInfo("output", "float32", ("batch", 3)), TensorInfo("aux", "int64", ("batch",))]
+
+
+def _request(**override: object) -> dict[str, object]:
+    body = {"id": "r1", "inputs": [{"name": "input", "shape": [2, 1, 2, 2], "datatype": "FP32",
+                                    "data": list(range(8))}]}
+    body.update(override)
+    return body
+
+
+def _parse(body: dict[str, object] | bytes, header_length: int | None = None, max_batch: int | None = 8):  # type: ignore[no-untyped-def]
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return parse_infer_request(raw, header_length, INPUTS, OUTPUTS, max_batch)
+
+
+def test_flat_and_nested_json_data() -> None:
+    flat = _parse(_request())
+    nested = _parse(_request(inputs=[{"name": "input", "shape": [2, 1, 2, 2], "datatype": "FP32",
+                                      "data": np.arange(8).reshape(2, 1, 2, 2).tolist()}]))
+    np.testing.assert_array_equal(flat.inputs["input"], nested.inputs["input"])
+    assert flat.inputs["input"].dtype == np.float32 and flat.id == "r1"
+
+
+def test_binary_inputs_and_outputs_round_trip() -> None:
+    array = np.arange(8, dtype=np.float32).reshape(2, 1, 2, 2)
+    header = json.dumps({"inputs": [{"name": "input", "shape": [2, 1, 2, 2], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 32}}],
+                         "outputs": [{"name": "output", "parameters": {"binary_data": True}}, {"name": "aux"}]}
+                        ).encode()
+    request = _parse(header + array.tobytes(), len(header))
+    np.testing.assert_array_equal(request.inputs["input"], array)
+    out = np.ones((2, 3), np.float32)
+    body, headers = encode_infer_response("m", "1", request, OUTPUTS, [out, np.array([4, 5])])
+    length = int(headers[HEADER_LENGTH])
+    response = json.loads(body[:length])
+    assert response["outputs"][0]["parameters"]["binary_data_size"] == 24
+    np.testing.assert_array_equal(np.frombuffer(body[length:], np.float32).reshape(2, 3), out)
+    assert response["outputs"][1] == {"name": "aux", "datatype": "INT64", "shape": [2], "data": [4, 5]}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (_request(inputs=[{"name": "input", "shape": [2, 1, 2, 2], "datatype": "FP64", "data": list(range(8))}]),
+     "Input 'input' has datatype FP64; the model expects FP32"),
+    (_request(inputs=[{"name": "input", "shape": [2, 3, 2, 2], "datatype": "FP32", "data": list(range(24))}]),
+     "Input 'input' has shape 2x3x2x2; the model expects batchx1x2x2"),
+    (_request(inputs=[{"name": "input", "shape": [2, 1, 2, 2], "datatype": "FP32", "data": [1, 2, 3]}]),
+     "Input 'input' has 3 elements; shape 2x1x2x2 needs 8"),
+    (_request(inputs=[]), "missing ['input']"),
+    (_request(inputs=[{"name": "image", "shape": [1], "datatype": "FP32", "data": [1]}]), "unexpected ['image']"),
+    (_request(inputs=[{"name": "input", "shape": [9, 1, 2, 2], "datatype": "FP32", "data": [0] * 36}]),
+     "Batch of 9 exceeds the model's maximum batch size 8"),
+    (_request(outputs=[{"name": "logits"}]), "Unknown output 'logits'"),
+    (b"{not json", "not valid JSON"),
+    (b'{"id": 1}', "needs an 'inputs' list"),
+])
+def test_violations_are_400_naming_the_problem(body: dict[str, object] | bytes, message: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        _parse(body)
+    assert caught.value.status == 400 and message in caught.value.message
+
+
+def test_binary_sizes_must_add_up() -> None:
+    header = json.dumps({"inputs": [{"name": "input", "shape": [1, 1, 2, 2], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 16}}]}).encode()
+    with pytest.raises(ProtocolError, match="binary data has 20 bytes"):
+        _parse(header + bytes(20), len(header))
+    with pytest.raises(ProtocolError, match="declares binary_data_size 16, but 8 bytes remain"):
+        _parse(header + bytes(8), len(header))
+    with pytest.raises(ProtocolError, match="Inference-Header-Content-Length is 9999"):
+        _parse(header + bytes(16), 9999)

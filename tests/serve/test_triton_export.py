@@ -1,0 +1,70 @@
+"""export-triton: configs Triton's own schema accepts, and names that cannot escape the repository."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from tests.conftest import error_line
+from trtpipe.errors import BadInput
+from trtpipe.serve.triton import check_name, describe_artifact
+
+
+def _config(path: Path) -> model_config_pb2.ModelConfig:
+    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+
+
+def test_export_from_a_repository(repository: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    clean = tmp_path / "clean"
+    for name in ("digits", "digits_int8_trt"):
+        shutil.copytree(repository / name, clean / name)
+    result = run_cli("export-triton", "--repository", clean, "-o", tmp_path / "triton", "--max-batch-size", "16")
+    assert result.exit_code == 0, result.output
+    config = _config(tmp_path / "triton" / "digits" / "config.pbtxt")
+    assert config.platform == "onnxruntime_onnx" and config.max_batch_size == 16
+    assert list(config.input[0].dims) == [1, 32, 32] and config.input[0].data_type == model_config_pb2.TYPE_FP32
+    assert list(config.output[0].dims) == [10]
+    assert list(config.dynamic_batching.preferred_batch_size) == [8, 16]
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
+    assert (tmp_path / "triton" / "digits" / "1" / "model.onnx").is_file()
+
+
+def test_engine_config_takes_preferred_sizes_from_its_profile(tmp_path: Path) -> None:
+    engine = tmp_path / "m.plan"
+    engine.write_bytes(b"engine")
+    sidecar = {"schema": "trtpipe.engine/1", "tensorrt_version": "10.13.0.35", "gpu_name": "H100",
+               "compute_capability": "9.0",
+               "inputs": [{"name": "input", "dtype": "float32", "shape": [-1, 3, 224, 224]}],
+               "outputs": [{"name": "output", "dtype": "float32", "shape": [-1, 1000]}],
+               "profiles": [[{"input": "input", "min": [1, 3, 224, 224], "opt": [8, 3, 224, 224],
+                              "max": [64, 3, 224, 224]}]]}
+    Path(f"{engine}.json").write_text(json.dumps(sidecar))
+    model = describe_artifact("resnet", engine, max_batch_size=128, instances=2)
+    assert model.platform == "tensorrt_plan" and model.max_batch_size == 64
+    assert model.preferred_batch_sizes == (8, 64) and model.instance_kind == "KIND_GPU"
+    assert model.inputs[0].dims == (3, 224, 224)
+
+
+def test_static_batch_model_has_no_batching(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    static = tmp_path / "static.onnx"
+    assert run_cli("convert", "digits_resnet", "--input-shape", "4x1x32x32", "--static-batch", "-o",
+                   static).exit_code == 0
+    assert run_cli("export-triton", static, "--name", "fixed", "-o", tmp_path / "t").exit_code == 0
+    config = _config(tmp_path / "t" / "fixed" / "config.pbtxt")
+    assert config.max_batch_size == 0 and list(config.input[0].dims) == [4, 1, 32, 32]
+    assert not config.HasField("dynamic_batching")
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".hidden", ""])
+def test_names_that_would_escape_are_refused(name: str, digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(BadInput, match="is not allowed"):
+        check_name(name)
+    result = run_cli("export-triton", digits_onnx, "--name", name, "-o", tmp_path / "t")
+    assert result.exit_code == 1 and "is not allowed" in error_line(result.output)
+    assert not (tmp_path / "evil").exists()

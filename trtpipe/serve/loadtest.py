@@ -1,0 +1,119 @@
+"""``trtpipe loadtest``: drive a running server with a bounded number of clients for a bounded time.
+
+Each concurrency level runs ``concurrency`` clients that send single-item infer requests (binary tensors)
+back to back until the duration or the request cap is reached, and reports throughput and latency
+percentiles. Only loopback addresses are targeted unless ``allow_remote`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from trtpipe import console
+from trtpipe.errors import BadInput
+from trtpipe.serve.protocol import DATATYPES, HEADER_LENGTH
+
+MAX_REQUESTS_PER_LEVEL = 200_000
+
+
+def _check_target(url: str, allow_remote: bool) -> None:
+    host = urlparse(url).hostname or ""
+    if allow_remote or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise BadInput(f"{url} is not a loopback address: pass --allow-remote to load-test another machine.")
+
+
+def _binary_request(metadata: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    rng = np.random.default_rng(0)
+    inputs, blobs = [], []
+    for tensor in metadata["inputs"]:
+        shape = [1 if i == 0 and d == -1 else d for i, d in enumerate(tensor["shape"])]
+        if metadata.get("max_batch_size") == 0 and tensor["shape"][0] != -1:
+            shape = tensor["shape"]
+        array = rng.standard_normal(shape).astype(DATATYPES[tensor["datatype"]])
+        blobs.append(array.tobytes())
+        inputs.append({"name": tensor["name"], "shape": shape, "datatype": tensor["datatype"],
+                       "parameters": {"binary_data_size": len(blobs[-1])}})
+    header = json.dumps({"inputs": inputs, "parameters": {"binary_data_output": True}}).encode()
+    return header + b"".join(blobs), {HEADER_LENGTH: str(len(header)), "content-type": "application/octet-stream"}
+
+
+async def _level(client: Any, url: str, body: bytes, headers: dict[str, str], concurrency: int,
+                 duration_s: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + duration_s
+
+    async def worker() -> None:
+        nonlocal errors
+        while time.perf_counter() < deadline and len(latencies) + errors < MAX_REQUESTS_PER_LEVEL:
+            start = time.perf_counter()
+            response = await client.post(url, content=body, headers=headers)
+            if response.status_code == 200:
+                latencies.append((time.perf_counter() - start) * 1000)
+            else:
+                errors += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    p50, p90, p99 = np.percentile(latencies, [50, 90, 99]) if latencies else (float("nan"),) * 3
+    return {"concurrency": concurrency, "requests": len(latencies), "errors": errors, "seconds": elapsed,
+            "throughput": len(latencies) / elapsed, "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99)}
+
+
+async def _run(base: str, model: str, levels: list[int], duration_s: float, warmup_s: float) -> list[dict[str, Any]]:
+    import httpx
+
+    limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        response = await client.get(f"{base}/v2/models/{model}")
+        if response.status_code != 200:
+            raise BadInput(f"{base} has no ready model '{model}': {response.text}")
+        body, headers = _binary_request(response.json())
+        url = f"{base}/v2/models/{model}/infer"
+        await _level(client, url, body, headers, max(levels), warmup_s)  # connections and caches warm
+        results = []
+        for concurrency in levels:
+            result = await _level(client, url, body, headers, concurrency, duration_s)
+            console.note(f"{model} concurrency {concurrency:>3}: {result['throughput']:8.1f} req/s, p50 "
+                         f"{result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms ({result['errors']} errors)")
+            results.append(result)
+        return results
+
+
+def run_loadtest(url: str, model: str, levels: list[int], *, duration_s: float = 10.0, warmup_s: float = 2.0,
+                 allow_remote: bool = False) -> dict[str, Any]:
+    import httpx
+
+    base = url.rstrip("/")
+    _check_target(base, allow_remote)
+    try:
+        results = asyncio.run(_run(base, model, levels, duration_s, warmup_s))
+    except (OSError, httpx.TransportError) as error:
+        raise BadInput(f"Cannot reach {base}: {error}. Is 'trtpipe serve' running?") from None
+    return {"url": base, "model": model, "duration_s": duration_s, "results": results}
+
+
+def print_loadtest(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{report['model']} at {report['url']}", title_justify="left")
+    for header in ("Concurrency", "Requests", "Errors", "Req/s", "p50 ms", "p90 ms", "p99 ms"):
+        table.add_column(header, justify="right")
+    for r in report["results"]:
+        table.add_row(str(r["concurrency"]), str(r["requests"]), str(r["errors"]), f"{r['throughput']:.1f}",
+                      f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['p99_ms']:.2f}")
+    console.out.print(table)

@@ -1,0 +1,160 @@
+"""The Open Inference Protocol (KServe v2) over HTTP, with Triton's binary tensor data extension.
+
+Pure functions from request bytes to arrays and from arrays to response bytes, so every rule of the protocol
+is tested without a server. Violations raise ProtocolError with the HTTP status and a message naming the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trtpipe.runtime.base import TensorInfo
+from trtpipe.shapes import format_shape
+
+HEADER_LENGTH = "Inference-Header-Content-Length"
+DATATYPES = {"BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
+             "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64", "FP16": "float16",
+             "FP32": "float32", "FP64": "float64"}
+NUMPY_TO_DATATYPE = {v: k for k, v in DATATYPES.items()}
+
+
+class ProtocolError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class InferRequest:
+    id: str | None
+    inputs: dict[str, np.ndarray]
+    outputs: list[tuple[str, bool]] | None  # requested (name, binary); None: all, as binary_default says
+    binary_default: bool
+
+
+def datatype_of(dtype: str) -> str:
+    return NUMPY_TO_DATATYPE.get(dtype, dtype.upper())
+
+
+def tensor_metadata(info: TensorInfo) -> dict[str, Any]:
+    return {"name": info.name, "datatype": datatype_of(info.dtype),
+            "shape": [d if isinstance(d, int) else -1 for d in info.shape]}
+
+
+def parse_infer_request(body: bytes, header_length: int | None, inputs: list[TensorInfo],
+                        outputs: list[TensorInfo], max_batch_size: int | None) -> InferRequest:
+    """Decode and check an infer request against the model's tensors."""
+    if header_length is not None:
+        if header_length < 0 or header_length > len(body):
+            raise ProtocolError(400, f"{HEADER_LENGTH} is {header_length}, but the body has {len(body)} bytes.")
+        header_bytes, binary = body[:header_length], memoryview(body)[header_length:]
+    else:
+        header_bytes, binary = body, memoryview(b"")
+    try:
+        header = json.loads(header_bytes)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ProtocolError(400, f"The request is not valid JSON ({error}).") from None
+    if not isinstance(header, dict) or not isinstance(header.get("inputs"), list):
+        raise ProtocolError(400, "The request needs an 'inputs' list.")
+
+    expected = {t.name: t for t in inputs}
+    given = [i.get("name") if isinstance(i, dict) else None for i in header["inputs"]]
+    missing, extra = sorted(set(expected) - set(given)), sorted({str(g) for g in given} - set(expected))
+    if missing or extra or len(given) != len(set(given)):
+        raise ProtocolError(400, f"Inputs do not match the model: missing {missing or 'none'}, unexpected "
+                                 f"{extra or 'none'} (the model takes {', '.join(expected)}).")
+    arrays: dict[str, np.ndarray] = {}
+    offset = 0
+    for item in header["inputs"]:
+        info = expected[item["name"]]
+        array, used = _decode_input(item, info, binary[offset:])
+        offset += used
+        arrays[info.name] = array
+    if offset != len(binary):
+        raise ProtocolError(400, f"The binary data has {len(binary)} bytes, but the inputs' binary_data_size add "
+                                 f"up to {offset}.")
+    batch = {int(a.shape[0]) for a in arrays.values() if a.ndim}
+    if max_batch_size is not None and batch and max(batch) > max_batch_size:
+        raise ProtocolError(400, f"Batch of {max(batch)} exceeds the model's maximum batch size {max_batch_size}.")
+
+    parameters = header.get("parameters") or {}
+    requested = None
+    if header.get("outputs") is not None:
+        known = {t.name for t in outputs}
+        requested = []
+        for item in header["outputs"]:
+            name = item.get("name") if isinstance(item, dict) else None
+            if name not in known:
+                raise ProtocolError(400, f"Unknown output '{name}': the model's outputs are {', '.join(known)}.")
+            binary_flag = (item.get("parameters") or {}).get("binary_data", parameters.get("binary_data_output"))
+            requested.append((name, bool(binary_flag)))
+    request_id = header.get("id")
+    return InferRequest(None if request_id is None else str(request_id), arrays, requested,
+                        bool(parameters.get("binary_data_output", False)))
+
+
+def _decode_input(item: dict[str, Any], info: TensorInfo, binary: memoryview) -> tuple[np.ndarray, int]:
+    name = info.name
+    datatype = item.get("datatype")
+    if datatype != datatype_of(info.dtype):
+        raise ProtocolError(400, f"Input '{name}' has datatype {datatype}; the model expects "
+                                 f"{datatype_of(info.dtype)}.")
+    shape = item.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ProtocolError(400, f"Input '{name}' needs a shape: a list of non-negative integers.")
+    if len(shape) != len(info.shape) or any(isinstance(want, int) and want != got
+                                             for want, got in zip(info.shape, shape, strict=True)):
+        raise ProtocolError(400, f"Input '{name}' has shape {format_shape(shape)}; the model expects "
+                                 f"{format_shape(info.shape)} ('?' is free).")
+    count = int(np.prod(shape)) if shape else 1
+    dtype = np.dtype(DATATYPES[datatype])
+    size = (item.get("parameters") or {}).get("binary_data_size")
+    if size is not None:
+        if not isinstance(size, int) or size < 0 or size > len(binary):
+            raise ProtocolError(400, f"Input '{name}' declares binary_data_size {size}, but {len(binary)} bytes "
+                                     "remain.")
+        if size != count * dtype.itemsize:
+            raise ProtocolError(400, f"Input '{name}' has {size} bytes of binary data; shape "
+                                     f"{format_shape(shape)} of {datatype} needs {count * dtype.itemsize}.")
+        return np.frombuffer(binary[:size], dtype=dtype).reshape(shape), size
+    if "data" not in item:
+        raise ProtocolError(400, f"Input '{name}' has neither 'data' nor binary_data_size.")
+    try:
+        flat = np.asarray(item["data"], dtype=dtype).reshape(-1)
+    except (ValueError, TypeError) as error:
+        raise ProtocolError(400, f"Input '{name}' data cannot be read as {datatype} ({error}).") from None
+    if flat.size != count:
+        raise ProtocolError(400, f"Input '{name}' has {flat.size} elements; shape {format_shape(shape)} needs "
+                                 f"{count}.")
+    return flat.reshape(shape), 0
+
+
+def encode_infer_response(model_name: str, version: str, request: InferRequest, outputs: list[TensorInfo],
+                          arrays: list[np.ndarray]) -> tuple[bytes, dict[str, str]]:
+    """The response body and headers: JSON, with binary tensors appended where they were asked for."""
+    wanted = request.outputs or [(t.name, request.binary_default) for t in outputs]
+    by_name = {t.name: a for t, a in zip(outputs, arrays, strict=True)}
+    entries, chunks = [], []
+    for name, binary in wanted:
+        array = np.ascontiguousarray(by_name[name])
+        entry: dict[str, Any] = {"name": name, "datatype": datatype_of(array.dtype.name), "shape": list(array.shape)}
+        if binary:
+            raw = array.tobytes()
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        else:
+            entry["data"] = array.reshape(-1).tolist()
+        entries.append(entry)
+    response: dict[str, Any] = {"model_name": model_name, "model_version": version, "outputs": entries}
+    if request.id is not None:
+        response["id"] = request.id
+    header = json.dumps(response, separators=(",", ":")).encode()
+    if not chunks:
+        return header, {"content-type": "application/json"}
+    return header + b"".join(chunks), {"content-type": "application/octet-stream",
+                                      HEADER_LENGTH: str(len(header))}

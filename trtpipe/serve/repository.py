@@ -1,0 +1,96 @@
+"""A model repository in Triton's layout: ``<repo>/<name>/<version>/model.onnx`` (or ``model.plan``).
+
+Each model is loaded on its own: one that fails (a corrupt file, an engine for another GPU) is reported not
+ready, with the reason, and the others serve.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trtpipe import console
+from trtpipe.errors import BadInput
+from trtpipe.serve.batching import BatchingOptions, MicroBatcher
+from trtpipe.serve.model import Model, load
+
+ARTIFACT_NAMES = ("model.plan", "model.engine", "model.onnx")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass
+class ServedModel:
+    name: str
+    version: str
+    path: Path
+    model: Model | None = None
+    error: str | None = None
+    batcher: MicroBatcher | None = None
+    max_batch_size: int | None = None
+    versions: list[str] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return self.model is not None
+
+    @property
+    def platform(self) -> str:
+        return {"onnxruntime": "onnxruntime_onnx", "tensorrt": "tensorrt_plan"}.get(
+            self.model.kind if self.model else "", "onnxruntime_onnx" if self.path.suffix == ".onnx" else
+            "tensorrt_plan")
+
+
+def discover(repository: Path) -> dict[str, list[tuple[str, Path]]]:
+    """{model name: [(version, artifact)] sorted by version} for every model folder in the repository."""
+    if not repository.is_dir():
+        raise BadInput(f"Model repository {repository} does not exist: run 'make demo' or 'trtpipe convert' into it.")
+    found: dict[str, list[tuple[str, Path]]] = {}
+    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir() and SAFE_NAME.match(p.name)):
+        versions = []
+        for version_dir in sorted((p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()),
+                                  key=lambda p: int(p.name)):
+            artifact = next((version_dir / n for n in ARTIFACT_NAMES if (version_dir / n).is_file()), None)
+            if artifact:
+                versions.append((version_dir.name, artifact))
+        if versions:
+            found[model_dir.name] = versions
+    if not found:
+        raise BadInput(f"Model repository {repository} holds no models (<name>/<version>/model.onnx or model.plan).")
+    return found
+
+
+def load_repository(repository: Path, batching: BatchingOptions | None, threads: int | None = None,
+                    on_batch: object = None) -> dict[str, dict[str, ServedModel]]:
+    """Load every version of every model; returns {name: {version: ServedModel}}."""
+    served: dict[str, dict[str, ServedModel]] = {}
+    for name, versions in discover(repository).items():
+        served[name] = {}
+        for version, path in versions:
+            entry = ServedModel(name, version, path, versions=[v for v, _ in versions])
+            try:
+                options = {"threads": threads} if path.suffix == ".onnx" and threads else {}
+                entry.model = load(path, **options)
+                entry.max_batch_size = _max_batch(entry.model, batching)
+                if batching and entry.model.dynamic_batch:
+                    model = entry.model
+                    entry.batcher = MicroBatcher(
+                        lambda arrays, model=model: model.predict_all(arrays),
+                        BatchingOptions(entry.max_batch_size or batching.max_batch_size, batching.max_delay_s,
+                                        batching.preferred_batch_sizes, batching.max_queue),
+                        on_batch=(lambda rows, name=name: on_batch(name, rows)) if callable(on_batch) else None,
+                    )
+                console.success(f"Loaded {name} version {version} ({entry.model.kind}, {entry.model.precision})")
+            except Exception as error:  # any failure: this model is not ready, the others still serve
+                entry.error = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                console.warn(f"{name} version {version} is not ready: {entry.error}")
+            served[name][version] = entry
+    return served
+
+
+def _max_batch(model: Model, batching: BatchingOptions | None) -> int | None:
+    """A static batch is the maximum; a dynamic one is capped by the batching options (or a TensorRT profile)."""
+    first = model.inputs[0].shape[0]
+    if isinstance(first, int):
+        return first
+    return batching.max_batch_size if batching else None

@@ -1,0 +1,51 @@
+"""``trtpipe serve``: load a model repository and serve it with uvicorn until SIGTERM or SIGINT.
+
+On a signal, readiness turns false at once (load balancers stop sending), requests in flight finish, and the
+process exits 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trtpipe import console
+from trtpipe.serve.app import Metrics, ServeSettings, create_app
+from trtpipe.serve.batching import BatchingOptions
+from trtpipe.serve.repository import ServedModel, load_repository
+
+
+def build_app(repository: Path, batching: BatchingOptions | None, settings: ServeSettings,
+              threads: int | None = None) -> tuple[Any, dict[str, dict[str, ServedModel]]]:
+    metrics = Metrics()
+    models = load_repository(repository, batching, threads,
+                             on_batch=lambda name, rows: metrics.batch_size.labels(name).observe(rows))
+    return create_app(models, settings, metrics), models
+
+
+def serve(repository: Path, *, host: str = "127.0.0.1", port: int = 8000, batching: BatchingOptions | None = None,
+          settings: ServeSettings | None = None, threads: int | None = None) -> None:
+    import uvicorn
+
+    app, models = build_app(repository, batching, settings or ServeSettings(), threads)
+    ready = sum(e.ready for v in models.values() for e in v.values())
+    total = sum(len(v) for v in models.values())
+    console.success(f"Serving {ready}/{total} model versions from {repository} on http://{host}:{port}/v2 "
+                    f"({'dynamic batching' if batching else 'no batching'})")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        console.warn(f"Listening on {host}: the server has no authentication; expose it only behind one.")
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            app.state.trtpipe["shutting_down"] = True  # readiness false before anything else
+            super().handle_exit(sig, frame)
+            # uvicorn re-raises a captured signal after its graceful shutdown, so the process dies of it (exit
+            # -15). A shutdown that went as planned is a success: exit 0.
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30,
+                            access_log=False)
+    Server(config).run()
+    console.success("Server stopped cleanly")

@@ -1,0 +1,143 @@
+"""``trtpipe export-triton``: a Triton Inference Server model repository for trtpipe's artifacts.
+
+Each model gets ``<name>/config.pbtxt`` (platform, max_batch_size, inputs and outputs without the batch
+dimension, dynamic batching with preferred sizes from the engine's optimisation profile, instance groups) and
+``<name>/<version>/model.onnx|model.plan``. Every config is parsed back with Triton's own protobuf schema
+(tritonclient's model_config_pb2) before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtpipe import console
+from trtpipe._files import atomic_path, write_text_atomic
+from trtpipe.errors import BadInput, MissingDependency
+from trtpipe.serve.protocol import datatype_of
+
+SAFE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    datatype: str  # TYPE_FP32...
+    dims: tuple[int, ...]  # without the batch dimension; -1 for dynamic
+
+
+@dataclass(frozen=True)
+class TritonModel:
+    name: str
+    platform: str  # onnxruntime_onnx | tensorrt_plan
+    max_batch_size: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    preferred_batch_sizes: tuple[int, ...]
+    max_queue_delay_us: int = 1000
+    instance_count: int = 1
+    instance_kind: str = "KIND_CPU"
+
+
+def check_name(name: str) -> str:
+    """Model names become folder names: refuse anything that could leave the repository."""
+    if not name or name in (".", "..") or not set(name) <= SAFE_NAME_CHARS or name.startswith("."):
+        raise BadInput(f"Model name '{name}' is not allowed: use letters, digits, '_', '-' and '.', not starting "
+                       "with '.' (it becomes a folder of the repository).")
+    return name
+
+
+def config_pbtxt(model: TritonModel) -> str:
+    def tensors(kind: str, specs: tuple[TensorSpec, ...]) -> str:
+        items = ",\n".join(f'  {{\n    name: "{t.name}"\n    data_type: {t.datatype}\n    dims: '
+                           f'[ {", ".join(str(d) for d in t.dims)} ]\n  }}' for t in specs)
+        return f"{kind} [\n{items}\n]\n"
+
+    text = (f'name: "{model.name}"\nplatform: "{model.platform}"\nmax_batch_size: {model.max_batch_size}\n'
+            + tensors("input", model.inputs) + tensors("output", model.outputs))
+    if model.max_batch_size > 0:
+        preferred = ", ".join(str(b) for b in model.preferred_batch_sizes)
+        text += (f"dynamic_batching {{\n  preferred_batch_size: [ {preferred} ]\n"
+                 f"  max_queue_delay_microseconds: {model.max_queue_delay_us}\n}}\n")
+    text += f"instance_group [\n  {{\n    count: {model.instance_count}\n    kind: {model.instance_kind}\n  }}\n]\n"
+    return text
+
+
+def validate(text: str) -> None:
+    """Parse with Triton's ModelConfig schema: an invalid config fails here, not when Triton loads it."""
+    try:
+        from google.protobuf import text_format
+        from tritonclient.grpc import model_config_pb2
+    except ImportError:
+        raise MissingDependency("tritonclient", "Checking Triton configs", "pip install 'trtpipe[triton]'") from None
+    text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def describe_artifact(name: str, artifact: Path, max_batch_size: int, instances: int) -> TritonModel:
+    """Read an artifact's tensors (and, for an engine, its profile) into a TritonModel."""
+    if artifact.suffix in (".plan", ".engine"):
+        from trtpipe.build.sidecar import read_sidecar
+
+        sidecar = read_sidecar(artifact)
+        profile = sidecar.profiles[0][0] if sidecar.profiles and sidecar.profiles[0] else None
+        top = int(profile["max"][0]) if profile else max_batch_size
+        preferred = tuple(sorted({int(profile["opt"][0]), top})) if profile else (max_batch_size,)
+        inputs = [(t["name"], t["dtype"], t["shape"]) for t in sidecar.inputs]
+        outputs = [(t["name"], t["dtype"], t["shape"]) for t in sidecar.outputs]
+        platform, kind, batch = "tensorrt_plan", "KIND_GPU", min(max_batch_size, top)
+    else:
+        from trtpipe.runtime.onnxruntime_backend import OnnxRuntimeBackend
+
+        with OnnxRuntimeBackend(artifact) as backend:
+            inputs = [(t.name, t.dtype, list(t.shape)) for t in backend.inputs]
+            outputs = [(t.name, t.dtype, list(t.shape)) for t in backend.outputs]
+        dynamic = not isinstance(inputs[0][2][0], int)
+        batch = max_batch_size if dynamic else 0
+        preferred = tuple(b for b in (8, 16, 32) if b <= batch) or (batch,)
+        platform, kind = "onnxruntime_onnx", "KIND_CPU"
+
+    def spec(entry: tuple[str, str, list[object]]) -> TensorSpec:
+        tensor_name, dtype, shape = entry
+        dims = shape[1:] if batch > 0 else shape
+        return TensorSpec(tensor_name, "TYPE_" + datatype_of(_numpy_name(dtype)),
+                          tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims))
+
+    return TritonModel(check_name(name), platform, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
+                       preferred if batch > 0 else (), instance_count=instances, instance_kind=kind)
+
+
+def _numpy_name(dtype: str) -> str:
+    return {"float": "float32", "half": "float16", "int8": "int8", "int32": "int32", "int64": "int64",
+            "bool": "bool"}.get(dtype, dtype)
+
+
+def export(artifacts: dict[str, Path], output: Path, *, max_batch_size: int = 32, instances: int = 1,
+           version: str = "1") -> list[Path]:
+    """Write a Triton repository at ``output`` with one model per (name, artifact)."""
+    output.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, artifact in artifacts.items():
+        model = describe_artifact(check_name(name), artifact, max_batch_size, instances)
+        text = config_pbtxt(model)
+        validate(text)
+        model_dir = output / model.name
+        (model_dir / version).mkdir(parents=True, exist_ok=True)
+        target = model_dir / version / ("model.plan" if model.platform == "tensorrt_plan" else "model.onnx")
+        with atomic_path(target) as tmp:
+            shutil.copyfile(artifact, tmp)
+        write_text_atomic(model_dir / "config.pbtxt", text)
+        written += [model_dir / "config.pbtxt", target]
+        console.success(f"{model.name}: {model.platform}, max_batch_size {model.max_batch_size}, preferred "
+                        f"{list(model.preferred_batch_sizes)}")
+    write_text_atomic(output / "trtpipe-export.json", json.dumps(
+        {name: str(path) for name, path in artifacts.items()}, indent=2) + "\n")
+    return written
+
+
+def artifacts_from_repository(repository: Path) -> dict[str, Path]:
+    """The newest version of every model in a trtpipe repository."""
+    from trtpipe.serve.repository import discover
+
+    return {name: versions[-1][1] for name, versions in discover(repository).items()}
