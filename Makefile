@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 THREADS ?= 2
 
-.PHONY: install demo test bench lint format retrain clean
+.PHONY: install demo test bench loadtest lint format retrain clean
 
 install: $(STAMP)
 
@@ -60,6 +60,10 @@ bench: install $(RESNET50_VARIANTS) $(DIGITS_VARIANTS)
 		--json reports/bench_resnet50.json --markdown reports/bench_resnet50.md
 	$(TRTPIPE) bench digits_resnet $(DIGITS_VARIANTS) --batch 1,8,32 --threads $(THREADS) \
 		--json reports/bench_digits_resnet.json --markdown reports/bench_digits_resnet.md
+
+# Server throughput and latency with and without dynamic batching (README's serving table).
+loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
+	$(BIN)/python scripts/serve_bench.py
 
 lint: install
 	$(BIN)/ruff check trtpipe tests
