@@ -20,7 +20,7 @@ import trtpipe
 from trtpipe.bench.timing import measure
 from trtpipe.serve.loadtest import run_loadtest
 
-MODELS = {"digits_resnet": 10.0, "resnet50": 20.0}  # seconds per concurrency level
+MODELS = {"digits_resnet": 8.0, "resnet50": 15.0}  # seconds per concurrency level
 LEVELS = [1, 8, 32]
 PORT = 8765
 
