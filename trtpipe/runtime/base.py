@@ -46,14 +46,16 @@ class Backend(ABC):
     kind: ClassVar[str]
     precision: str = "fp32"
     device: str = "cpu"
+    _inputs: list[TensorInfo]  # set by each backend when it loads the artifact
+    _outputs: list[TensorInfo]
 
     @property
-    @abstractmethod
-    def inputs(self) -> list[TensorInfo]: ...
+    def inputs(self) -> list[TensorInfo]:
+        return self._inputs
 
     @property
-    @abstractmethod
-    def outputs(self) -> list[TensorInfo]: ...
+    def outputs(self) -> list[TensorInfo]:
+        return self._outputs
 
     @abstractmethod
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...

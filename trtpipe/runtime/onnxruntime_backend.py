@@ -74,6 +74,7 @@ class OnnxRuntimeBackend(Backend):
         providers: Sequence[str | tuple[str, dict[str, Any]]] | None = None,
         threads: int | None = None,
         optimization: str = "all",
+        spinning: bool = True,
     ) -> None:
         import onnxruntime as ort
 
@@ -101,6 +102,8 @@ class OnnxRuntimeBackend(Backend):
         if threads:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
+        if not spinning:  # a server needs the CPU between requests: idle pool threads must sleep, not spin
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.optimization = optimization
         self.threads = threads
         try:
@@ -112,14 +115,6 @@ class OnnxRuntimeBackend(Backend):
         self._inputs = [_info(i) for i in self.session.get_inputs()]
         self._outputs = [_info(o) for o in self.session.get_outputs()]
         self._output_names = [o.name for o in self._outputs]
-
-    @property
-    def inputs(self) -> list[TensorInfo]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> list[TensorInfo]:
-        return self._outputs
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return self.session.run(self._output_names, feeds)

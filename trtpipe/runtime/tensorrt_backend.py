@@ -63,14 +63,6 @@ class TensorRTBackend(Backend):
             is_input = self._engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
             (self._inputs if is_input else self._outputs).append(TensorInfo(name, dtype, shape))
 
-    @property
-    def inputs(self) -> list[TensorInfo]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> list[TensorInfo]:
-        return self._outputs
-
     def _prepare(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Device buffers for one call: inputs uploaded from pinned memory, outputs sized by TensorRT."""
         torch = self._torch

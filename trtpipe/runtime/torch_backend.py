@@ -36,14 +36,6 @@ class TorchBackend(Backend):
             for name, array in zip(names, probe, strict=True)
         ]
 
-    @property
-    def inputs(self) -> list[TensorInfo]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> list[TensorInfo]:
-        return self._outputs
-
     def _forward(self, array: np.ndarray) -> list[np.ndarray]:
         with torch.inference_mode():
             result = self.module(torch.from_numpy(array).to(self.device))

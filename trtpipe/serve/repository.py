@@ -69,7 +69,9 @@ def load_repository(repository: Path, batching: BatchingOptions | None, threads:
         for version, path in versions:
             entry = ServedModel(name, version, path, versions=[v for v, _ in versions])
             try:
-                options = {"threads": threads} if path.suffix == ".onnx" and threads else {}
+                options: dict[str, object] = {}
+                if path.suffix == ".onnx":
+                    options = {"spinning": False} | ({"threads": threads} if threads else {})
                 entry.model = load(path, **options)
                 entry.max_batch_size = _max_batch(entry.model, batching)
                 if batching and entry.model.dynamic_batch:
