@@ -369,17 +369,51 @@ def loadtest(url: str, model: str, concurrency: tuple[int, ...], duration: float
 
 
 @main.command()
+@click.argument("pipeline_or_model")
+@click.option("--latency-budget-ms", type=click.FloatRange(0), help="Override [select] latency_budget_ms.")
+@click.option("--max-accuracy-drop", type=click.FloatRange(0), metavar="PP", help="Override [select].")
+def run(pipeline_or_model: str, latency_budget_ms: float | None, max_accuracy_drop: float | None) -> None:
+    """Run the pipeline in PIPELINE.toml (or MODEL with defaults), reusing every stage whose inputs are unchanged."""
+    from trtpipe.pipeline.config import default_pipeline, load_pipeline
+    from trtpipe.pipeline.run import run_pipeline
+
+    if pipeline_or_model.endswith(".toml"):
+        pipeline = load_pipeline(Path(pipeline_or_model))
+    else:
+        pipeline = default_pipeline(pipeline_or_model)
+    if latency_budget_ms is not None:
+        pipeline.latency_budget_ms = latency_budget_ms
+    if max_accuracy_drop is not None:
+        pipeline.max_accuracy_drop = max_accuracy_drop
+    run_pipeline(pipeline)
+
+
+@main.command()
+@click.argument("results", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="HTML file to write (self-contained).")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown (+ SVGs).")
+@click.option("--batch", type=click.IntRange(1), help="Batch for the accuracy-vs-latency chart (default smallest).")
+def report(results: Path, output: Path, markdown: Path | None, batch: int | None) -> None:
+    """Write an HTML (and Markdown) report with charts from a bench RESULTS.json."""
+    from trtpipe._files import require_parent_dir
+    from trtpipe.bench.html_report import load_results, write_report
+
+    require_parent_dir(output)
+    write_report(load_results(results), output, markdown, batch=batch)
+    click.echo(output)
+
+
+@main.command()
 @click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"),
               show_default=True, help="Model repository to write (Triton layout).")
 @click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
-              show_default=True, help="Folder for the bench reports.")
-@click.option("--duration", type=click.FloatRange(0.1), default=3.0, show_default=True,
-              help="Seconds of timed runs per variant and batch.")
-def demo(repository: Path, reports: Path, duration: float) -> None:
-    """Convert, verify and bench the bundled digits model and ResNet-50 on this machine."""
+              show_default=True, help="Folder for the reports.")
+def demo(repository: Path, reports: Path) -> None:
+    """Run the bundled pipelines (the digits model and ResNet-50) on this machine: `trtpipe run` on each."""
     from trtpipe.demo import run_demo
 
-    run_demo(repository, reports, duration_s=duration)
+    run_demo(repository, reports)
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], settings: BenchSet
     return {
         "schema": SCHEMA,
         "trtpipe_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "environment": environment.collect(settings.threads),
         "model": loaded.describe(),
         "settings": settings.to_dict(),

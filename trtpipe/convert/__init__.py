@@ -108,7 +108,7 @@ def _manifest(loaded: LoadedModel, output: Path, exported: ExportResult, report:
                     for t in [*inputs, *outputs]}
     return {
         "trtpipe_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "artifact": {"path": output.name, "format": "onnx", "precision": "fp32",
                      "sha256": sha256_file(output), "size_bytes": output.stat().st_size},
         "source": loaded.describe(),

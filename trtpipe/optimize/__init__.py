@@ -89,7 +89,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions) -> OptimizeRe
     probe = (calib or evaluation or _random_probe(sample_shape)).images
     manifest: dict[str, Any] = {
         "trtpipe_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": {"path": str(source), "sha256": sha256_file(source), "precision": "fp32"},
         "options": options.to_dict() | {"target": target},
         "data": {"calibration": _describe(calib), "eval": _describe(evaluation)},

@@ -199,5 +199,5 @@ async def _run(entry: ServedModel, arrays: list[Any], timeout: float | None, met
         wrapped = loop.run_in_executor(None, entry.model.predict_all, arrays)
     try:
         return await asyncio.wait_for(wrapped, timeout) if timeout else await wrapped
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ProtocolError(504, f"Inference did not finish within {timeout:g} s.") from None

@@ -1,0 +1,148 @@
+"""``trtpipe report``: one self-contained HTML file (and the same content as Markdown) from bench results.
+
+The HTML inlines its CSS and its charts (SVG from matplotlib), so it opens anywhere with no network. The
+Markdown, for pull requests, carries the same tables and links the same charts saved as SVG files beside it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from trtpipe._files import write_text_atomic
+from trtpipe.bench.report import machine_line
+from trtpipe.bench.runner import SCHEMA
+from trtpipe.errors import BadInput
+
+COLUMNS = [("Variant", "variant", "{}"), ("Precision", "precision", "{}"), ("Batch", "batch", "{}"),
+           ("p50 ms", "p50_ms", "{:.2f}"), ("p90 ms", "p90_ms", "{:.2f}"), ("p99 ms", "p99_ms", "{:.2f}"),
+           ("Items/s", "throughput", "{:.1f}"), ("Speedup", "speedup_vs_torch_fp32", "{:.2f}x"),
+           ("Max abs err", "max_abs_err", "{:.2e}"), ("Top-1 agree", "top1_agreement", "{:.2%}"),
+           ("Accuracy", "top1_accuracy", "{:.2%}"), ("Size MB", "size_mb", "{:.2f}"),
+           ("Build s", "build_seconds", "{:.1f}")]
+CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over PyTorch FP32",
+                "pareto": "Accuracy vs latency", "batch_sweep": "Batch sweep"}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}td,th{padding:.25rem .6rem;border-bottom:1px solid #eee}
+th{text-align:left;background:#f6f6f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.charts{display:grid;grid-template-columns:1fr;gap:1rem}.chart svg{max-width:100%;height:auto}
+.note{color:#555;font-size:.85rem}.choice{background:#eef7ee;padding:.6rem 1rem;border-left:4px solid #4a4}
+"""
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    if not Path(path).is_file():
+        raise BadInput(f"Results file {path} does not exist.")
+    try:
+        report = json.loads(Path(path).read_text())
+    except ValueError as error:
+        raise BadInput(f"{path} is not JSON ({error}).") from None
+    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
+        found = report.get("schema") if isinstance(report, dict) else None
+        raise BadInput(f"{path} has results layout {found!r}, not {SCHEMA!r}: it was written by another (older) "
+                       "trtpipe; rerun 'trtpipe bench' to produce it again.")
+    return report
+
+
+def _artifact_facts(report: dict[str, Any]) -> None:
+    """Size and build time of each artifact row, from the files and the manifests/sidecars beside them."""
+    for row in report["results"]:
+        path = Path(row["artifact"]) if row.get("artifact") else None
+        if path is None or not path.is_file():
+            continue
+        row.setdefault("size_mb", path.stat().st_size / 1e6)
+        for meta in (Path(f"{path}.json"), path.with_suffix(".manifest.json")):
+            if meta.is_file() and "build_seconds" not in row:
+                try:
+                    data = json.loads(meta.read_text())
+                except ValueError:
+                    continue
+                seconds = data.get("build_seconds") or (data.get("export") or {}).get("seconds")
+                if seconds is not None:
+                    row["build_seconds"] = seconds
+
+
+def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    value = row.get(key)
+    return "–" if value is None else fmt.format(value)
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [c for c in COLUMNS if c[1] in ("variant", "precision", "batch") or any(r.get(c[1]) is not None
+                                                                                   for r in rows)]
+
+
+def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[str, Any] | None = None) -> str:
+    rows, columns = report["results"], _columns(report["results"])
+    model, env = report["model"], report["environment"]
+    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>trtpipe report: "
+             f"{html.escape(model['name'])}</title><style>{CSS}</style></head><body>",
+             f"<h1>trtpipe report — {html.escape(model['name'])}</h1>",
+             f"<p class=note>Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by trtpipe "
+             f"{html.escape(str(report.get('trtpipe_version')))}. Speedups are ratios of p50 latency against PyTorch "
+             f"FP32 eager measured in the same run. Agreement on {html.escape(report.get('agreement_inputs', ''))}."
+             "</p>"]
+    if summary and summary.get("choice"):
+        choice = summary["choice"]
+        parts.append(f"<p class=choice><b>Chosen: {html.escape(choice['variant'])}</b> — "
+                     f"{html.escape(choice['reason'])}")
+        if summary.get("batch_advice"):
+            parts.append(f"<br>Batch advice: {html.escape(summary['batch_advice']['reason'])}")
+        parts.append("</p>")
+    parts.append("<h2>Environment</h2><table>")
+    facts = [("Machine", machine_line(report)), ("OS", env.get("os")), ("Python", env.get("python")),
+             ("ONNX Runtime providers", ", ".join(env.get("onnxruntime_providers", []))),
+             ("Model", f"{model['name']} ({model.get('source_kind')}, {model.get('parameters', 0):,} parameters, "
+                       f"input {'x'.join(map(str, model.get('input_shape', [])))})")]
+    parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts]
+    parts.append("</table><h2>Results</h2><table><tr>" + "".join(f"<th>{h}</th>" for h, _, _ in columns) + "</tr>")
+    for row in rows:
+        cells = "".join(f"<td{' class=n' if key not in ('variant', 'precision') else ''}>"
+                        f"{html.escape(_cell(row, key, fmt))}</td>" for _, key, fmt in columns)
+        parts.append(f"<tr>{cells}</tr>")
+    parts.append("</table>")
+    notes = sorted({r["note"] for r in rows if r.get("note")})
+    parts += [f"<p class=note>{html.escape(n)}</p>" for n in notes]
+    parts.append("<h2>Charts</h2><div class=charts>")
+    parts += [f"<div class=chart id=chart-{name}>{svg}</div>" for name, svg in charts.items()]
+    parts.append("</div></body></html>\n")
+    return "".join(parts)
+
+
+def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary: dict[str, Any] | None = None) -> str:
+    rows, columns = report["results"], _columns(report["results"])
+    lines = [f"## trtpipe report — {report['model']['name']}", "", f"Machine: {machine_line(report)}.  ",
+             f"Speedups are ratios of p50 latency against PyTorch FP32 eager in the same run; agreement on "
+             f"{report.get('agreement_inputs', '')}.", ""]
+    if summary and summary.get("choice"):
+        lines += [f"**Chosen: {summary['choice']['variant']}** — {summary['choice']['reason']}", ""]
+        if summary.get("batch_advice"):
+            lines += [f"Batch advice: {summary['batch_advice']['reason']}", ""]
+    lines.append("| " + " | ".join(h for h, _, _ in columns) + " |")
+    lines.append("|" + "|".join("---" if k in ("variant", "precision") else "---:" for _, k, _ in columns) + "|")
+    lines += ["| " + " | ".join(_cell(r, k, f) for _, k, f in columns) + " |" for r in rows]
+    lines.append("")
+    lines += [f"![{CHART_TITLES[name]}]({file})" for name, file in chart_files.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], html_path: Path, markdown_path: Path | None = None,
+                 summary: dict[str, Any] | None = None, batch: int | None = None) -> None:
+    from trtpipe.bench.charts import all_charts
+
+    _artifact_facts(report)
+    charts = all_charts(report, batch or min(r["batch"] for r in report["results"]))
+    write_text_atomic(html_path, render_html(report, charts, summary))
+    if markdown_path:
+        files = {}
+        for name, svg in charts.items():
+            chart_path = markdown_path.with_name(f"{markdown_path.stem}_{name}.svg")
+            write_text_atomic(chart_path, svg)
+            files[name] = chart_path.name
+        write_text_atomic(markdown_path, render_markdown(report, files, summary))
