@@ -17,11 +17,11 @@ PIPELINES_DIR = Path(__file__).parent / "pipelines"
 DEMO_PIPELINES = ("digits.toml", "resnet50.toml")
 
 
-def run_demo(repository: Path, reports: Path, pipelines: tuple[str, ...] = DEMO_PIPELINES) -> list[dict[str, object]]:
+def run_demo(repository: Path, reports: Path, pipelines: tuple[Path, ...] | None = None) -> list[dict[str, object]]:
     start = time.perf_counter()
     runs = []
-    for name in pipelines:
-        pipeline = load_pipeline(PIPELINES_DIR / name)
+    for path in pipelines or tuple(PIPELINES_DIR / name for name in DEMO_PIPELINES):
+        pipeline = load_pipeline(path)
         pipeline.repository, pipeline.reports = repository, reports
         runs.append(run_pipeline(pipeline))
     console.success(f"Demo finished in {time.perf_counter() - start:.0f} s: models in {repository}/, reports in "
