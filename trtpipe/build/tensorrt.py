@@ -128,8 +128,9 @@ def build(
     logger = _Logger(trt)
     builder = trt.Builder(logger.trt_logger)
     flags = 0
-    strongly_typed = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
-    if strongly_typed is not None:  # TensorRT 10; in 11 every network is strongly typed
+    creation_flags = getattr(trt, "NetworkDefinitionCreationFlag", None)
+    strongly_typed = getattr(creation_flags, "STRONGLY_TYPED", None)
+    if strongly_typed is not None:  # needed on TensorRT 10; accepted and ignored on 11 (always strongly typed)
         flags |= 1 << int(strongly_typed)
     network = builder.create_network(flags)
     parser = trt.OnnxParser(network, logger.trt_logger)
