@@ -63,7 +63,8 @@ def _artifact_facts(report: dict[str, Any]) -> None:
                     data = json.loads(meta.read_text())
                 except ValueError:
                     continue
-                seconds = data.get("build_seconds") or (data.get("export") or {}).get("seconds")
+                seconds = (data.get("build_seconds") or (data.get("export") or {}).get("seconds")
+                           or data.get("seconds"))
                 if seconds is not None:
                     row["build_seconds"] = seconds
 

@@ -7,6 +7,7 @@ ONNX: the same optimized file then runs on TensorRT, ONNX Runtime's GPU provider
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions) -> OptimizeRe
     """Optimize the FP32 ONNX at ``source`` into ``output`` and prove what it costs in accuracy."""
     from trtpipe.optimize.int8.profiles import TARGETS
 
+    started = time.perf_counter()
     source, output = Path(source), Path(output)
     _check_options(options)
     target = options.target or default_target()
@@ -114,6 +116,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions) -> OptimizeRe
                             "target": target if options.precision == "int8" else None,
                             "sha256": sha256_file(output), "size_bytes": output.stat().st_size,
                             "ops": op_counts(result)}
+    manifest["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomic(manifest_path(output), manifest)
     console.success(f"Wrote {output} ({options.precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
     return OptimizeResult(output, manifest_path(output), manifest)
