@@ -325,6 +325,7 @@ def serve(repository: Path, host: str, port: int, batching: bool, max_batch_size
 def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, ...], repository: Path | None,
                   max_batch_size: int, instances: int) -> None:
     """Write a Triton Inference Server repository (config.pbtxt + model) for ARTIFACTS."""
+    from trtpipe.runtime.artifacts import artifact_name
     from trtpipe.serve.triton import artifacts_from_repository, export
 
     if repository:
@@ -336,8 +337,7 @@ def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, .
             raise click.UsageError(f"{len(names)} --name for {len(artifacts)} artifacts")
         chosen = {}
         for index, path in enumerate(artifacts):
-            default = path.parent.parent.name if path.parent.name.isdigit() else path.stem
-            chosen[names[index] if names else default] = path
+            chosen[names[index] if names else artifact_name(path)] = path
     for path in chosen.values():
         if not path.is_file():
             raise click.ClickException(f"Artifact {path} does not exist.")

@@ -220,9 +220,9 @@ class _ArtifactPlan:
 def _plan(path: Path) -> _ArtifactPlan:
     """How to run and name an artifact (see trtpipe.runtime.artifacts); engines are checked against their
     sidecar here, before minutes of baseline timing."""
-    from trtpipe.runtime.artifacts import artifact_profile
+    from trtpipe.runtime.artifacts import artifact_name, artifact_profile
 
-    stem = path.stem if path.stem != "model" else path.parent.parent.name if path.parent.name.isdigit() else "model"
+    stem = artifact_name(path)
     if backend_kind_for(path) == "tensorrt":
         from trtpipe.build.sidecar import check_engine_file, read_sidecar
 

@@ -142,9 +142,10 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
                                output=str(pipeline.triton))
 
         def do_export() -> list[Path]:
+            from trtpipe.runtime.artifacts import artifact_name
             from trtpipe.serve.triton import export
 
-            named = {(a.parent.parent.name if a.parent.name.isdigit() else a.stem): a for a in artifacts}
+            named = {artifact_name(a): a for a in artifacts}
             return [p for p in export(named, pipeline.triton) if p.is_file()]  # type: ignore[arg-type]
 
         _stage(manifest, "export-triton", triton_key, do_export)
@@ -191,10 +192,11 @@ def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pa
         return []
     from trtpipe.build import BuildOptions, build_engine
     from trtpipe.build.specs import parse_size
+    from trtpipe.runtime.artifacts import artifact_name
 
     engines = []
     for onnx_path in onnx_files:
-        name = f"{onnx_path.parent.parent.name}_trt"
+        name = f"{artifact_name(onnx_path)}_trt"
         output = _artifact_path(pipeline.repository, name, "model.plan")
         workspace = parse_size(pipeline.build["workspace"]) if "workspace" in pipeline.build else None
         options = BuildOptions(workspace=workspace, opt_level=pipeline.build.get("opt_level"),

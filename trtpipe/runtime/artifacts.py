@@ -16,6 +16,12 @@ TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated with float Q/DQ on the CP
                        "latency is not")
 
 
+def artifact_name(path: Path) -> str:
+    """A model's name from its path: ``models/<name>/<version>/model.onnx`` -> name, else the file's stem."""
+    path = Path(path)
+    return path.parent.parent.name if path.parent.name.isdigit() else path.stem
+
+
 @dataclass(frozen=True)
 class ArtifactProfile:
     precision: str

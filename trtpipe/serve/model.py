@@ -81,13 +81,13 @@ def load(source: str | Path, **options: Any) -> Model:
     """
     path = Path(source)
     if path.suffix.lower() in ARTIFACT_SUFFIXES:
-        from trtpipe.runtime.artifacts import artifact_profile
+        from trtpipe.runtime.artifacts import artifact_name, artifact_profile
 
         if not path.is_file():
             from trtpipe.errors import BadInput
 
             raise BadInput(f"Artifact {path} does not exist.")
-        name = path.parent.parent.name if path.parent.name.isdigit() else path.stem
+        name = artifact_name(path)
         # Run it as it must run to be faithful (a TensorRT-target INT8 file: Q/DQ as float ops); the caller's
         # options win.
         options = {**artifact_profile(path).options, **options}
