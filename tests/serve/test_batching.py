@@ -35,7 +35,9 @@ def test_full_queue_and_oversized_requests_are_refused() -> None:
     with pytest.raises(TrtpipeError, match="exceeds the maximum batch size 4"):
         batcher.submit([np.zeros((5, 1))])
     futures = [batcher.submit([np.zeros((1, 1))])]
-    time.sleep(0.05)  # the worker holds the first request inside the model call
+    deadline = time.time() + 5
+    while batcher.depth and time.time() < deadline:  # until the worker holds it inside the model call
+        time.sleep(0.005)
     futures += [batcher.submit([np.zeros((1, 1))]) for _ in range(2)]
     with pytest.raises(QueueFull):
         batcher.submit([np.zeros((1, 1))])
