@@ -31,13 +31,14 @@ def test_concurrent_requests_run_as_batches_and_get_their_own_rows() -> None:
 def test_full_queue_and_oversized_requests_are_refused() -> None:
     gate = threading.Event()
     batcher = MicroBatcher(lambda arrays: (gate.wait(5), [arrays[0]])[1], BatchingOptions(max_batch_size=4,
-                                                                                          max_queue=2))
+                                                                                          max_delay_s=0, max_queue=2))
     with pytest.raises(TrtpipeError, match="exceeds the maximum batch size 4"):
         batcher.submit([np.zeros((5, 1))])
     futures = [batcher.submit([np.zeros((1, 1))])]
     deadline = time.time() + 5
-    while batcher.depth and time.time() < deadline:  # until the worker holds it inside the model call
+    while batcher.depth and time.time() < deadline:  # until the worker has taken it...
         time.sleep(0.005)
+    time.sleep(0.05)  # ...and is blocked inside the model call (no batching delay: max_delay_s=0)
     futures += [batcher.submit([np.zeros((1, 1))]) for _ in range(2)]
     with pytest.raises(QueueFull):
         batcher.submit([np.zeros((1, 1))])
