@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe._files import write_text_atomic
-from trtpipe.bench.report import machine_line
+from trtpipe.bench.report import Column, cell, machine_line, markdown_table, present_columns
 from trtpipe.bench.runner import SCHEMA
 from trtpipe.errors import BadInput
 
-COLUMNS = [("Variant", "variant", "{}"), ("Precision", "precision", "{}"), ("Batch", "batch", "{}"),
+COLUMNS: list[Column] = [("Variant", "variant", "{}"), ("Precision", "precision", "{}"), ("Batch", "batch", "{}"),
            ("p50 ms", "p50_ms", "{:.2f}"), ("p90 ms", "p90_ms", "{:.2f}"), ("p99 ms", "p99_ms", "{:.2f}"),
            ("Items/s", "throughput", "{:.1f}"), ("Speedup", "speedup_vs_torch_fp32", "{:.2f}x"),
            ("Max abs err", "max_abs_err", "{:.2e}"), ("Top-1 agree", "top1_agreement", "{:.2%}"),
@@ -69,18 +69,8 @@ def _artifact_facts(report: dict[str, Any]) -> None:
                     row["build_seconds"] = seconds
 
 
-def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
-    value = row.get(key)
-    return "–" if value is None else fmt.format(value)
-
-
-def _columns(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    return [c for c in COLUMNS if c[1] in ("variant", "precision", "batch") or any(r.get(c[1]) is not None
-                                                                                   for r in rows)]
-
-
 def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[str, Any] | None = None) -> str:
-    rows, columns = report["results"], _columns(report["results"])
+    rows, columns = report["results"], present_columns(COLUMNS, report["results"])
     model, env = report["model"], report["environment"]
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>trtpipe report: "
              f"{html.escape(model['name'])}</title><style>{CSS}</style></head><body>",
@@ -105,7 +95,7 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
     parts.append("</table><h2>Results</h2><table><tr>" + "".join(f"<th>{h}</th>" for h, _, _ in columns) + "</tr>")
     for row in rows:
         cells = "".join(f"<td{' class=n' if key not in ('variant', 'precision') else ''}>"
-                        f"{html.escape(_cell(row, key, fmt))}</td>" for _, key, fmt in columns)
+                        f"{html.escape(cell(row, key, fmt))}</td>" for _, key, fmt in columns)
         parts.append(f"<tr>{cells}</tr>")
     parts.append("</table>")
     notes = sorted({r["note"] for r in rows if r.get("note")})
@@ -117,7 +107,7 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
 
 
 def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary: dict[str, Any] | None = None) -> str:
-    rows, columns = report["results"], _columns(report["results"])
+    rows, columns = report["results"], present_columns(COLUMNS, report["results"])
     lines = [f"## trtpipe report — {report['model']['name']}", "", f"Machine: {machine_line(report)}.  ",
              f"Speedups are ratios of p50 latency against PyTorch FP32 eager in the same run; agreement on "
              f"{report.get('agreement_inputs', '')}.", ""]
@@ -125,10 +115,7 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
         lines += [f"**Chosen: {summary['choice']['variant']}** — {summary['choice']['reason']}", ""]
         if summary.get("batch_advice"):
             lines += [f"Batch advice: {summary['batch_advice']['reason']}", ""]
-    lines.append("| " + " | ".join(h for h, _, _ in columns) + " |")
-    lines.append("|" + "|".join("---" if k in ("variant", "precision") else "---:" for _, k, _ in columns) + "|")
-    lines += ["| " + " | ".join(_cell(r, k, f) for _, k, f in columns) + " |" for r in rows]
-    lines.append("")
+    lines += [*markdown_table(columns, rows), ""]
     lines += [f"![{CHART_TITLES[name]}]({file})" for name, file in chart_files.items()]
     return "\n".join(lines) + "\n"
 

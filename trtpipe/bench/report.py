@@ -27,14 +27,28 @@ _COLUMNS = [
 ]
 
 
-def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+Column = tuple[str, str, str]  # header, row key, format
+_ALWAYS = ("variant", "precision", "batch")
+
+
+def cell(row: dict[str, Any], key: str, fmt: str) -> str:
     value = row.get(key)
     return "–" if value is None else fmt.format(value)
 
 
-def _columns(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    return [c for c in _COLUMNS if c[1] != "top1_accuracy" or any(r.get("top1_accuracy") is not None
-                                                                 for r in results)]
+def present_columns(columns: list[Column], rows: list[dict[str, Any]]) -> list[Column]:
+    """The columns that have a value in some row (accuracy only exists with labels, size only for files)."""
+    return [c for c in columns if c[1] in _ALWAYS or any(r.get(c[1]) is not None for r in rows)]
+
+
+def markdown_table(columns: list[Column], rows: list[dict[str, Any]]) -> list[str]:
+    return ["| " + " | ".join(h for h, _, _ in columns) + " |",
+            "|" + "|".join("---" if k in ("variant", "precision") else "---:" for _, k, _ in columns) + "|",
+            *("| " + " | ".join(cell(r, k, f) for _, k, f in columns) + " |" for r in rows)]
+
+
+def _columns(results: list[dict[str, Any]]) -> list[Column]:
+    return present_columns(_COLUMNS, results)
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -52,7 +66,7 @@ def print_table(report: dict[str, Any]) -> None:
     for header, _, _ in columns:
         table.add_column(header, justify="left" if header in ("Variant", "Precision") else "right")
     for row in report["results"]:
-        table.add_row(*(escape(_cell(row, key, fmt)) for _, key, fmt in columns))
+        table.add_row(*(escape(cell(row, key, fmt)) for _, key, fmt in columns))
     console.out.print(table)
     console.out.print(f"[dim]{escape(machine_line(report))}. Agreement on {escape(report['agreement_inputs'])}.[/dim]",
                       soft_wrap=True)
@@ -69,11 +83,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"Each cell: {settings['warmup']} warm-up runs discarded, then {runs} per variant and batch; "
         f"speedup is the ratio of p50 latencies in the same run. Agreement on {report['agreement_inputs']}.",
         "",
-        "| " + " | ".join(h for h, _, _ in columns) + " |",
-        "|" + "|".join("---" if h in ("Variant", "Precision") else "---:" for h, _, _ in columns) + "|",
+        *markdown_table(columns, report["results"]),
     ]
-    for row in report["results"]:
-        lines.append("| " + " | ".join(_cell(row, key, fmt) for _, key, fmt in columns) + " |")
     return "\n".join(lines) + "\n"
 
 

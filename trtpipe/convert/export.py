@@ -26,6 +26,7 @@ import torch
 from trtpipe import console
 from trtpipe.errors import TrtpipeError
 from trtpipe.models.loader import LoadedModel
+from trtpipe.runtime.torch_backend import flatten_outputs
 
 DEFAULT_OPSET = 18
 INPUT_NAME = "input"
@@ -52,7 +53,7 @@ def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
     # A seeded example input: tracing exporters follow the branches this input takes, so it must not vary.
     example = torch.randn((batch, *loaded.sample_shape), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
-        n_outputs = len(_as_list(loaded.module(example)))
+        n_outputs = len(flatten_outputs(loaded.module(example)))
     output_names = ["output"] if n_outputs == 1 else [f"output_{i}" for i in range(n_outputs)]
 
     fallback_reason = None
@@ -147,11 +148,3 @@ def _summarise(error: BaseException) -> str:
         error = error.__cause__
     lines = [_ANSI.sub("", line).strip() for line in str(error).strip().splitlines() if line.strip()]
     return (f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__)[:300]
-
-
-def _as_list(result: object) -> list[object]:
-    if isinstance(result, (list, tuple)):
-        return [x for item in result for x in _as_list(item)]
-    if isinstance(result, dict):
-        return [x for item in result.values() for x in _as_list(item)]
-    return [result]

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import onnx
 
+from trtpipe.metrics import compare, top1_accuracy
 from trtpipe.runtime.onnxruntime_backend import OnnxRuntimeBackend
 
 EVAL_BATCH = 64
@@ -51,16 +52,14 @@ def logits(model: onnx.ModelProto, images: np.ndarray, *, optimization: str = "a
 
 
 def figures(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | None) -> Figures:
-    ref, out = reference.astype(np.float64), candidate.astype(np.float64)
-    diff = np.abs(ref - out)
-    norm = float(np.linalg.norm(ref) * np.linalg.norm(out))
-    labels = None if labels is None else labels[: len(ref)]
+    agreement = compare(reference, candidate)
+    labels = None if labels is None else labels[: len(reference)]
     return Figures(
-        samples=len(ref),
-        fp32_accuracy=None if labels is None else float(np.mean(ref.argmax(1) == labels)),
-        accuracy=None if labels is None else float(np.mean(out.argmax(1) == labels)),
-        top1_agreement=float(np.mean(ref.argmax(1) == out.argmax(1))),
-        max_logit_err=float(diff.max()),
-        mean_logit_err=float(diff.mean()),
-        cosine=float(np.dot(ref.ravel(), out.ravel()) / norm) if norm else 1.0,
+        samples=agreement.samples,
+        fp32_accuracy=None if labels is None else top1_accuracy(reference, labels),
+        accuracy=None if labels is None else top1_accuracy(candidate, labels),
+        top1_agreement=agreement.top1_agreement if agreement.top1_agreement is not None else 1.0,
+        max_logit_err=agreement.max_abs_err,
+        mean_logit_err=agreement.mean_abs_err,
+        cosine=agreement.cosine,
     )

@@ -39,7 +39,7 @@ class TorchBackend(Backend):
     def _forward(self, array: np.ndarray) -> list[np.ndarray]:
         with torch.inference_mode():
             result = self.module(torch.from_numpy(array).to(self.device))
-            tensors = _flatten(result)
+            tensors = flatten_outputs(result)
             # .cpu() waits for the GPU; synchronize anyway so timings never count queued work as done.
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
@@ -50,11 +50,12 @@ class TorchBackend(Backend):
         return self._forward(feeds[self._inputs[0].name])
 
 
-def _flatten(result: object) -> list[torch.Tensor]:
+def flatten_outputs(result: object) -> list[torch.Tensor]:
+    """A model's outputs (a tensor, or tensors nested in tuples, lists and dicts) as a flat list."""
     if isinstance(result, torch.Tensor):
         return [result]
     if isinstance(result, dict):
-        return [t for value in result.values() for t in _flatten(value)]
+        return [t for value in result.values() for t in flatten_outputs(value)]
     if isinstance(result, (list, tuple)):
-        return [t for value in result for t in _flatten(value)]
+        return [t for value in result for t in flatten_outputs(value)]
     raise BadInput(f"The model returned a {type(result).__name__}; trtpipe needs tensors.")
