@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trtpipe import demo
+from trtpipe.pipeline import demo
 
 SMALL = """\
 [model]

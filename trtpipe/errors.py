@@ -1,19 +1,23 @@
-"""The error types a user sees.
+"""The error types a user sees, independent of any CLI library.
 
 Every problem the user can fix (bad input, a missing file, a missing optional package) is raised as a
-:class:`TrtpipeError`. It is a ``click.ClickException``, so the CLI prints ``Error: <message>`` on one line
-and exits non-zero without a traceback; library callers catch it like any exception.
+:class:`TrtpipeError` whose message names the problem and the fix in one line. Library callers catch it like
+any exception; ``trtpipe.cli`` translates it once, into ``Error: <message>`` and the error's exit code, with
+no traceback. Exit codes: 1 for a user error, 3 for a missing optional dependency (2 is click's, for a
+malformed option).
 """
 
 from __future__ import annotations
 
-import click
 
-
-class TrtpipeError(click.ClickException):
+class TrtpipeError(Exception):
     """A problem with the user's input or environment; the message names the problem and the fix."""
 
     exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class BadInput(TrtpipeError):
@@ -25,9 +29,9 @@ class VerificationFailed(TrtpipeError):
 
 
 class MissingDependency(TrtpipeError):
-    """An optional package is needed for what was asked; the message carries the install line."""
+    """An optional package (or a GPU) is needed for what was asked; the message carries the install line."""
 
-    exit_code = 2
+    exit_code = 3
 
     def __init__(self, package: str, purpose: str, install: str) -> None:
         super().__init__(f"{purpose} needs {package}, which is not installed: {install}")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import onnx
 
-from trtpipe._files import require_file
 from trtpipe.errors import BadInput
+from trtpipe.files import require_file
+from trtpipe.vocab import Precision
 
 QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
                  "MatMulInteger", "DynamicQuantizeLinear"}
@@ -23,22 +24,18 @@ def load_onnx(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
                        "'trtpipe convert'.") from None
 
 
-def opset_of(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-
-
-def detect_precision(model: onnx.ModelProto) -> str:
+def detect_precision(model: onnx.ModelProto) -> Precision:
     """int8 when the graph holds Q/DQ or integer ops, fp16 when it computes in half precision, else fp32."""
     ops = {node.op_type for node in model.graph.node}
     if ops & QUANTIZED_OPS:
-        return "int8"
+        return Precision.INT8
     half = onnx.TensorProto.FLOAT16
     if any(init.data_type == half for init in model.graph.initializer) or any(
         node.op_type == "Cast" and any(a.name == "to" and a.i == half for a in node.attribute)
         for node in model.graph.node
     ):
-        return "fp16"
-    return "fp32"
+        return Precision.FP16
+    return Precision.FP32
 
 
 def op_counts(model: onnx.ModelProto) -> dict[str, int]:
@@ -68,3 +65,15 @@ def topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
     del model.graph.node[:]
     model.graph.node.extend(sorted_nodes)
     return model
+
+
+def name_nodes(model: onnx.ModelProto) -> None:
+    """Fallback lists and reports address nodes by name; give unnamed ones a stable name."""
+    used = {n.name for n in model.graph.node if n.name}
+    for index, node in enumerate(model.graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{index}"
+            while name in used:
+                name += "_"
+            node.name = name
+            used.add(name)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from trtpipe._files import sha256_file
+from trtpipe.files import sha256_file
 from trtpipe.errors import BadInput
 from trtpipe.models.data import load_split
 from trtpipe.models.digits import METADATA_PATH, WEIGHTS_PATH, load_trained, trained_metadata

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.optimize.conftest import run
 from trtpipe.models.data import load_split
-from trtpipe.optimize.fp16 import convert_fp16
+from trtpipe.optimize.passes.fp16 import convert_fp16
 
 
 def test_node_whose_activations_overflow_fp16_stays_fp32() -> None:

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.optimize.conftest import run
 from trtpipe.onnx_info import op_counts
-from trtpipe.optimize.fusion import simplify
+from trtpipe.optimize.passes.fuse import simplify
 
 
 def _graph_with_bn_identity_and_dropout() -> onnx.ModelProto:
@@ -52,4 +52,4 @@ def test_cli_reports_op_counts_and_verifies(digits_onnx, tmp_path, run_cli) -> N
     manifest = json.loads(out.with_suffix(".manifest.json").read_text())
     assert manifest["artifact"]["precision"] == "fp32"
     assert manifest["fusion"]["verification"]["cosine"] > 0.99999
-    assert manifest["input"]["sha256"] and manifest["options"]["fuse"] is True
+    assert manifest["input"]["sha256"] and manifest["options"]["passes"] == ["fuse"]

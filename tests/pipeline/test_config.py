@@ -39,23 +39,30 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 def test_a_good_file_and_its_defaults(tmp_path: Path) -> None:
     pipeline = load_pipeline(_write(tmp_path, GOOD))
-    assert pipeline.name == "digits_resnet" and pipeline.batches == (1, 4) and pipeline.select_batch == 1
+    assert pipeline.name == "digits_resnet" and pipeline.bench.batches == (1, 4) and pipeline.select.batch is None
     (variant,) = pipeline.variants
-    assert (variant.precision, variant.target, variant.calib, variant.eval) == ("int8", "cpu", "digits", "digits")
-    assert pipeline.latency_budget_ms == 5.0 and pipeline.repository == Path("models")
+    options = variant.options
+    assert (options.precision, options.target, options.calib, options.eval) == ("int8", "cpu", "digits", "digits")
+    assert pipeline.select.latency_budget_ms == 5.0 and pipeline.output.repository == tmp_path / "models"
+    assert pipeline.bench.duration == 5.0 and pipeline.convert.opset == 18  # the stages' own defaults
 
 
 @pytest.mark.parametrize(("change", "message"), [
     (("target = \"cpu\"", "target = \"cpu\"\ncalib_mehtod = \"mse\""), "pipeline.toml:12: unknown key 'calib_mehtod' "
                                                                       "in [variants]"),
-    (("batches = [1, 4]", "batches = \"1,4\""), "pipeline.toml:14: 'batches' in [bench] must be a list of integers"),
+    (("batches = [1, 4]", "batches = true"), "pipeline.toml:14: 'batches' in [bench] must be"),
     (("latency_budget_ms = 5.0", "latency_budget_ms = true"), "pipeline.toml:17: 'latency_budget_ms' in [select] "
                                                                "must be a number"),
     (("[bench]", "[benchmark]"), "pipeline.toml:13: unknown section [benchmark]"),
-    (("calib = \"digits\"\n", ""), "variant 'int8' (int8) needs calibration data"),
+    (("calib = \"digits\"\n", ""), "variant 'int8': INT8 calibration needs --calib DATA"),
     (("source = \"digits_resnet\"", "src = \"digits_resnet\""), "unknown key 'src' in [model]"),
-    (("precision = \"int8\"", "precision = \"int4\""), "has precision 'int4'"),
-    (("batches = [1, 4]", "batches = [0, 4]"), "'batches' must be a list of positive integers"),
+    (("precision = \"int8\"", "precision = \"int4\""), "pipeline.toml:10: 'precision' in [variants] must be one of "
+                                                          "fp32, fp16, int8, not 'int4'"),
+    (("batches = [1, 4]", "batches = [0, 4]"), "'batches' in [bench] '0,4' is not a list of positive batch sizes"),
+    (("[bench]", "[build]\nworkspace = \"lots\"\n\n[bench]"), "pipeline.toml:14: 'workspace' in [build] 'lots' is "
+                                                                "not a size"),
+    (("[bench]", "[build]\nworkspace = \"1e99GiB\"\n\n[bench]"), "larger than any GPU memory"),
+    (("[bench]", "[serve]\nmax_batch_size = 0\n\n[bench]"), "'max_batch_size' in [serve] must be at least 1"),
 ])
 def test_mistakes_are_named_with_their_line(tmp_path: Path, change: tuple[str, str], message: str) -> None:
     with pytest.raises(BadInput) as caught:
@@ -73,8 +80,8 @@ def test_cli_reports_a_bad_file_in_one_line(tmp_path: Path, run_cli) -> None:  #
 
 
 def test_bundled_pipelines_are_valid() -> None:
-    import trtpipe.demo as demo
+    import trtpipe.pipeline.demo as demo
 
     for name in demo.DEMO_PIPELINES:
         pipeline = load_pipeline(demo.PIPELINES_DIR / name)
-        assert pipeline.variants and pipeline.latency_budget_ms
+        assert pipeline.variants and pipeline.select.latency_budget_ms

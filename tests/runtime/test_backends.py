@@ -9,9 +9,9 @@ import pytest
 
 from trtpipe.errors import BadInput
 from trtpipe.models.loader import load_model
-from trtpipe.runtime import backend_kind_for, open_artifact
-from trtpipe.runtime.onnxruntime_backend import OnnxRuntimeBackend
-from trtpipe.runtime.torch_backend import TorchBackend
+from trtpipe.runtime import artifact_kind, open_artifact
+from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+from trtpipe.runtime.torch.backend import TorchBackend
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_optimisation_level_and_unknown_provider(digits_onnx: Path, batch: np.nd
 
 
 def test_artifact_kinds() -> None:
-    assert backend_kind_for(Path("m.onnx")) == "onnxruntime"
-    assert backend_kind_for(Path("m.plan")) == backend_kind_for(Path("m.engine")) == "tensorrt"
+    assert artifact_kind(Path("m.onnx")).backend == "onnxruntime"
+    assert artifact_kind(Path("m.plan")) == artifact_kind(Path("m.engine")) == "tensorrt_engine"
     with pytest.raises(BadInput, match=r"trtpipe runs \.onnx, \.plan, \.engine artifacts"):
-        backend_kind_for(Path("m.pt"))
+        artifact_kind(Path("m.pt"))

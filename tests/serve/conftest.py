@@ -37,13 +37,11 @@ class RunningServer:
     def __init__(self, repository: Path, **batching: object) -> None:
         import uvicorn
 
-        from trtpipe.serve.app import ServeSettings
-        from trtpipe.serve.batching import BatchingOptions
+        from trtpipe.serve.options import ServeOptions
         from trtpipe.serve.server import build_app
 
-        options = BatchingOptions(**batching) if batching.pop("enabled", True) else None  # type: ignore[arg-type]
-        self.app, self.models = build_app(repository, options, ServeSettings(max_body_bytes=1_000_000,
-                                                                            request_timeout_s=30))
+        options = ServeOptions(max_body_mb=1_000_000 / 2**20, timeout_ms=30_000, **batching)  # type: ignore[arg-type]
+        self.app, self.models = build_app(repository, options)
         self.port = free_port()
         self.url = f"127.0.0.1:{self.port}"
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error"))
@@ -62,6 +60,6 @@ class RunningServer:
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[RunningServer]:
-    running = RunningServer(repository, max_batch_size=16, max_delay_s=0.002)
+    running = RunningServer(repository, max_batch_size=16, max_queue_delay_ms=2.0)
     yield running
     running.stop()

@@ -11,6 +11,7 @@ from tritonclient.grpc import model_config_pb2
 
 from tests.conftest import error_line
 from trtpipe.errors import BadInput
+from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.triton import check_name, describe_artifact
 
 
@@ -45,7 +46,7 @@ def test_engine_config_takes_preferred_sizes_from_its_profile(tmp_path: Path) ->
                "profiles": [[{"input": "input", "min": [1, 3, 224, 224], "opt": [8, 3, 224, 224],
                               "max": [64, 3, 224, 224]}]]}
     Path(f"{engine}.json").write_text(json.dumps(sidecar))
-    model = describe_artifact("resnet", engine, max_batch_size=128, instances=2)
+    model = describe_artifact("resnet", engine, ServeOptions(max_batch_size=128, instances=2))
     assert model.platform == "tensorrt_plan" and model.max_batch_size == 64
     assert model.preferred_batch_sizes == (8, 64) and model.instance_kind == "KIND_GPU"
     assert model.inputs[0].dims == (3, 224, 224)

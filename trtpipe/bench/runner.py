@@ -9,42 +9,31 @@ reported wherever labels exist.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trtpipe import __version__, console
+from trtpipe import console
 from trtpipe.bench import environment
+from trtpipe.bench.options import BenchOptions
+from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.timing import LatencyStats, measure
+from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import BadInput
 from trtpipe.hardware import usable_cores
-from trtpipe.metrics import compare, top1_accuracy
 from trtpipe.models.loader import LoadedModel
-from trtpipe.runtime import Backend, backend_kind_for, open_artifact
-from trtpipe.runtime.torch_backend import TorchBackend
+from trtpipe.options import to_plain
+from trtpipe.runtime.artifacts import ArtifactProfile, artifact_name, artifact_profile
+from trtpipe.runtime.base import Backend
+from trtpipe.runtime.registry import open_artifact
+from trtpipe.runtime.torch.backend import TorchBackend
+from trtpipe.vocab import ArtifactKind, Device, OnnxExecution, Precision, __version__
 
-SCHEMA = "trtpipe.bench/1"
 RANDOM_AGREEMENT_SAMPLES = 32
-AGREEMENT_CHUNK = 64
-
-
-@dataclass
-class BenchSettings:
-    batches: tuple[int, ...] = (1, 8, 32)
-    threads: int = field(default_factory=usable_cores)
-    warmup: int = 5
-    iters: int | None = None
-    duration_s: float | None = 5.0
-    min_iters: int = 5
-    device: str = "cpu"  # where the PyTorch baseline runs: cpu, or cuda (FP32 with TF32 off, plus a TF32 row)
-    onnx_backend: str = "onnxruntime"  # how ONNX artifacts run: onnxruntime, onnxruntime-cuda, -tensorrt
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"batches": list(self.batches), "threads": self.threads, "warmup": self.warmup,
-                "iters": self.iters, "duration_s": self.duration_s if self.iters is None else None,
-                "min_iters": self.min_iters, "device": self.device, "onnx_backend": self.onnx_backend}
+AGREEMENT_CHUNK = 32  # within the default TensorRT profile's max batch
+MIN_ITERS = 5
 
 
 @dataclass
@@ -57,59 +46,58 @@ class _Samples:
     description: str
 
 
-def run_benchmark(loaded: LoadedModel, artifacts: list[Path], settings: BenchSettings) -> dict[str, Any]:
+def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions | None = None) -> dict[str, Any]:
     """Benchmark ``loaded`` in PyTorch FP32 eager and each artifact; returns the JSON-ready report."""
+    options = options or BenchOptions()
+    threads = options.threads or usable_cores()
     artifacts = [Path(a) for a in artifacts]
     for path in artifacts:
         if not path.is_file():
             raise BadInput(f"Artifact {path} does not exist.")
-    samples = _samples(loaded, settings.batches)
-    rows: list[dict[str, Any]] = []
-    reference = TorchBackend(loaded.module, loaded.sample_shape, device=settings.device, threads=settings.threads)
-    _set_tf32(settings.device, enabled=False)  # the baseline is true FP32
-    reference_outputs = _chunked_run(reference, samples.agreement, AGREEMENT_CHUNK)
-    plans = [_plan(p) for p in artifacts]
-    if settings.onnx_backend != "onnxruntime" and any(p.suffix.lower() == ".onnx" for p in artifacts):
-        from trtpipe.runtime.onnxruntime_backend import check_providers, provider_list
+    profiles = [artifact_profile(p) for p in artifacts]  # engines are checked against their sidecar here
+    execution = OnnxExecution(options.backend)
+    if execution is not OnnxExecution.CPU and any(p.kind is ArtifactKind.ONNX for p in profiles):
+        from trtpipe.runtime.onnxruntime.providers import check_providers, provider_list
 
-        check_providers(provider_list(settings.onnx_backend))
-    labels = _dedupe([plan.label for plan in plans])
+        check_providers(provider_list(execution))
+    samples = _samples(loaded, options.batches)
+    rows: list[BenchRow] = []
+    reference = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads)
+    _set_tf32(options.device, enabled=False)  # the baseline is true FP32
+    reference_outputs = reference.run_chunked(samples.agreement, AGREEMENT_CHUNK)
+    labels = _dedupe([_label(path, profile, execution) for path, profile in zip(artifacts, profiles, strict=True)])
     with console.progress() as bar:
-        rows += _bench_variant(reference, "pytorch-fp32", None, samples, reference_outputs, settings, bar)
-        if settings.device.startswith("cuda"):
-            _set_tf32(settings.device, enabled=True)
-            tf32_rows = _bench_variant(reference, "pytorch-tf32", None, samples, reference_outputs, settings, bar)
-            _set_tf32(settings.device, enabled=False)
-            for row in tf32_rows:
-                row.update(precision="tf32", note="PyTorch eager with TF32 matmuls and convolutions")
-            rows += tf32_rows
-        for path, plan, label in zip(artifacts, plans, labels, strict=True):
-            if plan.note:
-                console.note(f"{label}: {plan.note}")
-            options = dict(plan.options)
-            if path.suffix.lower() == ".onnx" and settings.onnx_backend != "onnxruntime":
-                from trtpipe.runtime.onnxruntime_backend import provider_list
+        rows += _bench_variant(reference, "pytorch-fp32", None, None, samples, reference_outputs, options, bar)
+        if options.device == Device.CUDA:
+            _set_tf32(options.device, enabled=True)
+            tf32 = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, options, bar)
+            _set_tf32(options.device, enabled=False)
+            for row in tf32:
+                row.precision, row.note = Precision.TF32, "PyTorch eager with TF32 matmuls and convolutions"
+            rows += tf32
+        for path, profile, label in zip(artifacts, profiles, labels, strict=True):
+            if profile.note:
+                console.note(f"{label}: {profile.note}")
+            backend_options = dict(profile.options)
+            if profile.kind is ArtifactKind.ONNX and execution is not OnnxExecution.CPU:
+                from trtpipe.runtime.onnxruntime.providers import provider_list
 
-                options["providers"] = provider_list(settings.onnx_backend)
-                label = label.replace("onnxruntime-", f"{settings.onnx_backend}-", 1)
-            with open_artifact(path, threads=settings.threads, **options) as backend:
-                variant_rows = _bench_variant(backend, label, path, samples, reference_outputs, settings, bar)
-            for row in variant_rows:
-                row.update(target=plan.target, note=plan.note)
-            rows += variant_rows
-    baseline = {r["batch"]: r["p50_ms"] for r in rows if r["backend"] == "torch" and r["precision"] == "fp32"}
+                backend_options["providers"] = provider_list(execution)
+            with open_artifact(path, threads=threads, **backend_options) as backend:
+                rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar)
+    baseline = {r.batch: r.p50_ms for r in rows if r.is_reference}
     for row in rows:
-        base = baseline.get(row["batch"])
-        row["speedup_vs_torch_fp32"] = base / row["p50_ms"] if base and row["p50_ms"] > 0 else None
+        base = baseline.get(row.batch)
+        row.speedup_vs_torch_fp32 = base / row.p50_ms if base and row.p50_ms > 0 else None
     return {
-        "schema": SCHEMA,
+        "schema": BENCH_SCHEMA,
         "trtpipe_version": __version__,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "environment": environment.collect(settings.threads),
+        "environment": environment.collect(threads),
         "model": loaded.describe(),
-        "settings": settings.to_dict(),
+        "settings": to_plain(options) | {"threads": threads},
         "agreement_inputs": samples.description,
-        "results": rows,
+        "results": [r.to_dict() for r in rows],
     }
 
 
@@ -128,112 +116,78 @@ def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
 
 
 def _bench_variant(
-    backend: Backend, label: str, artifact: Path | None, samples: _Samples, reference_outputs: np.ndarray,
-    settings: BenchSettings, bar: Any,
-) -> list[dict[str, Any]]:
-    fixed_batch = backend.inputs[0].shape[0] if isinstance(backend.inputs[0].shape[0], int) else None
-    batches = [b for b in settings.batches if fixed_batch is None or b == fixed_batch]
+    backend: Backend, label: str, artifact: Path | None, profile: ArtifactProfile | None, samples: _Samples,
+    reference_outputs: np.ndarray, options: BenchOptions, bar: Any,
+) -> list[BenchRow]:
+    fixed_batch = backend.static_batch
+    batches = [b for b in options.batches if fixed_batch is None or b == fixed_batch]
     if not batches:
         console.warn(f"{label} has a static batch of {fixed_batch}, which is not among the batch sizes asked "
-                     f"for ({', '.join(map(str, settings.batches))}); it is skipped.")
+                     f"for ({', '.join(map(str, options.batches))}); it is skipped.")
         return []
-    if fixed_batch is not None and len(settings.batches) > 1:
+    if fixed_batch is not None and len(options.batches) > 1:
         console.note(f"{label} has a static batch of {fixed_batch}: it is measured at that size only.")
 
-    usable = len(samples.agreement) - len(samples.agreement) % (fixed_batch or 1)
-    outputs = _chunked_run(backend, samples.agreement[:usable], fixed_batch or AGREEMENT_CHUNK)
-    agreement = compare(reference_outputs[:usable], outputs)
-    accuracy = None
-    if samples.labels is not None and outputs.ndim == 2:
-        accuracy = top1_accuracy(outputs, samples.labels[:usable])
+    outputs = backend.run_chunked(samples.agreement, AGREEMENT_CHUNK)
+    comparison = compare(reference_outputs[: len(outputs)], outputs, samples.labels)
 
     rows = []
+    duration = None if options.iters else options.duration
     for batch in batches:
         feeds = backend.feeds(samples.timing[batch])
-        total = settings.iters
-        task = bar.add_task(f"{label} batch {batch}", total=total)
-        timings = measure(
-            lambda feeds=feeds: backend._run(feeds), warmup=settings.warmup, iters=settings.iters,
-            duration_s=settings.duration_s, min_iters=settings.min_iters,
-            on_iteration=lambda task=task: bar.advance(task),
-        )
+        task = bar.add_task(f"{label} batch {batch}", total=options.iters)
+        timings = measure(lambda feeds=feeds: backend._run(feeds), warmup=options.warmup, iters=options.iters,
+                          duration_s=duration, min_iters=MIN_ITERS, on_iteration=lambda task=task: bar.advance(task))
         bar.remove_task(task)
         measured = [(label, LatencyStats.from_samples(timings, batch), True)]
         resident = getattr(backend, "device_resident_call", None)
         if resident is not None:  # GPU engines: also the latency without host-device copies
             call = resident(feeds)
-            task = bar.add_task(f"{label} batch {batch} (no transfers)", total=total)
-            timings = measure(call, warmup=settings.warmup, iters=settings.iters, duration_s=settings.duration_s,
-                              min_iters=settings.min_iters, on_iteration=lambda task=task: bar.advance(task))
+            task = bar.add_task(f"{label} batch {batch} (no transfers)", total=options.iters)
+            timings = measure(call, warmup=options.warmup, iters=options.iters, duration_s=duration,
+                              min_iters=MIN_ITERS, on_iteration=lambda task=task: bar.advance(task))
             bar.remove_task(task)
             measured.append((f"{label} [no transfers]", LatencyStats.from_samples(timings, batch), False))
         for variant, stats, transfers in measured:
-            rows.append(_row(variant, backend, artifact, batch, stats, agreement, accuracy, usable, transfers))
+            rows.append(_row(variant, backend, artifact, profile, batch, stats, comparison, transfers))
     return rows
 
 
-def _row(label: str, backend: Backend, artifact: Path | None, batch: int, stats: LatencyStats, agreement: Any,
-         accuracy: float | None, usable: int, transfers: bool) -> dict[str, Any]:
+def _row(label: str, backend: Backend, artifact: Path | None, profile: ArtifactProfile | None, batch: int,
+         stats: LatencyStats, comparison: Comparison, transfers: bool) -> BenchRow:
     console.note(f"{label} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} ms  "
                  f"{stats.throughput:9.1f} items/s  ({stats.iters} runs)")
-    return {
-        "variant": label,
-        "backend": backend.kind,
-        "precision": backend.precision,
-        "device": backend.device,
-        "artifact": str(artifact) if artifact else None,
-        "target": None,
-        "note": None,
-        "batch": batch,
-        **stats.to_dict(),
-        "speedup_vs_torch_fp32": None,
-        "max_abs_err": agreement.max_abs_err,
-        "max_rel_err": agreement.max_rel_err,
-        "cosine": agreement.cosine,
-        "top1_agreement": agreement.top1_agreement,
-        "top1_accuracy": accuracy,
-        "agreement_samples": usable,
-        "includes_transfers": transfers,
-    }
+    return BenchRow(
+        variant=label, backend=str(backend.kind), precision=str(backend.precision), device=str(backend.device),
+        batch=batch, **stats.to_dict(), artifact=str(artifact) if artifact else None,
+        target=str(profile.target) if profile and profile.target else None,
+        simulated=bool(profile and profile.simulated), includes_transfers=transfers,
+        note=profile.note if profile else None, max_abs_err=comparison.max_abs_err,
+        max_rel_err=comparison.max_rel_err, cosine=comparison.cosine, top1_agreement=comparison.top1_agreement,
+        top1_accuracy=comparison.accuracy, reference_accuracy=comparison.reference_accuracy,
+        agreement_samples=comparison.samples,
+        model_size_mb=profile.size_bytes / 1e6 if profile else None,
+        build_seconds=profile.build_seconds if profile else None,
+    )
 
 
 def _set_tf32(device: str, *, enabled: bool) -> None:
-    if device.startswith("cuda"):
+    if device == Device.CUDA:
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
 
 
-def _chunked_run(backend: Backend, data: np.ndarray, chunk: int) -> np.ndarray:
-    return np.concatenate([backend.run(data[i : i + chunk])[0] for i in range(0, len(data), chunk)])
-
-
-@dataclass(frozen=True)
-class _ArtifactPlan:
-    label: str
-    options: dict[str, Any]
-    target: str | None
-    note: str | None
-
-
-def _plan(path: Path) -> _ArtifactPlan:
-    """How to run and name an artifact (see trtpipe.runtime.artifacts); engines are checked against their
-    sidecar here, before minutes of baseline timing."""
-    from trtpipe.runtime.artifacts import artifact_name, artifact_profile
-
-    stem = artifact_name(path)
-    if backend_kind_for(path) == "tensorrt":
-        from trtpipe.build.sidecar import check_engine_file, read_sidecar
-
-        check_engine_file(path, read_sidecar(path))
-    profile = artifact_profile(path)
-    if backend_kind_for(path) == "tensorrt":
-        return _ArtifactPlan(f"tensorrt-{profile.precision} ({stem})", {}, None, None)
-    if profile.note:
-        return _ArtifactPlan(f"onnxruntime-int8-trtsim ({stem})", profile.options, profile.target, profile.note)
-    suffix = f"-{profile.target}" if profile.target and profile.precision == "int8" else ""
-    return _ArtifactPlan(f"onnxruntime-{profile.precision}{suffix} ({stem})", profile.options, profile.target, None)
+def _label(path: Path, profile: ArtifactProfile, execution: OnnxExecution) -> str:
+    """A variant's name: how it runs, its precision (and INT8 target), and which model file it is."""
+    runs = str(profile.backend) if profile.kind is not ArtifactKind.ONNX else str(execution)
+    flavour = str(profile.precision)
+    if profile.simulated:
+        flavour += "-trtsim"  # TensorRT's arithmetic, simulated here
+    elif profile.target and profile.precision is Precision.INT8:
+        flavour += f"-{profile.target}"
+    return f"{runs}-{flavour} ({artifact_name(path)})"
 
 
 def _dedupe(labels: list[str]) -> list[str]:

@@ -26,9 +26,9 @@ import torch
 from trtpipe import console
 from trtpipe.errors import TrtpipeError
 from trtpipe.models.loader import LoadedModel
-from trtpipe.runtime.torch_backend import flatten_outputs
+from trtpipe.runtime.torch.backend import flatten_outputs
+from trtpipe.vocab import DEFAULT_OPSET
 
-DEFAULT_OPSET = 18
 INPUT_NAME = "input"
 BATCH_AXIS = "batch"
 
@@ -39,8 +39,6 @@ class ExportResult:
     fallback_reason: str | None
     opset: int
     dynamic_batch: bool
-    input_names: list[str]
-    output_names: list[str]
     seconds: float
 
 
@@ -76,8 +74,7 @@ def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
         raise TrtpipeError(f"The exported ONNX fails onnx.checker: {_summarise(error)}") from None
     model = onnx.load(str(path), load_external_data=False)
     actual_opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    return ExportResult(exporter, fallback_reason, actual_opset, dynamic_batch, [INPUT_NAME], output_names,
-                        time.perf_counter() - start)
+    return ExportResult(exporter, fallback_reason, actual_opset, dynamic_batch, time.perf_counter() - start)
 
 
 def _export_dynamo(loaded: LoadedModel, example: torch.Tensor, path: Path, opset: int, dynamic: bool,

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.metrics import Agreement, compare, merge, top1_accuracy
+from trtpipe.comparison import Comparison, compare, merge
+from trtpipe.convert.options import ConvertOptions
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 
@@ -35,9 +36,14 @@ class Tolerance:
     def allowed_abs(self, ref_max_abs: float) -> float:
         return self.atol + self.rtol * ref_max_abs
 
-    def accepts(self, agreement: Agreement) -> bool:
+    def accepts(self, agreement: Comparison) -> bool:
         return (agreement.max_abs_err <= self.allowed_abs(agreement.ref_max_abs)
                 and agreement.cosine >= self.min_cosine)
+
+
+    @classmethod
+    def of(cls, options: ConvertOptions) -> Tolerance:
+        return cls(options.atol, options.rtol, options.min_cosine)
 
 
 FP32_TOLERANCE = Tolerance()
@@ -46,11 +52,11 @@ FP32_TOLERANCE = Tolerance()
 @dataclass
 class CaseResult:
     label: str
-    agreement: Agreement
+    comparison: Comparison
     passed: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {"inputs": self.label, "passed": self.passed, **self.agreement.to_dict()}
+        return {"inputs": self.label, "passed": self.passed, **self.comparison.to_dict()}
 
 
 @dataclass
@@ -67,13 +73,13 @@ class VerificationReport:
         return all(case.passed for case in self.cases)
 
     @property
-    def overall(self) -> Agreement:
-        return merge([case.agreement for case in self.cases])
+    def overall(self) -> Comparison:
+        return merge([case.comparison for case in self.cases])
 
     def failure_message(self, what: str) -> str:
         worst = max((c for c in self.cases if not c.passed),
-                    key=lambda c: c.agreement.max_abs_err / self.tolerance.allowed_abs(c.agreement.ref_max_abs))
-        a, tol = worst.agreement, self.tolerance
+                    key=lambda c: c.comparison.max_abs_err / self.tolerance.allowed_abs(c.comparison.ref_max_abs))
+        a, tol = worst.comparison, self.tolerance
         return (f"{what} differs from PyTorch FP32 beyond tolerance on {worst.label}: max abs error "
                 f"{a.max_abs_err:.3g} (allowed {tol.allowed_abs(a.ref_max_abs):.3g} = atol {tol.atol:g} + rtol "
                 f"{tol.rtol:g} x max|ref| {a.ref_max_abs:.3g}), max rel error {a.max_rel_err:.3g}, "
@@ -123,21 +129,16 @@ def verify_backends(
         from trtpipe.models.data import load_split
 
         split = load_split(loaded.dataset, "eval")
-        chunk = REAL_DATA_CHUNK if dynamic_batch else loaded.input_shape[0]
-        usable = len(split) - len(split) % chunk if not dynamic_batch else len(split)
-        ref_parts, cand_parts = [], []
-        for start in range(0, usable, chunk):
-            batch = split.images[start : start + chunk]
-            ref_parts.append(reference.run(batch)[0])
-            cand_parts.append(candidate.run(batch)[0])
-        ref_logits, cand_logits = np.concatenate(ref_parts), np.concatenate(cand_parts)
-        agreement = compare(ref_logits, cand_logits)
-        report.cases.append(CaseResult(f"{usable} held-out {loaded.dataset} images", agreement,
-                                       tolerance.accepts(agreement)))
+        ref_logits = reference.run_chunked(split.images, REAL_DATA_CHUNK)
+        cand_logits = candidate.run_chunked(split.images, REAL_DATA_CHUNK)
+        usable = len(cand_logits)
+        comparison = compare(ref_logits[:usable], cand_logits, split.labels)
+        report.cases.append(CaseResult(f"{usable} held-out {loaded.dataset} images", comparison,
+                                       tolerance.accepts(comparison)))
         report.dataset = loaded.dataset
         report.eval_samples = usable
-        report.reference_accuracy = top1_accuracy(ref_logits, split.labels[:usable])
-        report.candidate_accuracy = top1_accuracy(cand_logits, split.labels[:usable])
+        report.reference_accuracy = comparison.reference_accuracy
+        report.candidate_accuracy = comparison.accuracy
     return report
 
 

@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trtpipe._files import sha256_file
 from trtpipe.errors import BadInput
+from trtpipe.files import sha256_file
 from trtpipe.models.registry import Architecture, get_architecture, skeleton
 from trtpipe.shapes import format_shape
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from trtpipe._files import atomic_path, sha256_file, write_json_atomic
+from trtpipe.files import atomic_path, sha256_file, write_json_atomic
 from trtpipe.models import data
 from trtpipe.models.digits import METADATA_PATH, WEIGHTS_PATH, DigitsResNet
 

@@ -16,6 +16,7 @@ import numpy as np
 from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.shapes import format_shape
+from trtpipe.vocab import ChannelOrder
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -29,7 +30,7 @@ class ImagePreprocessing:
     resize: int | None = None  # short side before the crop; None: crop size * 256/224, as torchvision does
     mean: tuple[float, ...] | None = None  # None: ImageNet's for 3 channels, 0.5 for 1 channel
     std: tuple[float, ...] | None = None
-    channel_order: str = "rgb"  # or "bgr"
+    channel_order: str = ChannelOrder.RGB
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def _read_image(path: Path, sample_shape: tuple[int, ...], prep: ImagePreprocess
     except (UnidentifiedImageError, OSError) as error:
         raise BadInput(f"Cannot read image {path} ({error}).") from None
     array = array[None] if channels == 1 else array.transpose(2, 0, 1)
-    if channels == 3 and prep.channel_order == "bgr":
+    if channels == 3 and prep.channel_order == ChannelOrder.BGR:
         array = array[::-1]
     mean = np.asarray(prep.mean or (IMAGENET_MEAN if channels == 3 else (0.5,) * channels), np.float32)
     std = np.asarray(prep.std or (IMAGENET_STD if channels == 3 else (0.5,) * channels), np.float32)

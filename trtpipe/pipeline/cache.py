@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtpipe._files import sha256_file, write_json_atomic
+from trtpipe.files import sha256_file, write_json_atomic
 
 
 def stage_key(**parts: Any) -> str:

@@ -1,84 +1,80 @@
-"""The pipeline file: a TOML document checked key by key, so a typo is named with its line, not ignored.
+"""The pipeline file: a TOML document whose sections are the stages' options, checked key by key, so a typo or
+a bad value is named with its file and line, never ignored and never a traceback.
 
-    [model]     source (required), name, arch, input_shape, trust_checkpoint
-    [convert]   opset, dynamic_batch
-    [data]      calib, eval, calib_method, calib_samples     (defaults for every variant)
-    [[variants]] name (required), precision, target, calib, eval, calib_method, calib_samples,
-                max_accuracy_drop, fuse
-    [build]     enabled, workspace, opt_level, hardware_compat, version_compat
-    [bench]     batches, threads, warmup, iters, duration
-    [select]    latency_budget_ms, max_accuracy_drop, batch
-    [output]    repository, reports, triton
+Each section's keys, types, choices and defaults come from the options dataclass of its stage (the same one the
+CLI flags come from):
+
+    [model]       ModelOptions        source (required), name, arch, input_shape, trust_checkpoint
+    [convert]     ConvertOptions
+    [data]        OptimizeOptions     defaults for every variant
+    [[variants]]  OptimizeOptions     plus name (required)
+    [build]       EngineOptions       plus enabled
+    [bench]       BenchOptions
+    [select]      SelectOptions
+    [serve]       ServeOptions        batching written into the Triton export
+    [output]      OutputOptions       paths relative to the pipeline file
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trtpipe.bench.options import BenchOptions
+from trtpipe.convert.options import ConvertOptions
+from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import BadInput
+from trtpipe.models.options import ModelOptions
+from trtpipe.optimize.options import OptimizeOptions
+from trtpipe.options import OptionValueError, from_mapping, option_fields
+from trtpipe.pipeline.options import OutputOptions, SelectOptions
+from trtpipe.serve.options import ServeOptions
+from trtpipe.vocab import CalibMethod, Precision, Target
 
-_NUMBER = (int, float)
-SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], str]]] = {
-    "model": {"source": (str, "a string"), "name": (str, "a string"), "arch": (str, "a string"),
-              "input_shape": (str, "a string like 1x3x224x224"), "trust_checkpoint": (bool, "true or false")},
-    "convert": {"opset": (int, "an integer"), "dynamic_batch": (bool, "true or false")},
-    "data": {"calib": (str, "a string"), "eval": (str, "a string"), "calib_method": (str, "a string"),
-             "calib_samples": (int, "an integer")},
-    "variants": {"name": (str, "a string"), "precision": (str, "fp32, fp16 or int8"), "target": (str, "a string"),
-                 "calib": (str, "a string"), "eval": (str, "a string"), "calib_method": (str, "a string"),
-                 "calib_samples": (int, "an integer"), "max_accuracy_drop": (_NUMBER, "a number"),
-                 "fuse": (bool, "true or false")},
-    "build": {"enabled": (bool, "true or false"), "workspace": (str, "a size like 4GiB"),
-              "opt_level": (int, "an integer"), "hardware_compat": (str, "a string"),
-              "version_compat": (bool, "true or false")},
-    "bench": {"batches": (list, "a list of integers"), "threads": (int, "an integer"), "warmup": (int, "an integer"),
-              "iters": (int, "an integer"), "duration": (_NUMBER, "a number")},
-    "select": {"latency_budget_ms": (_NUMBER, "a number"), "max_accuracy_drop": (_NUMBER, "a number"),
-               "batch": (int, "an integer")},
-    "output": {"repository": (str, "a path"), "reports": (str, "a path"), "triton": (str, "a path")},
+SECTIONS: dict[str, type] = {
+    "model": ModelOptions, "convert": ConvertOptions, "data": OptimizeOptions, "variants": OptimizeOptions,
+    "build": EngineOptions, "bench": BenchOptions, "select": SelectOptions, "serve": ServeOptions,
+    "output": OutputOptions,
 }
+# Keys a section has beyond its options class: the pipeline's own.
+EXTRA_KEYS: dict[str, dict[str, type]] = {"variants": {"name": str}, "build": {"enabled": bool}}
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 @dataclass
 class Variant:
     name: str
-    precision: str = "fp32"
-    target: str | None = None
-    calib: str | None = None
-    eval: str | None = None
-    calib_method: str = "minmax"
-    calib_samples: int | None = None
-    max_accuracy_drop: float | None = None
-    fuse: bool = True
+    options: OptimizeOptions = field(default_factory=OptimizeOptions)
 
 
 @dataclass
 class Pipeline:
-    source: str
-    name: str
-    arch: str | None = None
-    input_shape: tuple[int, ...] | None = None
-    trust_checkpoint: bool = False
-    opset: int = 18
-    dynamic_batch: bool = True
+    model: ModelOptions
+    convert: ConvertOptions = field(default_factory=ConvertOptions)
     variants: list[Variant] = field(default_factory=list)
-    build: dict[str, Any] = field(default_factory=lambda: {"enabled": True})
-    batches: tuple[int, ...] = (1, 8, 32)
-    threads: int | None = None
-    warmup: int = 5
-    iters: int | None = None
-    duration: float = 3.0
-    latency_budget_ms: float | None = None
-    max_accuracy_drop: float | None = None
-    select_batch: int = 1
-    repository: Path = Path("models")
-    reports: Path = Path("reports")
-    triton: Path | None = None
+    build: EngineOptions = field(default_factory=EngineOptions)
+    build_enabled: bool = True
+    bench: BenchOptions = field(default_factory=BenchOptions)
+    select: SelectOptions = field(default_factory=SelectOptions)
+    serve: ServeOptions = field(default_factory=ServeOptions)
+    output: OutputOptions = field(default_factory=OutputOptions)
     path: Path | None = None
+
+    @property
+    def name(self) -> str:
+        if self.model.name:
+            return self.model.name
+        source = str(self.model.source)
+        stem = Path(source).stem if ("/" in source or "." in Path(source).name) else source
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+
+
+def section_keys(section: str) -> list[str]:
+    """Every key a section accepts."""
+    return [*EXTRA_KEYS.get(section, {}), *(f.name for f, _ in option_fields(SECTIONS[section]))]
 
 
 def _line_of(text: str, section: str, key: str) -> int | None:
@@ -96,110 +92,136 @@ def _line_of(text: str, section: str, key: str) -> int | None:
     return None
 
 
-def _where(path: Path, text: str, section: str, key: str) -> str:
-    line = _line_of(text, section, key)
-    return f"{path}:{line}" if line else str(path)
+class _Source:
+    """The file being read, to name places in it."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path, self.text = path, text
+
+    def where(self, section: str, key: str) -> str:
+        line = _line_of(self.text, section, key)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def error(self, section: str, key: str, message: str) -> BadInput:
+        return BadInput(f"{self.where(section, key)}: {message}")
 
 
-def _check_table(path: Path, text: str, section: str, table: dict[str, Any]) -> None:
-    schema = SCHEMA[section]
+def _options(source: _Source, section: str, table: dict[str, Any], base: Any = None) -> Any:
+    """The section's options object from its table, every key checked against the options class."""
+    cls = SECTIONS[section]
+    known = {f.name for f, _ in option_fields(cls)}
+    extra = EXTRA_KEYS.get(section, {})
     for key, value in table.items():
-        if key not in schema:
-            known = ", ".join(schema)
-            raise BadInput(f"{_where(path, text, section, key)}: unknown key '{key}' in [{section}] "
-                           f"(known: {known}).")
-        expected, words = schema[key]
-        # TOML's true/false are Python bools, which are ints too: a bool is never a number here.
-        ok = not (isinstance(value, bool) and expected in (int, _NUMBER)) and isinstance(value, expected)
-        if not ok:
-            raise BadInput(f"{_where(path, text, section, key)}: '{key}' in [{section}] must be {words}, not "
-                           f"{type(value).__name__} {value!r}.")
+        if key in extra:
+            if not isinstance(value, extra[key]):
+                raise source.error(section, key, f"'{key}' in [{section}] must be {extra[key].__name__}, not "
+                                   f"{type(value).__name__} {value!r}.")
+        elif key not in known:
+            raise source.error(section, key, f"unknown key '{key}' in [{section}] (known: "
+                               f"{', '.join(section_keys(section))}).")
+    try:
+        return from_mapping(cls, {k: v for k, v in table.items() if k in known}, base=base)
+    except OptionValueError as error:
+        raise source.error(section, error.key, f"'{error.key}' in [{section}] {error.reason}.") from None
 
 
-def load_pipeline(path: Path) -> Pipeline:
-    from trtpipe.shapes import parse_shape
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``section.key=value`` settings from the command line, over the file's; ``variants.key`` sets every
+    variant. Values are written as on the command line and checked like the file's."""
+    for item in overrides:
+        target, sep, value = item.partition("=")
+        section, dot, key = target.strip().partition(".")
+        if not sep or not dot or not key:
+            raise BadInput(f"--set '{item}' is not SECTION.KEY=VALUE (e.g. bench.duration=2).")
+        if section not in SECTIONS:
+            raise BadInput(f"--set '{item}': unknown section '{section}' (known: {', '.join(SECTIONS)}).")
+        if key not in section_keys(section):
+            raise BadInput(f"--set '{item}': unknown key '{key}' in [{section}] (known: "
+                           f"{', '.join(section_keys(section))}).")
+        parsed: Any = value.strip()
+        if key in EXTRA_KEYS.get(section, {}) and EXTRA_KEYS[section][key] is bool:
+            parsed = parsed.lower() in ("true", "1", "yes", "on")
+        if section == "variants":
+            for variant in data.setdefault("variants", []):
+                variant[key] = parsed
+        else:
+            data.setdefault(section, {})[key] = parsed
+    return data
 
+
+def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"Pipeline file {path} does not exist.")
-    text = path.read_text()
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BadInput(f"{path} is not UTF-8 text (byte {error.start}): save it as UTF-8.") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise BadInput(f"{path} is not valid TOML: {error}.") from None
+    return pipeline_from_data(data, _Source(path, text), base=path.parent, overrides=overrides)
+
+
+def default_pipeline(source: str, overrides: list[str] | None = None) -> Pipeline:
+    """``trtpipe run MODEL``: fused FP32 and, with data, FP16 and CPU INT8 of a model, benched at batch 1/8."""
+    data: dict[str, Any] = {"model": {"source": source}, "bench": {"batches": [1, 8]}, "variants": [{"name": "fused"}]}
+    if source == "digits_resnet":
+        calib = "digits"
+        data["variants"] += [
+            {"name": "fp16", "precision": str(Precision.FP16), "calib": calib, "eval": calib},
+            {"name": "int8_cpu", "precision": str(Precision.INT8), "target": str(Target.CPU), "calib": calib,
+             "eval": calib, "calib_method": str(CalibMethod.MINMAX), "max_accuracy_drop": 0.5},
+        ]
+    return pipeline_from_data(data, _Source(Path(f"<defaults for {source}>"), ""), base=Path(),
+                              overrides=overrides)
+
+
+def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
+                       overrides: list[str] | None = None) -> Pipeline:
+    """A checked Pipeline from TOML-shaped ``data``; paths in [output] are relative to ``base``."""
     for section, value in data.items():
-        if section not in SCHEMA:
-            raise BadInput(f"{_where(path, text, '', section)}: unknown section [{section}] (known: "
-                           f"{', '.join(SCHEMA)}).")
+        if section not in SECTIONS:
+            raise source.error("", section, f"unknown section [{section}] (known: {', '.join(SECTIONS)}).")
         tables = value if section == "variants" else [value]
         if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
             kind = "[[variants]] tables" if section == "variants" else f"a [{section}] table"
-            raise BadInput(f"{_where(path, text, '', section)}: '{section}' must be {kind}.")
-        for table in tables:
-            _check_table(path, text, section, table)
-    model = data.get("model", {})
-    if "source" not in model:
-        raise BadInput(f"{path}: [model] needs 'source' (a registry name, checkpoint or module:factory).")
-    try:
-        shape = parse_shape(model["input_shape"]) if "input_shape" in model else None
-    except ValueError as error:
-        raise BadInput(f"{_where(path, text, 'model', 'input_shape')}: {error}.") from None
-    source = model["source"]
-    default_name = Path(source).stem if ("/" in source or "." in Path(source).name) else source
-    pipeline = Pipeline(source=source, name=model.get("name", re.sub(r"[^A-Za-z0-9_.-]", "_", default_name)),
-                        arch=model.get("arch"), input_shape=shape, trust_checkpoint=model.get("trust_checkpoint",
-                                                                                              False), path=path)
-    convert = data.get("convert", {})
-    pipeline.opset = convert.get("opset", pipeline.opset)
-    pipeline.dynamic_batch = convert.get("dynamic_batch", True)
-    defaults = data.get("data", {})
-    names = set()
+            raise source.error("", section, f"'{section}' must be {kind}.")
+    apply_overrides(data, overrides or [])
+
+    model = _options(source, "model", data.get("model", {}))
+    if not model.source:
+        raise BadInput(f"{source.path}: [model] needs 'source' (a registry name, checkpoint or module:factory).")
+    build_table = data.get("build", {})
+    output = _options(source, "output", data.get("output", {}))
+    output = replace(output, repository=base / output.repository, reports=base / output.reports,
+                     triton=base / output.triton if output.triton else None)
+    pipeline = Pipeline(
+        model=model,
+        convert=_options(source, "convert", data.get("convert", {})),
+        build=_options(source, "build", build_table),
+        build_enabled=build_table.get("enabled", True),
+        bench=_options(source, "bench", data.get("bench", {})),
+        select=_options(source, "select", data.get("select", {})),
+        serve=_options(source, "serve", data.get("serve", {})),
+        output=output,
+        path=source.path if source.text else None,
+    )
+    defaults = _options(source, "data", data.get("data", {}))
     for table in data.get("variants", []):
         if "name" not in table:
-            raise BadInput(f"{path}: every [[variants]] needs a 'name'.")
-        variant = Variant(**{**{k: v for k, v in defaults.items()}, **table})
-        if variant.name in names or not re.match(r"^[A-Za-z0-9_.-]+$", variant.name):
-            raise BadInput(f"{_where(path, text, 'variants', 'name')}: variant name '{variant.name}' is repeated or "
-                           "not made of letters, digits, '_', '-', '.'.")
-        names.add(variant.name)
-        if variant.precision not in ("fp32", "fp16", "int8"):
-            raise BadInput(f"{_where(path, text, 'variants', 'precision')}: variant '{variant.name}' has precision "
-                           f"'{variant.precision}'; choose fp32, fp16 or int8.")
-        if variant.precision in ("fp16", "int8") and not variant.calib:
-            raise BadInput(f"{path}: variant '{variant.name}' ({variant.precision}) needs calibration data: set "
-                           "'calib' in it or in [data].")
-        if variant.max_accuracy_drop is not None and not variant.eval:
-            raise BadInput(f"{path}: variant '{variant.name}' sets max_accuracy_drop but has no 'eval' data.")
-        pipeline.variants.append(variant)
-    pipeline.build = {"enabled": True, **data.get("build", {})}
-    bench = data.get("bench", {})
-    if "batches" in bench and not (bench["batches"] and all(isinstance(b, int) and not isinstance(b, bool)
-                                                            and b > 0 for b in bench["batches"])):
-        raise BadInput(f"{_where(path, text, 'bench', 'batches')}: 'batches' must be a list of positive integers.")
-    pipeline.batches = tuple(sorted(set(bench.get("batches", pipeline.batches))))
-    pipeline.threads = bench.get("threads")
-    pipeline.warmup = bench.get("warmup", pipeline.warmup)
-    pipeline.iters = bench.get("iters")
-    pipeline.duration = float(bench.get("duration", pipeline.duration))
-    select = data.get("select", {})
-    pipeline.latency_budget_ms = select.get("latency_budget_ms")
-    pipeline.max_accuracy_drop = select.get("max_accuracy_drop")
-    pipeline.select_batch = select.get("batch", min(pipeline.batches))
-    output = data.get("output", {})
-    base = path.parent
-    pipeline.repository = (base / output["repository"]) if "repository" in output else Path("models")
-    pipeline.reports = (base / output["reports"]) if "reports" in output else Path("reports")
-    pipeline.triton = (base / output["triton"]) if "triton" in output else None
-    return pipeline
-
-
-def default_pipeline(source: str) -> Pipeline:
-    """``trtpipe run MODEL``: fused FP32 and, with data, FP16 and CPU INT8 of a model, benched at batch 1/8."""
-    pipeline = Pipeline(source=source, name=re.sub(r"[^A-Za-z0-9_.-]", "_", Path(source).stem or source),
-                        batches=(1, 8))
-    calib = "digits" if source == "digits_resnet" else None
-    pipeline.variants = [Variant("fused")]
-    if calib:
-        pipeline.variants += [Variant("fp16", "fp16", calib=calib, eval=calib),
-                              Variant("int8_cpu", "int8", "cpu", calib=calib, eval=calib, max_accuracy_drop=0.5)]
+            raise BadInput(f"{source.path}: every [[variants]] needs a 'name'.")
+        name = table["name"]
+        options = _options(source, "variants", table, base=defaults)
+        if not SAFE_NAME.match(name) or any(v.name == name for v in pipeline.variants):
+            raise source.error("variants", "name", f"variant name '{name}' is repeated or not made of letters, "
+                               "digits, '_', '-', '.'.")
+        if Precision(options.precision) is Precision.FP32:
+            options = replace(options, calib=None)  # nothing to calibrate: keeps the stage key independent of it
+        try:
+            options.validate()
+        except BadInput as error:
+            raise BadInput(f"{source.path}: variant '{name}': {error.message}") from None
+        pipeline.variants.append(Variant(name, options))
     return pipeline

@@ -7,23 +7,25 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trtpipe import __version__, console
-from trtpipe._files import sha256_file, write_json_atomic
+from trtpipe import console
+from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.errors import MissingDependency
+from trtpipe.files import sha256_file, write_json_atomic
+from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
 from trtpipe.pipeline.select import batch_advice, choose
+from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, __version__
 
-VERSION_DIR = "1"
 
-
-def _artifact_path(repository: Path, name: str, filename: str = "model.onnx") -> Path:
-    folder = repository / name / VERSION_DIR
+def _artifact_path(repository: Path, name: str, kind: ArtifactKind = ArtifactKind.ONNX) -> Path:
+    folder = repository / name / REPOSITORY_VERSION
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / filename
+    return folder / kind.repository_file
 
 
 def _stage(manifest: RunManifest, stage: str, key: str, run: Callable[[], list[Path]]) -> list[Path]:
@@ -41,8 +43,9 @@ def _stage(manifest: RunManifest, stage: str, key: str, run: Callable[[], list[P
 
 
 def _source_identity(pipeline: Pipeline) -> str:
-    path = Path(pipeline.source.split(":")[0]) if ":" in pipeline.source else Path(pipeline.source)
-    return sha256_file(path) if path.is_file() else pipeline.source
+    source = str(pipeline.model.source)
+    path = Path(source.split(":")[0]) if ":" in source else Path(source)
+    return sha256_file(path) if path.is_file() else source
 
 
 def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
@@ -53,7 +56,8 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     from trtpipe.hardware import cpu_model
 
     start = time.perf_counter()
-    reports = pipeline.reports / pipeline.name
+    reports = pipeline.output.reports / pipeline.name
+    repository = pipeline.output.repository
     reports.mkdir(parents=True, exist_ok=True)
     manifest = RunManifest(reports / "run.json")
     versions = {"trtpipe": __version__, "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
@@ -63,21 +67,21 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
         if not loaded_model:
             from trtpipe.models.loader import load_model
 
-            loaded_model.append(load_model(pipeline.source, arch=pipeline.arch, input_shape=pipeline.input_shape,
-                                           trust_checkpoint=pipeline.trust_checkpoint))
+            loaded_model.append(load_model(str(pipeline.model.source), arch=pipeline.model.arch,
+                                           input_shape=pipeline.model.input_shape,
+                                           trust_checkpoint=pipeline.model.trust_checkpoint))
         return loaded_model[0]
 
     # convert
-    onnx_path = _artifact_path(pipeline.repository, pipeline.name)
-    convert_key = stage_key(stage="convert", source=_source_identity(pipeline), arch=pipeline.arch,
-                            input_shape=pipeline.input_shape, opset=pipeline.opset,
-                            dynamic_batch=pipeline.dynamic_batch, versions=versions)
+    onnx_path = _artifact_path(repository, pipeline.name)
+    model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline), "name": None}
+    convert_key = stage_key(stage="convert", model=model_options, options=to_plain(pipeline.convert),
+                            versions=versions)
 
     def do_convert() -> list[Path]:
-        from trtpipe.convert import convert
+        from trtpipe.convert.stage import convert
 
-        result = convert(model(), onnx_path, opset=pipeline.opset, dynamic_batch=pipeline.dynamic_batch)
-        return [result.path]
+        return [convert(model(), onnx_path, pipeline.convert).path]
 
     converted = _stage(manifest, "convert", convert_key, do_convert)[0]
     converted_sha = sha256_file(converted)
@@ -92,35 +96,33 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
 
     # bench
     bench_path = reports / "bench.json"
-    bench_key = stage_key(stage="bench", artifacts=[sha256_file(a) for a in artifacts], batches=pipeline.batches,
-                          threads=pipeline.threads, warmup=pipeline.warmup, iters=pipeline.iters,
-                          duration=pipeline.duration, cpu=cpu_model(), versions=versions)
+    bench_key = stage_key(stage="bench", artifacts=[sha256_file(a) for a in artifacts],
+                          options=to_plain(pipeline.bench), cpu=cpu_model(), schema=BENCH_SCHEMA, versions=versions)
 
     def do_bench() -> list[Path]:
-        from trtpipe.bench import BenchSettings, run_benchmark
-        from trtpipe.bench.report import print_table, write_reports
+        from trtpipe.bench.runner import run_benchmark
+        from trtpipe.report.tables import print_table, write_reports
 
-        settings = BenchSettings(batches=pipeline.batches, warmup=pipeline.warmup, iters=pipeline.iters,
-                                 duration_s=None if pipeline.iters else pipeline.duration)
-        if pipeline.threads:
-            settings.threads = pipeline.threads
-        report = run_benchmark(model(), artifacts, settings)
+        report = run_benchmark(model(), artifacts, pipeline.bench)
         print_table(report)
         write_reports(report, bench_path, reports / "bench.md")
         return [bench_path]
 
     _stage(manifest, "bench", bench_key, do_bench)
     results = json.loads(bench_path.read_text())
+    rows = [BenchRow.from_dict(r) for r in results["results"]]
 
     # select and advise
-    choice = choose(results["results"], batch=pipeline.select_batch, latency_budget_ms=pipeline.latency_budget_ms,
-                    max_accuracy_drop=pipeline.max_accuracy_drop)
-    advice = batch_advice(results["results"], choice.variant, pipeline.latency_budget_ms) if choice else None
+    select = pipeline.select
+    select_batch = select.batch or min(r.batch for r in rows)
+    choice = choose(rows, batch=select_batch, latency_budget_ms=select.latency_budget_ms,
+                    max_accuracy_drop=select.max_accuracy_drop)
+    advice = batch_advice(rows, choice.variant, select.latency_budget_ms) if choice else None
     summary: dict[str, Any] = {"choice": choice.__dict__ if choice else None, "batch_advice": advice}
     if choice:
         (console.success if choice.artifact else console.warn)(f"Chosen: {choice.variant} — {choice.reason}")
         if choice.artifact:
-            write_json_atomic(pipeline.repository / pipeline.name / "chosen.json", summary)
+            write_json_atomic(repository / pipeline.name / "chosen.json", summary)
     if advice:
         console.note(f"Batch advice: {advice['reason']}")
 
@@ -128,25 +130,26 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     report_key = stage_key(stage="report", bench=sha256_file(bench_path), summary=summary, versions=versions)
 
     def do_report() -> list[Path]:
-        from trtpipe.bench.html_report import load_results, write_report
+        from trtpipe.report.html import load_results, write_report
 
         html_path, markdown_path = reports / "report.html", reports / "report.md"
-        write_report(load_results(bench_path), html_path, markdown_path, summary, batch=pipeline.select_batch)
+        write_report(load_results(bench_path), html_path, markdown_path, summary, batch=select_batch)
         console.success(f"Report: {html_path} and {markdown_path}")
         return [html_path, markdown_path]
 
     _stage(manifest, "report", report_key, do_report)
 
-    if pipeline.triton:
+    triton = pipeline.output.triton
+    if triton:
         triton_key = stage_key(stage="export-triton", artifacts=[sha256_file(a) for a in artifacts],
-                               output=str(pipeline.triton))
+                               output=str(triton), serve=to_plain(pipeline.serve))
 
         def do_export() -> list[Path]:
             from trtpipe.runtime.artifacts import artifact_name
             from trtpipe.serve.triton import export
 
             named = {artifact_name(a): a for a in artifacts}
-            return [p for p in export(named, pipeline.triton) if p.is_file()]  # type: ignore[arg-type]
+            return [p for p in export(named, triton, pipeline.serve) if p.is_file()]
 
         _stage(manifest, "export-triton", triton_key, do_export)
 
@@ -163,25 +166,21 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
 
 def _optimize_stage(manifest: RunManifest, pipeline: Pipeline, variant: Variant, converted: Path,
                     converted_sha: str, versions: dict[str, str]) -> Path:
-    from trtpipe.optimize import OptimizeOptions, optimize
+    from trtpipe.optimize.stage import optimize
 
-    output = _artifact_path(pipeline.repository, f"{pipeline.name}_{variant.name}")
-    options = OptimizeOptions(precision=variant.precision, target=variant.target, fuse=variant.fuse,
-                              calib=variant.calib if variant.precision != "fp32" else None,
-                              calib_method=variant.calib_method, calib_samples=variant.calib_samples,
-                              eval=variant.eval, max_accuracy_drop=variant.max_accuracy_drop)
-    key = stage_key(stage="optimize", onnx=converted_sha, options=options.to_dict(),
+    output = _artifact_path(pipeline.output.repository, f"{pipeline.name}_{variant.name}")
+    options = variant.options
+    key = stage_key(stage="optimize", onnx=converted_sha, options=to_plain(options),
                     calib=data_identity(options.calib), eval=data_identity(options.eval), versions=versions)
     return _stage(manifest, f"optimize:{variant.name}", key,
                   lambda: [optimize(converted, output, options).path])[0]
 
 
 def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Path]) -> list[Path]:
-    if not pipeline.build.get("enabled", True):
+    if not pipeline.build_enabled:
         manifest.record(StageRecord("build", "", "skipped", note="disabled in the pipeline file"))
         return []
-    from trtpipe.build import require_cuda_gpu
-    from trtpipe.build.tensorrt import import_tensorrt
+    from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
 
     try:
         trt = import_tensorrt("Building TensorRT engines")
@@ -190,21 +189,19 @@ def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pa
         console.note(f"build: skipped — {missing.message}")
         manifest.record(StageRecord("build", "", "skipped", note=missing.message))
         return []
-    from trtpipe.build import BuildOptions, build_engine
-    from trtpipe.build.specs import parse_size
+    from trtpipe.engine.build import build_engine
     from trtpipe.runtime.artifacts import artifact_name
 
+    repository = pipeline.output.repository
     engines = []
     for onnx_path in onnx_files:
         name = f"{artifact_name(onnx_path)}_trt"
-        output = _artifact_path(pipeline.repository, name, "model.plan")
-        workspace = parse_size(pipeline.build["workspace"]) if "workspace" in pipeline.build else None
-        options = BuildOptions(workspace=workspace, opt_level=pipeline.build.get("opt_level"),
-                               hardware_compat=pipeline.build.get("hardware_compat", "none"),
-                               version_compat=pipeline.build.get("version_compat", False),
-                               timing_cache=pipeline.repository / ".trt-timing.cache")
-        key = stage_key(stage="build", onnx=sha256_file(onnx_path), options=repr(options), tensorrt=trt.__version__,
-                        gpu=gpu_name, capability=capability)
+        output = _artifact_path(repository, name, ArtifactKind.TENSORRT_ENGINE)
+        options = pipeline.build
+        if options.timing_cache is None:
+            options = replace(options, timing_cache=repository / ".trt-timing.cache")
+        key = stage_key(stage="build", onnx=sha256_file(onnx_path), options=to_plain(options),
+                        tensorrt=trt.__version__, gpu=gpu_name, capability=capability)
         engines += _stage(manifest, f"build:{name}", key,
                           lambda onnx_path=onnx_path, output=output, options=options: [
                               build_engine(onnx_path, output, options).engine])

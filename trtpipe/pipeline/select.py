@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trtpipe.bench.rows import BenchRow
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -15,59 +17,60 @@ class Choice:
     throughput: float | None = None
 
 
-def accuracy_drop_pp(row: dict[str, Any], baseline: dict[str, Any] | None) -> float | None:
-    """Points of top-1 accuracy lost against PyTorch FP32, or (without labels) of top-1 agreement."""
-    if baseline and row.get("top1_accuracy") is not None and baseline.get("top1_accuracy") is not None:
-        return 100.0 * (baseline["top1_accuracy"] - row["top1_accuracy"])
-    if row.get("top1_agreement") is not None:
-        return 100.0 * (1.0 - row["top1_agreement"])
+def accuracy_drop_pp(row: BenchRow) -> float | None:
+    """Points of top-1 accuracy lost against PyTorch FP32 on the same samples, or (without labels) the share of
+    samples whose top-1 class changed."""
+    if row.top1_accuracy is not None and row.reference_accuracy is not None:
+        return 100.0 * (row.reference_accuracy - row.top1_accuracy)
+    if row.top1_agreement is not None:
+        return 100.0 * (1.0 - row.top1_agreement)
     return None
 
 
-def choose(rows: list[dict[str, Any]], *, batch: int, latency_budget_ms: float | None,
+def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
            max_accuracy_drop: float | None) -> Choice | None:
-    """The fastest artifact at ``batch`` whose p99 fits the budget and whose accuracy drop fits the limit."""
-    baseline = next((r for r in rows if r["backend"] == "torch" and r.get("precision") == "fp32"
-                     and r["batch"] == batch), None)
-    candidates = [r for r in rows if r["batch"] == batch and r["backend"] != "torch"
-                  and r.get("includes_transfers", True) and "trtsim" not in r["variant"]]
+    """The fastest deployable artifact at ``batch`` whose p99 fits the budget and whose accuracy drop fits the
+    limit. Simulated rows (another runtime's arithmetic, measured here) and device-resident timings are not
+    deployable latencies, so they are never chosen."""
+    candidates = [r for r in rows if r.batch == batch and not r.is_reference and r.artifact
+                  and r.includes_transfers and not r.simulated]
     if not candidates:
         return None
     rejected = []
     fitting = []
     for row in candidates:
-        drop = accuracy_drop_pp(row, baseline)
-        if latency_budget_ms is not None and row["p99_ms"] > latency_budget_ms:
-            rejected.append(f"{row['variant']} p99 {row['p99_ms']:.2f} ms > {latency_budget_ms} ms")
+        drop = accuracy_drop_pp(row)
+        if latency_budget_ms is not None and row.p99_ms > latency_budget_ms:
+            rejected.append(f"{row.variant} p99 {row.p99_ms:.2f} ms > {latency_budget_ms} ms")
         elif max_accuracy_drop is not None and drop is not None and drop > max_accuracy_drop:
-            rejected.append(f"{row['variant']} loses {drop:.2f} pp > {max_accuracy_drop} pp")
+            rejected.append(f"{row.variant} loses {drop:.2f} pp > {max_accuracy_drop} pp")
         else:
             fitting.append((row, drop))
     if not fitting:
         return Choice("none", None, "no variant meets the budget: " + "; ".join(rejected))
-    row, drop = min(fitting, key=lambda item: item[0]["p50_ms"])
+    row, drop = min(fitting, key=lambda item: item[0].p50_ms)
     limits = []
     if latency_budget_ms is not None:
-        limits.append(f"p99 {row['p99_ms']:.2f} ms within {latency_budget_ms} ms")
+        limits.append(f"p99 {row.p99_ms:.2f} ms within {latency_budget_ms} ms")
     if drop is not None:
         limits.append(f"accuracy drop {drop:+.2f} pp" + (f" within {max_accuracy_drop} pp"
                                                           if max_accuracy_drop is not None else ""))
-    reason = (f"fastest at batch {batch} (p50 {row['p50_ms']:.2f} ms, {row.get('speedup_vs_torch_fp32') or 0:.2f}x "
+    reason = (f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms, {row.speedup_vs_torch_fp32 or 0:.2f}x "
               f"PyTorch FP32) among {len(fitting)} of {len(candidates)} variants meeting the limits"
               + (f"; {', '.join(limits)}" if limits else ""))
-    return Choice(row["variant"], row.get("artifact"), reason, row["p99_ms"], row["throughput"])
+    return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput)
 
 
-def batch_advice(rows: list[dict[str, Any]], variant: str, latency_budget_ms: float | None) -> dict[str, Any] | None:
+def batch_advice(rows: list[BenchRow], variant: str, latency_budget_ms: float | None) -> dict[str, Any] | None:
     """The largest benched batch whose p99 fits the budget, with its throughput."""
-    own = sorted((r for r in rows if r["variant"] == variant), key=lambda r: r["batch"])
+    own = sorted((r for r in rows if r.variant == variant), key=lambda r: r.batch)
     if not own:
         return None
-    fitting = [r for r in own if latency_budget_ms is None or r["p99_ms"] <= latency_budget_ms]
+    fitting = [r for r in own if latency_budget_ms is None or r.p99_ms <= latency_budget_ms]
     if not fitting:
         return {"batch": None, "reason": f"no benched batch of {variant} has p99 within {latency_budget_ms} ms"}
     best = fitting[-1]
-    return {"batch": best["batch"], "p99_ms": best["p99_ms"], "throughput": best["throughput"],
-            "reason": f"largest benched batch of {variant} with p99 {best['p99_ms']:.2f} ms"
+    return {"batch": best.batch, "p99_ms": best.p99_ms, "throughput": best.throughput,
+            "reason": f"largest benched batch of {variant} with p99 {best.p99_ms:.2f} ms"
                       + (f" within {latency_budget_ms} ms" if latency_budget_ms is not None else "")
-                      + f": {best['throughput']:.0f} items/s"}
+                      + f": {best.throughput:.0f} items/s"}

@@ -16,6 +16,7 @@ import numpy as np
 
 from trtpipe.errors import BadInput
 from trtpipe.shapes import format_shape
+from trtpipe.vocab import BackendKind, Device, Precision
 
 Dim = int | str | None  # a str or None marks a dynamic dimension
 
@@ -43,9 +44,9 @@ class TensorInfo:
 class Backend(ABC):
     """A loaded model that maps numpy inputs to numpy outputs."""
 
-    kind: ClassVar[str]
-    precision: str = "fp32"
-    device: str = "cpu"
+    kind: ClassVar[BackendKind]
+    precision: Precision = Precision.FP32
+    device: Device = Device.CPU
     _inputs: list[TensorInfo]  # set by each backend when it loads the artifact
     _outputs: list[TensorInfo]
 
@@ -85,6 +86,22 @@ class Backend(ABC):
             info.check(array)
             feeds[info.name] = array
         return feeds
+
+    def run_chunked(self, data: np.ndarray, chunk: int) -> np.ndarray:
+        """The first output over ``data`` in chunks of ``chunk`` samples (the model's static batch, or a size that
+        bounds memory and fits an engine's profile). A static batch drops the remainder that does not fill one."""
+        fixed = self.static_batch
+        size = fixed or chunk
+        usable = len(data) - len(data) % size if fixed else len(data)
+        if usable == 0:
+            raise BadInput(f"{len(data)} samples do not fill one batch of the model's static batch size {fixed}.")
+        return np.concatenate([self.run(data[i : i + size])[0] for i in range(0, usable, size)])
+
+    @property
+    def static_batch(self) -> int | None:
+        """The first input's fixed batch size, or None when the batch axis is dynamic."""
+        first = self.inputs[0].shape[0] if self.inputs and self.inputs[0].shape else None
+        return first if isinstance(first, int) else None
 
     def close(self) -> None:
         """Release the engine's resources (sessions, device memory, threads)."""

@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from trtpipe import __version__
 from trtpipe.serve.batching import QueueFull
+from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import (
     HEADER_LENGTH,
     ProtocolError,
@@ -28,14 +28,7 @@ from trtpipe.serve.protocol import (
     tensor_metadata,
 )
 from trtpipe.serve.repository import ServedModel
-
-DEFAULT_MAX_BODY = 64 * 1024 * 1024
-
-
-@dataclass
-class ServeSettings:
-    max_body_bytes: int = DEFAULT_MAX_BODY
-    request_timeout_s: float | None = None
+from trtpipe.vocab import __version__
 
 
 @dataclass
@@ -60,9 +53,9 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeSettings | None = None,
+def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions | None = None,
                metrics: Metrics | None = None) -> Starlette:
-    settings = settings or ServeSettings()
+    settings = settings or ServeOptions()
     metrics = metrics or Metrics()
     state: dict[str, Any] = {"shutting_down": False}
 
@@ -127,7 +120,7 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeSetting
                 raise ProtocolError(400, f"{HEADER_LENGTH} must be an integer.") from None
             parsed = parse_infer_request(body, length, entry.model.inputs, entry.model.outputs, entry.max_batch_size)
             arrays = [parsed.inputs[t.name] for t in entry.model.inputs]
-            outputs = await _run(entry, arrays, settings.request_timeout_s, metrics)
+            outputs = await _run(entry, arrays, settings.timeout_s, metrics)
             payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs, outputs)
             metrics.latency.labels(label).observe(time.perf_counter() - start)
             return Response(payload, headers=headers)

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.runtime import ARTIFACT_SUFFIXES, Backend, TensorInfo, open_artifact
-
-THREAD_SAFE_BACKENDS = {"onnxruntime"}
+from trtpipe.runtime import Backend, TensorInfo, open_artifact
+from trtpipe.vocab import ArtifactKind, BackendKind, Precision
 
 
 class Model:
@@ -25,7 +24,7 @@ class Model:
         self.backend = backend
         self.name = name
         self.source = source
-        self._lock = None if backend.kind in THREAD_SAFE_BACKENDS else threading.Lock()
+        self._lock = None if BackendKind(backend.kind).thread_safe else threading.Lock()
 
     @property
     def inputs(self) -> list[TensorInfo]:
@@ -36,16 +35,16 @@ class Model:
         return self.backend.outputs
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> BackendKind:
         return self.backend.kind
 
     @property
-    def precision(self) -> str:
+    def precision(self) -> Precision:
         return self.backend.precision
 
     @property
     def dynamic_batch(self) -> bool:
-        return not isinstance(self.inputs[0].shape[0], int)
+        return self.backend.static_batch is None
 
     def predict_all(self, inputs: Any) -> list[np.ndarray]:
         """Every output, in ``outputs`` order; ``inputs`` is an array, a list, or a {name: array} dict."""
@@ -80,7 +79,7 @@ def load(source: str | Path, **options: Any) -> Model:
     ``device``, ``arch``, ``input_shape`` and ``trust_checkpoint`` for PyTorch.
     """
     path = Path(source)
-    if path.suffix.lower() in ARTIFACT_SUFFIXES:
+    if ArtifactKind.for_path(path.name) is not None:
         from trtpipe.runtime.artifacts import artifact_name, artifact_profile
 
         if not path.is_file():
@@ -93,7 +92,7 @@ def load(source: str | Path, **options: Any) -> Model:
         options = {**artifact_profile(path).options, **options}
         return Model(open_artifact(path, **options), name, str(path))
     from trtpipe.models.loader import load_model
-    from trtpipe.runtime.torch_backend import TorchBackend
+    from trtpipe.runtime.torch.backend import TorchBackend
 
     loader_options = {k: options.pop(k) for k in ("arch", "input_shape", "trust_checkpoint") if k in options}
     loaded = load_model(str(source), **loader_options)

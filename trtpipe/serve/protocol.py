@@ -14,11 +14,10 @@ import numpy as np
 
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.shapes import format_shape
+from trtpipe.vocab import DTYPES
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
-DATATYPES = {"BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
-             "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64", "FP16": "float16",
-             "FP32": "float32", "FP64": "float64"}
+DATATYPES = {entry.kserve: entry.numpy for entry in DTYPES}  # KServe v2 datatype -> numpy dtype name
 NUMPY_TO_DATATYPE = {v: k for k, v in DATATYPES.items()}
 
 

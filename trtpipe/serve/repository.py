@@ -14,8 +14,11 @@ from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.serve.batching import BatchingOptions, MicroBatcher
 from trtpipe.serve.model import Model, load
+from trtpipe.serve.options import ServeOptions
+from trtpipe.vocab import ArtifactKind
 
-ARTIFACT_NAMES = ("model.plan", "model.engine", "model.onnx")
+# Triton's default file names; an engine is preferred over the ONNX it was built from.
+ARTIFACT_NAMES = tuple(f"model{suffix}" for kind in reversed(tuple(ArtifactKind)) for suffix in kind.suffixes)
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -36,9 +39,8 @@ class ServedModel:
 
     @property
     def platform(self) -> str:
-        return {"onnxruntime": "onnxruntime_onnx", "tensorrt": "tensorrt_plan"}.get(
-            self.model.kind if self.model else "", "onnxruntime_onnx" if self.path.suffix == ".onnx" else
-            "tensorrt_plan")
+        kind = ArtifactKind.for_path(self.path.name)
+        return kind.triton_platform if kind else ""
 
 
 def discover(repository: Path) -> dict[str, list[tuple[str, Path]]]:
@@ -60,9 +62,18 @@ def discover(repository: Path) -> dict[str, list[tuple[str, Path]]]:
     return found
 
 
-def load_repository(repository: Path, batching: BatchingOptions | None, threads: int | None = None,
+def batching_options(options: ServeOptions) -> BatchingOptions | None:
+    """The micro-batcher's settings for ``options`` (None with batching off)."""
+    if not options.batching:
+        return None
+    return BatchingOptions(options.max_batch_size, options.max_queue_delay_ms / 1000, options.preferred_batch_sizes,
+                           options.max_queue)
+
+
+def load_repository(repository: Path, options: ServeOptions,
                     on_batch: object = None) -> dict[str, dict[str, ServedModel]]:
     """Load every version of every model; returns {name: {version: ServedModel}}."""
+    batching, threads = batching_options(options), options.threads
     served: dict[str, dict[str, ServedModel]] = {}
     for name, versions in discover(repository).items():
         served[name] = {}
@@ -70,7 +81,7 @@ def load_repository(repository: Path, batching: BatchingOptions | None, threads:
             entry = ServedModel(name, version, path, versions=[v for v, _ in versions])
             try:
                 options: dict[str, object] = {}
-                if path.suffix == ".onnx":
+                if ArtifactKind.for_path(path.name) is ArtifactKind.ONNX:
                     options = {"spinning": False} | ({"threads": threads} if threads else {})
                 entry.model = load(path, **options)
                 entry.max_batch_size = _max_batch(entry.model, batching)

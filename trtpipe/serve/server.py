@@ -10,29 +10,32 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe import console
-from trtpipe.serve.app import Metrics, ServeSettings, create_app
-from trtpipe.serve.batching import BatchingOptions
+from trtpipe.serve.app import Metrics, create_app
+from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.repository import ServedModel, load_repository
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
-def build_app(repository: Path, batching: BatchingOptions | None, settings: ServeSettings,
-              threads: int | None = None) -> tuple[Any, dict[str, dict[str, ServedModel]]]:
+
+def build_app(repository: Path, options: ServeOptions | None = None) -> tuple[Any, dict[str, dict[str, ServedModel]]]:
+    options = options or ServeOptions()
     metrics = Metrics()
-    models = load_repository(repository, batching, threads,
+    models = load_repository(repository, options,
                              on_batch=lambda name, rows: metrics.batch_size.labels(name).observe(rows))
-    return create_app(models, settings, metrics), models
+    return create_app(models, options, metrics), models
 
 
-def serve(repository: Path, *, host: str = "127.0.0.1", port: int = 8000, batching: BatchingOptions | None = None,
-          settings: ServeSettings | None = None, threads: int | None = None) -> None:
+def serve(repository: Path, options: ServeOptions | None = None) -> None:
     import uvicorn
 
-    app, models = build_app(repository, batching, settings or ServeSettings(), threads)
+    options = options or ServeOptions()
+    host, port, batching = options.host, options.port, options.batching
+    app, models = build_app(repository, options)
     ready = sum(e.ready for v in models.values() for e in v.values())
     total = sum(len(v) for v in models.values())
     console.success(f"Serving {ready}/{total} model versions from {repository} on http://{host}:{port}/v2 "
                     f"({'dynamic batching' if batching else 'no batching'})")
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK:
         console.warn(f"Listening on {host}: the server has no authentication; expose it only behind one.")
 
     class Server(uvicorn.Server):

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtpipe import console
-from trtpipe._files import atomic_path, write_text_atomic
 from trtpipe.errors import BadInput, MissingDependency
-from trtpipe.serve.protocol import datatype_of
+from trtpipe.files import atomic_path, write_text_atomic
+from trtpipe.serve.options import ServeOptions
+from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, dtype
 
 SAFE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
@@ -31,14 +32,21 @@ class TensorSpec:
 @dataclass(frozen=True)
 class TritonModel:
     name: str
-    platform: str  # onnxruntime_onnx | tensorrt_plan
+    kind: ArtifactKind
     max_batch_size: int
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     preferred_batch_sizes: tuple[int, ...]
     max_queue_delay_us: int = 1000
     instance_count: int = 1
-    instance_kind: str = "KIND_CPU"
+
+    @property
+    def platform(self) -> str:
+        return self.kind.triton_platform
+
+    @property
+    def instance_kind(self) -> str:
+        return self.kind.triton_instance_kind
 
 
 def check_name(name: str) -> str:
@@ -61,7 +69,8 @@ def config_pbtxt(model: TritonModel) -> str:
         preferred = ", ".join(str(b) for b in model.preferred_batch_sizes)
         text += (f"dynamic_batching {{\n  preferred_batch_size: [ {preferred} ]\n"
                  f"  max_queue_delay_microseconds: {model.max_queue_delay_us}\n}}\n")
-    text += f"instance_group [\n  {{\n    count: {model.instance_count}\n    kind: {model.instance_kind}\n  }}\n]\n"
+    text += (f"instance_group [\n  {{\n    count: {model.instance_count}\n    kind: {model.instance_kind}\n"
+             "  }\n]\n")
     return text
 
 
@@ -75,56 +84,66 @@ def validate(text: str) -> None:
     text_format.Parse(text, model_config_pb2.ModelConfig())
 
 
-def describe_artifact(name: str, artifact: Path, max_batch_size: int, instances: int) -> TritonModel:
+def describe_artifact(name: str, artifact: Path, options: ServeOptions) -> TritonModel:
     """Read an artifact's tensors (and, for an engine, its profile) into a TritonModel."""
-    if artifact.suffix in (".plan", ".engine"):
-        from trtpipe.build.sidecar import read_sidecar
+    kind = ArtifactKind.for_path(artifact.name)
+    max_batch_size = options.max_batch_size
+    if kind is ArtifactKind.TENSORRT_ENGINE:
+        from trtpipe.runtime.tensorrt.sidecar import read_sidecar
 
         sidecar = read_sidecar(artifact)
         profile = sidecar.profiles[0][0] if sidecar.profiles and sidecar.profiles[0] else None
         top = int(profile["max"][0]) if profile else max_batch_size
         preferred = tuple(sorted({int(profile["opt"][0]), top})) if profile else (max_batch_size,)
-        inputs = [(t["name"], t["dtype"], t["shape"]) for t in sidecar.inputs]
-        outputs = [(t["name"], t["dtype"], t["shape"]) for t in sidecar.outputs]
-        platform, kind, batch = "tensorrt_plan", "KIND_GPU", min(max_batch_size, top)
-    else:
-        from trtpipe.runtime.onnxruntime_backend import OnnxRuntimeBackend
+        inputs = [(t["name"], _numpy_name(t["dtype"]), t["shape"]) for t in sidecar.inputs]
+        outputs = [(t["name"], _numpy_name(t["dtype"]), t["shape"]) for t in sidecar.outputs]
+        batch = min(max_batch_size, top)
+    elif kind is ArtifactKind.ONNX:
+        from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 
         with OnnxRuntimeBackend(artifact) as backend:
             inputs = [(t.name, t.dtype, list(t.shape)) for t in backend.inputs]
             outputs = [(t.name, t.dtype, list(t.shape)) for t in backend.outputs]
-        dynamic = not isinstance(inputs[0][2][0], int)
+            dynamic = backend.static_batch is None
         batch = max_batch_size if dynamic else 0
         preferred = tuple(b for b in (8, 16, 32) if b <= batch) or (batch,)
-        platform, kind = "onnxruntime_onnx", "KIND_CPU"
+    else:
+        raise BadInput(f"{artifact} is not an artifact Triton can serve ({', '.join(ArtifactKind.all_suffixes())}).")
+    if options.preferred_batch_sizes:
+        preferred = tuple(b for b in options.preferred_batch_sizes if b <= batch) or preferred
 
     def spec(entry: tuple[str, str, list[object]]) -> TensorSpec:
-        tensor_name, dtype, shape = entry
+        tensor_name, numpy_name, shape = entry
         dims = shape[1:] if batch > 0 else shape
-        return TensorSpec(tensor_name, "TYPE_" + datatype_of(_numpy_name(dtype)),
-                          tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims))
+        found = dtype(numpy=numpy_name)
+        if found is None:
+            raise BadInput(f"{artifact}: tensor '{tensor_name}' has type {numpy_name}, which Triton has no type for.")
+        return TensorSpec(tensor_name, found.triton, tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims))
 
-    return TritonModel(check_name(name), platform, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
-                       preferred if batch > 0 else (), instance_count=instances, instance_kind=kind)
-
-
-def _numpy_name(dtype: str) -> str:
-    return {"float": "float32", "half": "float16", "int8": "int8", "int32": "int32", "int64": "int64",
-            "bool": "bool"}.get(dtype, dtype)
+    return TritonModel(check_name(name), kind, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
+                       preferred if batch > 0 else (), max_queue_delay_us=int(options.max_queue_delay_ms * 1000),
+                       instance_count=options.instances)
 
 
-def export(artifacts: dict[str, Path], output: Path, *, max_batch_size: int = 32, instances: int = 1,
-           version: str = "1") -> list[Path]:
+def _numpy_name(tensorrt_name: str) -> str:
+    """A sidecar records TensorRT's type names (float, half, int8...); the table knows them."""
+    found = dtype(tensorrt=tensorrt_name)
+    return found.numpy if found else tensorrt_name
+
+
+def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | None = None, *,
+           version: str = REPOSITORY_VERSION) -> list[Path]:
     """Write a Triton repository at ``output`` with one model per (name, artifact)."""
+    options = options or ServeOptions()
     output.mkdir(parents=True, exist_ok=True)
     written = []
     for name, artifact in artifacts.items():
-        model = describe_artifact(check_name(name), artifact, max_batch_size, instances)
+        model = describe_artifact(check_name(name), artifact, options)
         text = config_pbtxt(model)
         validate(text)
         model_dir = output / model.name
         (model_dir / version).mkdir(parents=True, exist_ok=True)
-        target = model_dir / version / ("model.plan" if model.platform == "tensorrt_plan" else "model.onnx")
+        target = model_dir / version / model.kind.repository_file
         with atomic_path(target) as tmp:
             shutil.copyfile(artifact, tmp)
         write_text_atomic(model_dir / "config.pbtxt", text)

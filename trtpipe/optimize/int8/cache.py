@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trtpipe._files import write_json_atomic
+from trtpipe.files import write_json_atomic
 from trtpipe.optimize.int8.calibrate import Ranges
 
 CACHE_SCHEMA = "trtpipe.calibration/1"

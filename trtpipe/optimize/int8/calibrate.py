@@ -19,8 +19,8 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.optimize.activations import RunningStats, float_activations, observe
+from trtpipe.vocab import CalibMethod
 
-METHODS = ("minmax", "entropy", "percentile", "mse")
 HISTOGRAM_BINS = 2048
 MSE_CANDIDATES = 256
 
@@ -29,9 +29,9 @@ Ranges = dict[str, tuple[float, float]]
 
 def calibrate(model: onnx.ModelProto, batches: list[np.ndarray], method: str, *, symmetric: bool) -> Ranges:
     """Per-tensor (low, high) ranges of every float activation of ``model`` on ``batches``."""
-    if method not in METHODS:
-        raise BadInput(f"Unknown calibration method '{method}': choose one of {', '.join(METHODS)}.")
-    if method == "mse":
+    if method not in tuple(CalibMethod):
+        raise BadInput(f"Unknown calibration method '{method}': choose one of {', '.join(CalibMethod)}.")
+    if method == CalibMethod.MSE:
         return _mse_ranges(model, batches, symmetric=symmetric)
     return _onnxruntime_ranges(model, batches, method, symmetric=symmetric)
 
@@ -70,10 +70,10 @@ def quiet_onnxruntime_quantization() -> Iterator[None]:
 def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], method: str, *, symmetric: bool) -> Ranges:
     from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
 
-    ort_method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-                  "percentile": CalibrationMethod.Percentile}[method]
+    ort_method = {CalibMethod.MINMAX: CalibrationMethod.MinMax, CalibMethod.ENTROPY: CalibrationMethod.Entropy,
+                  CalibMethod.PERCENTILE: CalibrationMethod.Percentile}[CalibMethod(method)]
     extra = {"symmetric": symmetric}
-    if method == "percentile":
+    if method == CalibMethod.PERCENTILE:
         extra["percentile"] = 99.999
     with tempfile.TemporaryDirectory(prefix="trtpipe-calib-") as tmp, quiet_onnxruntime_quantization():
         model_path = Path(tmp) / "model.onnx"

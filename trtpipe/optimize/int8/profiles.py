@@ -16,13 +16,12 @@ from typing import Any
 
 from trtpipe.errors import BadInput
 from trtpipe.hardware import has_vnni
-
-TARGETS = ("tensorrt", "cpu")
+from trtpipe.vocab import Target
 
 
 @dataclass(frozen=True)
 class QuantProfile:
-    target: str
+    target: Target
     signed_activations: bool
     symmetric_activations: bool
     reduce_range: bool
@@ -39,8 +38,9 @@ class QuantProfile:
                 if self.evaluation_optimization == "disable" else "ONNX Runtime CPU integer kernels"}
 
 
-def profile_for(target: str) -> QuantProfile:
-    if target == "tensorrt":
+def profile_for(target: Target) -> QuantProfile:
+    target = Target(target)
+    if target is Target.TENSORRT:
         return QuantProfile(
             target, signed_activations=True, symmetric_activations=True, reduce_range=False,
             reduce_range_reason="TensorRT accumulates in int32: full 8-bit weights",
@@ -49,7 +49,7 @@ def profile_for(target: str) -> QuantProfile:
             evaluation_optimization="disable",
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
         )
-    if target == "cpu":
+    if target is Target.CPU:
         vnni = has_vnni()
         return QuantProfile(
             target, signed_activations=False, symmetric_activations=False, reduce_range=not vnni,
@@ -58,4 +58,4 @@ def profile_for(target: str) -> QuantProfile:
             op_types=None, evaluation_optimization="all",
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
         )
-    raise BadInput(f"Unknown target '{target}': choose one of {', '.join(TARGETS)}.")
+    raise BadInput(f"No INT8 profile for target '{target}'.")

@@ -13,8 +13,9 @@ import numpy as np
 import onnx
 
 from trtpipe import console
+from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import TrtpipeError
-from trtpipe.optimize.evaluate import Figures, figures, logits
+from trtpipe.optimize.evaluate import logits
 from trtpipe.optimize.int8.calibrate import Ranges
 from trtpipe.optimize.int8.profiles import QuantProfile
 from trtpipe.optimize.int8.quantize import quantizable_nodes, quantize
@@ -27,7 +28,7 @@ class FallbackResult:
     model: onnx.ModelProto
     excluded: list[str]
     ranking: list[tuple[str, float]]
-    figures: Figures
+    comparison: Comparison
     attempts: list[dict[str, object]]
 
 
@@ -80,13 +81,12 @@ def fall_back_until_within_budget(
         for count in steps:
             excluded = [name for name, _ in ranking[:count]]
             candidate = quantize(model, ranges, profile, exclude=excluded)
-            result = figures(fp32_eval_logits, logits(candidate, eval_images,
-                                                      optimization=profile.evaluation_optimization, batch=batch),
-                             eval_labels)
-            attempts.append({"fp32_layers": count, "accuracy": result.accuracy, "drop_pp": result.drop_pp})
+            out = logits(candidate, eval_images, optimization=profile.evaluation_optimization, batch=batch)
+            result = compare(fp32_eval_logits[: len(out)], out, eval_labels)
+            attempts.append({"fp32_layers": count, "accuracy": result.accuracy, "drop_pp": result.accuracy_drop_pp})
             bar.advance(task)
             console.note(f"{count} layer(s) in FP32: {result.line()}")
-            if result.drop_pp is not None and result.drop_pp <= budget_pp:
+            if result.accuracy_drop_pp is not None and result.accuracy_drop_pp <= budget_pp:
                 return FallbackResult(candidate, excluded, ranking, result, attempts)
     if not attempts:
         raise TrtpipeError(f"No INT8 mix meets the accuracy budget of {budget_pp} pp: no node may fall back to FP32 "

@@ -1,0 +1,101 @@
+"""Engines built and run for real. Needs a CUDA GPU and the full TensorRT; skipped with the reason elsewhere.
+
+Run on a GPU machine with `pytest -m "gpu or tensorrt"`: builds FP32, FP16 and INT8 engines of the digits model
+and an FP32 ResNet-50 engine, checks them against ONNX Runtime, and benches them against PyTorch FP32.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _full_tensorrt() -> bool:
+    try:
+        import tensorrt
+
+        return hasattr(tensorrt, "Builder")
+    except ImportError:
+        return False
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+needs_gpu = pytest.mark.skipif(not _cuda(), reason="no CUDA GPU visible to torch")
+needs_tensorrt = pytest.mark.skipif(not (_cuda() and _full_tensorrt()),
+                                    reason="needs a CUDA GPU and the full TensorRT (pip install 'trtpipe[gpu]')")
+pytestmark = [pytest.mark.gpu]
+
+
+@needs_gpu
+def test_torch_cuda_baseline_matches_cpu() -> None:
+    from trtpipe.models.loader import load_model
+    from trtpipe.runtime.torch.backend import TorchBackend
+
+    loaded = load_model("digits_resnet")
+    x = np.random.default_rng(0).standard_normal((4, 1, 32, 32), dtype=np.float32)
+    cpu = TorchBackend(loaded.module, loaded.sample_shape).run(x)[0]
+    cuda = TorchBackend(load_model("digits_resnet").module, loaded.sample_shape, device="cuda").run(x)[0]
+    np.testing.assert_allclose(cuda, cpu, atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def digits_variants(tmp_path_factory: pytest.TempPathFactory, digits_onnx: Path) -> dict[str, Path]:
+    from trtpipe.optimize import OptimizeOptions, optimize
+
+    folder = tmp_path_factory.mktemp("variants")
+    variants = {"fp32": digits_onnx}
+    variants["fp16"] = optimize(digits_onnx, folder / "fp16.onnx",
+                                OptimizeOptions(precision="fp16", calib="digits")).path
+    variants["int8"] = optimize(digits_onnx, folder / "int8.onnx",
+                                OptimizeOptions(precision="int8", target="tensorrt", calib="digits")).path
+    return variants
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
+def test_digits_engine_matches_onnxruntime(digits_variants: dict[str, Path], tmp_path: Path, precision: str) -> None:
+    from trtpipe.engine import EngineOptions as BuildOptions
+    from trtpipe.engine.build import build_engine
+    from trtpipe.models.data import load_split
+    from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+    from trtpipe.runtime.tensorrt.backend import TensorRTBackend
+
+    source = digits_variants[precision]
+    cache = tmp_path / "timing.cache"
+    result = build_engine(source, tmp_path / "m.plan", BuildOptions(workspace=1 << 30, timing_cache=cache))
+    assert result.sidecar.precision == precision and cache.is_file()
+    assert json.loads(result.layer_info.read_text())["Layers"]
+    split = load_split("digits", "eval")
+    optimization = "disable" if precision == "int8" else "all"  # TensorRT arithmetic for Q/DQ
+    with OnnxRuntimeBackend(source, optimization=optimization) as ort, TensorRTBackend(result.engine) as engine:
+        for batch in (1, 8, 32):
+            reference, out = ort.run(split.images[:batch])[0], engine.run(split.images[:batch])[0]
+            assert np.mean(reference.argmax(1) == out.argmax(1)) >= (1.0 if precision == "fp32" else 0.9)
+        logits = np.concatenate([engine.run(split.images[i : i + 32])[0] for i in range(0, 832, 32)])
+    assert np.mean(logits.argmax(1) == split.labels[:832]) >= 0.985
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+def test_resnet50_engine_bench_against_pytorch(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    onnx_path, plan = tmp_path / "r50.onnx", tmp_path / "r50.plan"
+    assert run_cli("convert", "resnet50", "-o", onnx_path).exit_code == 0
+    assert run_cli("build", onnx_path, "-o", plan, "--workspace", "4GiB").exit_code == 0
+    json_path = tmp_path / "bench.json"
+    result = run_cli("bench", "resnet50", onnx_path, plan, "--device", "cuda", "--batch", "1,8", "--iters", "50",
+                     "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(json_path.read_text())["results"]
+    assert {r["precision"] for r in rows if r["backend"] == "torch"} == {"fp32", "tf32"}
+    engine_rows = [r for r in rows if r["backend"] == "tensorrt"]
+    assert {r["includes_transfers"] for r in engine_rows} == {True, False}
+    assert all(r["top1_agreement"] >= 0.9 for r in engine_rows)

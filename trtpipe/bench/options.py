@@ -1,0 +1,28 @@
+"""What bench can be told: batch sweep, threads, timing loop, and where the baseline and ONNX artifacts run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtpipe.options import option
+from trtpipe.shapes import parse_batch_sizes
+from trtpipe.vocab import BENCH_DURATION_S, BENCH_WARMUP, DEFAULT_BATCHES, Device, OnnxExecution
+
+
+def _format_batches(batches: tuple[int, ...]) -> str:
+    return ",".join(map(str, batches))
+
+
+@dataclass
+class BenchOptions:
+    batches: tuple[int, ...] = option(DEFAULT_BATCHES, "Batch sizes to sweep.", parse=parse_batch_sizes,
+                                      format=_format_batches, metavar="LIST", flag="--batch")
+    threads: int | None = option(None, "CPU threads for every backend (default: all cores).", type=int, minimum=1)
+    warmup: int = option(BENCH_WARMUP, "Runs discarded before timing.", type=int, minimum=0)
+    iters: int | None = option(None, "Timed runs per variant and batch (instead of --duration).", type=int,
+                               minimum=1)
+    duration: float = option(BENCH_DURATION_S, "Seconds of timed runs per variant and batch.", type=float,
+                             minimum=0.1)
+    device: str = option(Device.CPU, "Where the PyTorch baseline runs (cuda adds a TF32 row).", choices=tuple(Device))
+    backend: str = option(OnnxExecution.CPU, "How ONNX artifacts run (ONNX Runtime CPU, CUDA EP, TensorRT EP).",
+                          choices=tuple(OnnxExecution))

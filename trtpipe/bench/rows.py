@@ -1,0 +1,60 @@
+"""One bench result row: every fact a report, the selection or a person needs, as an explicit field.
+
+Nothing downstream parses a label or re-reads an artifact: whether a row is a simulation, where it ran, whether
+its latency includes host-device copies, the model's size and how long it took to build are all here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from trtpipe.vocab import BackendKind, Precision
+
+BENCH_SCHEMA = "trtpipe.bench/2"
+
+
+@dataclass
+class BenchRow:
+    variant: str
+    backend: str  # BackendKind
+    precision: str  # Precision
+    device: str  # Device
+    batch: int
+    iters: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    throughput: float  # items per second at the median latency
+    artifact: str | None = None
+    target: str | None = None  # INT8 target
+    simulated: bool = False  # runs here only to measure another runtime's arithmetic: its latency means nothing
+    includes_transfers: bool = True  # latency includes host-device copies (always true on the CPU)
+    note: str | None = None
+    speedup_vs_torch_fp32: float | None = None  # ratio of p50s at the same batch, same run
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    cosine: float | None = None
+    top1_agreement: float | None = None
+    top1_accuracy: float | None = None
+    reference_accuracy: float | None = None  # PyTorch FP32's accuracy on the same samples
+    agreement_samples: int = 0
+    model_size_mb: float | None = None
+    build_seconds: float | None = None
+
+    @property
+    def is_reference(self) -> bool:
+        """PyTorch FP32 eager: the row every speedup and accuracy drop is measured against."""
+        return self.backend == BackendKind.TORCH and self.precision == Precision.FP32
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchRow:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})

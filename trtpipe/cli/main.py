@@ -1,0 +1,290 @@
+"""The ``trtpipe`` command line: options in, one stage call out.
+
+Each stage's flags are generated from its options dataclass (trtpipe.cli.click_options), so the CLI, the Python
+API and the pipeline file cannot drift. This module imports click and the light options modules only; each
+command imports its stage when it runs, so ``--help`` is instant and works without torch, onnx or tensorrt.
+User errors (TrtpipeError) are translated here, once, into ``Error: <message>`` and their exit code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trtpipe.bench.options import BenchOptions
+from trtpipe.cli.click_options import options_from
+from trtpipe.convert.options import ConvertOptions
+from trtpipe.engine.options import EngineOptions
+from trtpipe.errors import TrtpipeError
+from trtpipe.models.options import ModelOptions
+from trtpipe.optimize.options import OptimizeOptions
+from trtpipe.pipeline.options import SelectOptions
+from trtpipe.serve.options import ServeOptions
+from trtpipe.shapes import parse_batch_sizes
+from trtpipe.vocab import __version__
+
+OUTPUT_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+class UserError(click.ClickException):
+    """A TrtpipeError as click shows it: one line, the error's own exit code."""
+
+    def __init__(self, error: TrtpipeError) -> None:
+        super().__init__(error.message)
+        self.exit_code = error.exit_code
+
+
+class TrtpipeGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TrtpipeError as error:
+            raise UserError(error) from None
+
+
+class BatchListType(click.ParamType):
+    name = "BATCHES"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_batch_sizes(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def _load_model(source: str, model: ModelOptions) -> Any:
+    from trtpipe.models.loader import load_model
+
+    return load_model(source, arch=model.arch, input_shape=model.input_shape, trust_checkpoint=model.trust_checkpoint)
+
+
+@click.group(cls=TrtpipeGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="trtpipe")
+def main() -> None:
+    """Turn a trained PyTorch CNN into the fastest inference artifact that keeps its accuracy, with proof.
+
+    MODEL is a registry name (see 'trtpipe models'), a checkpoint (.pt/.pth/.safetensors, with --arch),
+    a TorchScript file, or path/to/file.py:factory / package.module:factory.
+    """
+
+
+@main.command()
+def models() -> None:
+    """List the registry's architectures with input shape and parameter count."""
+    from trtpipe.models.listing import print_models
+
+    print_models()
+
+
+@main.command()
+@click.argument("model")
+@click.option("-o", "--output", type=OUTPUT_FILE, required=True,
+              help="ONNX file to write; a manifest is written beside it.")
+@options_from(ConvertOptions, "options")
+@options_from(ModelOptions, "source")
+def convert(model: str, output: Path, options: ConvertOptions, source: ModelOptions) -> None:
+    """Export MODEL to ONNX and verify it against PyTorch FP32 with ONNX Runtime."""
+    from trtpipe.convert.stage import convert as run_convert
+
+    result = run_convert(_load_model(model, source), output, options)
+    click.echo(f"{result.path}\n{result.manifest_path}")
+
+
+@main.command()
+@click.argument("model")
+@click.argument("onnx_file", type=OUTPUT_FILE)
+@options_from(ConvertOptions, "options", only=("atol", "rtol", "min_cosine"))
+@options_from(ModelOptions, "source")
+def verify(model: str, onnx_file: Path, options: ConvertOptions, source: ModelOptions) -> None:
+    """Check that ONNX_FILE computes what MODEL computes (exit 1 when it does not)."""
+    from trtpipe.convert.stage import verify as run_verify
+    from trtpipe.files import require_file
+
+    require_file(onnx_file, "ONNX file")
+    run_verify(_load_model(model, source), onnx_file, options)
+
+
+@main.command()
+@click.argument("model")
+@click.argument("artifacts", nargs=-1, type=OUTPUT_FILE)
+@options_from(BenchOptions, "options")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON.")
+@click.option("--markdown", type=OUTPUT_FILE, help="Write a Markdown table.")
+@options_from(ModelOptions, "source")
+def bench(model: str, artifacts: tuple[Path, ...], options: BenchOptions, json_path: Path | None,
+          markdown: Path | None, source: ModelOptions) -> None:
+    """Measure PyTorch FP32 eager on MODEL and each ARTIFACT, with the same inputs, in one run."""
+    from trtpipe.bench.runner import run_benchmark
+    from trtpipe.files import require_parent_dir
+    from trtpipe.report.tables import print_table, write_reports
+
+    for path in (json_path, markdown):
+        if path:
+            require_parent_dir(path)
+    report = run_benchmark(_load_model(model, source), list(artifacts), options)
+    print_table(report)
+    write_reports(report, json_path, markdown)
+
+
+@main.command()
+@click.argument("onnx_file", type=OUTPUT_FILE)
+@click.option("-o", "--output", type=OUTPUT_FILE, required=True,
+              help="Optimized ONNX to write; a manifest is written beside it.")
+@options_from(OptimizeOptions, "options")
+@click.option("--no-fuse", is_flag=True, help="Shorthand for --passes none.")
+def optimize(onnx_file: Path, output: Path, options: OptimizeOptions, no_fuse: bool) -> None:
+    """Fuse, and convert to FP16 or INT8 (Q/DQ) inside the ONNX graph, with accuracy figures."""
+    from dataclasses import replace
+
+    from trtpipe.optimize.stage import optimize as run_optimize
+
+    if no_fuse:
+        options = replace(options, passes=())
+    result = run_optimize(onnx_file, output, options)
+    click.echo(f"{result.path}\n{result.manifest_path}")
+
+
+@main.command()
+@click.argument("onnx_file", type=OUTPUT_FILE)
+@click.option("-o", "--output", type=OUTPUT_FILE, required=True,
+              help="Engine to write (.plan); OUT.json (sidecar) and OUT.layers.json are written beside it.")
+@options_from(EngineOptions, "options")
+def build(onnx_file: Path, output: Path, options: EngineOptions) -> None:
+    """Build a strongly typed TensorRT engine from ONNX_FILE (precision comes from the ONNX)."""
+    from trtpipe.engine.build import build_engine
+
+    result = build_engine(onnx_file, output, options)
+    click.echo(f"{result.engine}\n{result.engine}.json\n{result.layer_info}")
+
+
+@main.command()
+def doctor() -> None:
+    """Report GPU, driver, CUDA, TensorRT and ONNX Runtime providers, with what is missing and how to get it."""
+    from trtpipe.engine.doctor import print_diagnosis
+
+    print_diagnosis()
+
+
+@main.command()
+@click.argument("repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"))
+@options_from(ServeOptions, "options", exclude=("instances",))
+def serve(repository: Path, options: ServeOptions) -> None:
+    """Serve a model repository over HTTP in the Open Inference Protocol (KServe v2)."""
+    from trtpipe.serve.server import serve as run_server
+
+    run_server(repository, options)
+
+
+@main.command("export-triton")
+@click.argument("artifacts", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Triton model repository to write.")
+@click.option("--name", "names", multiple=True, help="Model name for each ARTIFACT, in order (default: from its path).")
+@click.option("--repository", type=click.Path(file_okay=False, path_type=Path),
+              help="Export the newest version of every model of a trtpipe repository instead.")
+@options_from(ServeOptions, "options", only=("max_batch_size", "max_queue_delay_ms", "preferred_batch_sizes",
+                                             "instances"))
+def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, ...], repository: Path | None,
+                  options: ServeOptions) -> None:
+    """Write a Triton Inference Server repository (config.pbtxt + model) for ARTIFACTS."""
+    from trtpipe.errors import BadInput
+    from trtpipe.runtime.artifacts import artifact_name
+    from trtpipe.serve.triton import artifacts_from_repository, export
+
+    if repository:
+        chosen = artifacts_from_repository(repository)
+    else:
+        if not artifacts:
+            raise click.UsageError("give ARTIFACTS or --repository")
+        if names and len(names) != len(artifacts):
+            raise click.UsageError(f"{len(names)} --name for {len(artifacts)} artifacts")
+        chosen = {names[index] if names else artifact_name(path): path for index, path in enumerate(artifacts)}
+    for path in chosen.values():
+        if not path.is_file():
+            raise BadInput(f"Artifact {path} does not exist.")
+    for written in export(chosen, output, options):
+        click.echo(written)
+
+
+@main.command()
+@click.argument("url", default="http://127.0.0.1:8000")
+@click.option("--model", required=True, help="Model name on the server.")
+@click.option("--concurrency", type=BatchListType(), default="1,8,32", show_default=True,
+              help="Concurrent clients, one level after another.")
+@click.option("--duration", type=click.FloatRange(0.5, 600), default=10.0, show_default=True,
+              help="Seconds per level.")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON.")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback URL.")
+def loadtest(url: str, model: str, concurrency: tuple[int, ...], duration: float, json_path: Path | None,
+             allow_remote: bool) -> None:
+    """Drive a running server with bounded concurrent clients; report throughput and p50/p90/p99."""
+    from trtpipe.files import require_parent_dir, write_json_atomic
+    from trtpipe.serve.loadtest import print_loadtest, run_loadtest
+
+    if json_path:
+        require_parent_dir(json_path)
+    report = run_loadtest(url, model, list(concurrency), duration_s=duration, allow_remote=allow_remote)
+    print_loadtest(report)
+    if json_path:
+        write_json_atomic(json_path, report)
+
+
+SET_HELP = "Set any pipeline-file key, e.g. bench.duration=2 or variants.calib_samples=64 (repeatable)."
+
+
+@main.command()
+@click.argument("pipeline_or_model")
+@options_from(SelectOptions, "select")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+def run(pipeline_or_model: str, select: SelectOptions, overrides: tuple[str, ...]) -> None:
+    """Run the pipeline in PIPELINE.toml (or MODEL with defaults), reusing every stage whose inputs are unchanged.
+
+    The select flags, when given, override the file's [select] section."""
+    from dataclasses import fields, replace
+
+    from trtpipe.pipeline.config import default_pipeline, load_pipeline
+    from trtpipe.pipeline.run import run_pipeline
+
+    if pipeline_or_model.endswith(".toml"):
+        pipeline = load_pipeline(Path(pipeline_or_model), list(overrides))
+    else:
+        pipeline = default_pipeline(pipeline_or_model, list(overrides))
+    given = {f.name: getattr(select, f.name) for f in fields(select) if getattr(select, f.name) is not None}
+    pipeline.select = replace(pipeline.select, **given)
+    run_pipeline(pipeline)
+
+
+@main.command()
+@click.argument("results", type=OUTPUT_FILE)
+@click.option("-o", "--output", type=OUTPUT_FILE, required=True, help="HTML file to write (self-contained).")
+@click.option("--markdown", type=OUTPUT_FILE, help="Also write Markdown (+ SVGs).")
+@click.option("--batch", type=click.IntRange(1), help="Batch for the accuracy-vs-latency chart (default smallest).")
+def report(results: Path, output: Path, markdown: Path | None, batch: int | None) -> None:
+    """Write an HTML (and Markdown) report with charts from a bench RESULTS.json."""
+    from trtpipe.files import require_parent_dir
+    from trtpipe.report.html import load_results, write_report
+
+    require_parent_dir(output)
+    write_report(load_results(results), output, markdown, batch=batch)
+    click.echo(output)
+
+
+@main.command()
+@click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"),
+              show_default=True, help="Model repository to write (Triton layout).")
+@click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+              show_default=True, help="Folder for the reports.")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
+def demo(repository: Path, reports: Path, overrides: tuple[str, ...]) -> None:
+    """Run the bundled pipelines (the digits model and ResNet-50) on this machine: `trtpipe run` on each."""
+    from trtpipe.pipeline.demo import run_demo
+
+    run_demo(repository, reports, overrides=list(overrides))
+
+
+if __name__ == "__main__":
+    main()

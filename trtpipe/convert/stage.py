@@ -1,0 +1,108 @@
+"""Stage 1, convert: a PyTorch model to a verified ONNX file with a manifest beside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtpipe import console
+from trtpipe.convert.export import ExportResult, export_onnx
+from trtpipe.convert.options import ConvertOptions
+from trtpipe.convert.verify import Tolerance, VerificationReport, verify_backends
+from trtpipe.errors import VerificationFailed
+from trtpipe.files import atomic_path, require_parent_dir
+from trtpipe.manifest import ArtifactManifest, write_manifest
+from trtpipe.models.loader import LoadedModel
+from trtpipe.runtime.base import TensorInfo
+from trtpipe.vocab import Precision
+
+
+@dataclass
+class ConvertResult:
+    path: Path
+    manifest_path: Path
+    verification: VerificationReport
+
+
+def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = None) -> ConvertResult:
+    """Export ``loaded`` to ONNX at ``output`` and prove it matches PyTorch FP32 on ONNX Runtime CPU.
+
+    The file appears at ``output`` only once it has passed onnx.checker and verification; a failure leaves
+    whatever was there before untouched.
+    """
+    options = options or ConvertOptions()
+    output = Path(output)
+    require_parent_dir(output)
+    loaded.check_runs(batch=2 if options.dynamic_batch else loaded.input_shape[0])
+    with atomic_path(output) as tmp:
+        with console.step(f"Exporting {loaded.name} to ONNX (opset {options.opset})..."):
+            exported = export_onnx(loaded, tmp, opset=options.opset, dynamic_batch=options.dynamic_batch)
+        console.success(f"Exported {loaded.name} with the {exported.exporter} exporter in {exported.seconds:.1f} s "
+                        f"(opset {exported.opset}, {'dynamic' if options.dynamic_batch else 'static'} batch)")
+        with console.step("Verifying against PyTorch FP32 with ONNX Runtime CPU..."):
+            report, inputs, outputs = _verify_file(loaded, tmp, options.dynamic_batch, Tolerance.of(options))
+        if not report.passed:
+            raise VerificationFailed(report.failure_message("The exported ONNX") + " Nothing was written.")
+    console.success(_verification_line(report))
+    manifest = ArtifactManifest.describe(output, Precision.FP32, seconds=exported.seconds,
+                                         details=_details(loaded, exported, report, inputs, outputs))
+    return ConvertResult(output, write_manifest(output, manifest), report)
+
+
+def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None = None) -> VerificationReport:
+    """Check an existing ONNX file against the PyTorch model; raises VerificationFailed when it differs."""
+    tolerance = Tolerance.of(options or ConvertOptions())
+    with console.step(f"Verifying {onnx_path} against PyTorch FP32..."):
+        report, _, _ = _verify_file(loaded, Path(onnx_path), None, tolerance)
+    if not report.passed:
+        raise VerificationFailed(report.failure_message(str(onnx_path)))
+    console.success(_verification_line(report))
+    return report
+
+
+def _verify_file(
+    loaded: LoadedModel, path: Path, dynamic_batch: bool | None, tolerance: Tolerance
+) -> tuple[VerificationReport, list[TensorInfo], list[TensorInfo]]:
+    from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+    from trtpipe.runtime.torch.backend import TorchBackend
+
+    with OnnxRuntimeBackend(path) as candidate:
+        if dynamic_batch is None:  # an existing file: its own batch axis decides
+            dynamic_batch = candidate.static_batch is None
+        reference = TorchBackend(loaded.module, loaded.sample_shape)
+        report = verify_backends(reference, candidate, loaded, dynamic_batch=dynamic_batch, tolerance=tolerance)
+        return report, candidate.inputs, candidate.outputs
+
+
+def _verification_line(report: VerificationReport) -> str:
+    overall = report.overall
+    line = (f"Verified: max abs error {overall.max_abs_err:.2e}, max rel error {overall.max_rel_err:.2e}, "
+            f"cosine {overall.cosine:.6f}")
+    if overall.top1_agreement is not None:
+        line += f", top-1 agreement {100 * overall.top1_agreement:.2f}%"
+    if report.candidate_accuracy is not None and report.reference_accuracy is not None:
+        line += (f"; held-out accuracy {100 * report.candidate_accuracy:.2f}% (PyTorch "
+                 f"{100 * report.reference_accuracy:.2f}%, {report.eval_samples} images)")
+    return line
+
+
+def _details(loaded: LoadedModel, exported: ExportResult, report: VerificationReport, inputs: list[TensorInfo],
+             outputs: list[TensorInfo]) -> dict[str, Any]:
+    import onnx
+    import onnxruntime
+    import torch
+
+    dynamic_axes = {t.name: {str(i): d for i, d in enumerate(t.shape) if not isinstance(d, int)}
+                    for t in [*inputs, *outputs]}
+    return {
+        "source": loaded.describe(),
+        "export": {"exporter": exported.exporter, "fallback_reason": exported.fallback_reason,
+                   "opset": exported.opset, "dynamic_batch": exported.dynamic_batch,
+                   "seconds": round(exported.seconds, 3)},
+        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        "inputs": [t.to_dict() for t in inputs],
+        "outputs": [t.to_dict() for t in outputs],
+        "dynamic_axes": {k: v for k, v in dynamic_axes.items() if v},
+        "verification": report.to_dict(),
+    }

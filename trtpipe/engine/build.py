@@ -1,0 +1,112 @@
+"""Stage 3, engine build: a TensorRT engine from an (optimized) ONNX file, with a sidecar that says what it is for.
+
+Precision comes from the ONNX (FP16 casts, Q/DQ nodes): the network is strongly typed, which is the only kind
+TensorRT 11 builds. The pure parts (shape specs, profiles, sizes, sidecar and precision checks) are planned
+before TensorRT is imported, so a bad option fails in a second on any machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtpipe import console
+from trtpipe.engine.layers import check_precision, precision_counts, summarise
+from trtpipe.engine.options import EngineOptions
+from trtpipe.engine.specs import InputInfo, ProfileShapes, plan_profile
+from trtpipe.files import (
+    atomic_path,
+    require_file,
+    require_parent_dir,
+    sha256_file,
+    write_bytes_atomic,
+    write_json_atomic,
+)
+from trtpipe.manifest import read_manifest
+from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
+from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, sidecar_path
+from trtpipe.vocab import Precision
+
+
+@dataclass
+class BuildResult:
+    engine: Path
+    sidecar: EngineSidecar
+    layer_info: Path
+
+
+def onnx_inputs(path: Path) -> list[InputInfo]:
+    from trtpipe.onnx_info import load_onnx
+
+    model = load_onnx(path, load_weights=False)
+    initializers = {i.name for i in model.graph.initializer}
+    return [InputInfo(i.name, tuple(d.dim_value if d.HasField("dim_value") else None
+                                    for d in i.type.tensor_type.shape.dim))
+            for i in model.graph.input if i.name not in initializers]
+
+
+def planned_profile(onnx_path: Path, options: EngineOptions) -> list[ProfileShapes]:
+    return plan_profile(onnx_inputs(onnx_path), shapes=options.shapes, min_shapes=options.min_shapes,
+                        opt_shapes=options.opt_shapes, max_shapes=options.max_shapes)
+
+
+def _artifact_precision(onnx_path: Path) -> tuple[Precision, set[str]]:
+    """The precision the ONNX asks for, and the nodes optimize kept in FP32 on purpose (from its manifest)."""
+    from trtpipe.onnx_info import detect_precision, load_onnx
+
+    precision = detect_precision(load_onnx(onnx_path, load_weights=False))
+    manifest = read_manifest(onnx_path)
+    return precision, set(manifest.fp32_nodes) if manifest else set()
+
+
+def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = None) -> BuildResult:
+    """Build ``output`` (a .plan) from ``onnx_path``; writes the engine, its sidecar, layer information and the
+    timing cache, each atomically."""
+    from trtpipe.engine import builder as trt_layer
+
+    options = options or EngineOptions()
+    onnx_path, output = Path(onnx_path), Path(output)
+    require_file(onnx_path, "ONNX file")
+    require_parent_dir(output)
+    profile = planned_profile(onnx_path, options)
+    precision, allowed_fp32 = _artifact_precision(onnx_path)
+    trt = import_tensorrt("Building a TensorRT engine")
+    gpu_name, capability = require_cuda_gpu("Building a TensorRT engine")
+    cache_in = options.timing_cache.read_bytes() if options.timing_cache and options.timing_cache.is_file() else None
+    console.note(f"Building {precision} engine for {gpu_name} (compute capability {capability}) with TensorRT "
+                 f"{trt.__version__}; profile " + ", ".join(f"{p.name} {p.min}/{p.opt}/{p.max}" for p in profile)
+                 + ("; reusing timing cache" if cache_in else ""))
+
+    with console.progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def on_phase(phase: str, done: int, total: int, parent: str | None) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase if not parent else f"  {phase}", total=max(total, 1))
+            bar.update(tasks[phase], completed=done)
+
+        built = trt_layer.build(trt, onnx_path, profile, workspace=options.workspace, timing_cache=cache_in,
+                                opt_level=options.opt_level, hardware_compat=options.hardware_compat,
+                                version_compat=options.version_compat, on_phase=on_phase)
+    summaries = summarise(built.layer_information)
+    check_precision(summaries, precision, allowed_fp32)
+
+    write_bytes_atomic(output, built.engine)
+    sidecar = EngineSidecar(
+        tensorrt_version=built.tensorrt_version, gpu_name=gpu_name, compute_capability=capability,
+        hardware_compat=options.hardware_compat, version_compatible=options.version_compat,
+        precision=str(precision),
+        inputs=built.inputs, outputs=built.outputs, profiles=[[p.to_dict() for p in profile]],
+        workspace_bytes=options.workspace, opt_level=options.opt_level, build_seconds=round(built.seconds, 2),
+        onnx_sha256=sha256_file(onnx_path), engine_sha256=sha256_file(output),
+    )
+    write_json_atomic(sidecar_path(output), sidecar.to_dict())
+    layer_info = options.layer_info or Path(f"{output}.layers.json")
+    write_json_atomic(layer_info, built.layer_information)
+    if options.timing_cache and built.timing_cache:
+        with atomic_path(options.timing_cache) as tmp:
+            tmp.write_bytes(built.timing_cache)
+    console.success(f"Built {output} in {built.seconds:.1f} s; compute layers by precision: "
+                    f"{precision_counts(summaries)}")
+    return BuildResult(output, sidecar, layer_info)

@@ -1,0 +1,170 @@
+"""The thin layer over TensorRT's Python API: everything here needs TensorRT (and the builder a GPU).
+
+Planning, parsing, compatibility and precision rules live in pure modules beside this one and are tested on
+any machine; this module only translates a plan into TensorRT calls. It works with TensorRT 10 (strong typing
+via the STRONGLY_TYPED network flag) and 11 (networks are always strongly typed; the flag is gone).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from trtpipe.engine.specs import ProfileShapes
+from trtpipe.errors import TrtpipeError
+from trtpipe.runtime.tensorrt.loader import TensorRTLogger
+from trtpipe.shapes import format_size
+from trtpipe.vocab import HardwareCompat
+
+_MEMORY_WORDS = ("insufficient memory", "out of memory", "workspace", "memory pool", "cudaMalloc", "allocation")
+
+
+def progress_monitor(trt: ModuleType, on_phase: Any) -> Any:
+    """A trt.IProgressMonitor forwarding (phase, step, total) to ``on_phase``; None where TensorRT lacks it."""
+    if not hasattr(trt, "IProgressMonitor"):
+        return None
+
+    class Monitor(trt.IProgressMonitor):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            trt.IProgressMonitor.__init__(self)
+            self._lock = threading.Lock()  # TensorRT calls from several threads
+            self._totals: dict[str, int] = {}
+
+        def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+            with self._lock:
+                self._totals[phase_name] = num_steps
+                on_phase(phase_name, 0, num_steps, parent_phase)
+
+        def step_complete(self, phase_name: str, step: int) -> bool:
+            with self._lock:
+                on_phase(phase_name, step + 1, self._totals.get(phase_name, 0), None)
+            return True  # False would cancel the build
+
+        def phase_finish(self, phase_name: str) -> None:
+            with self._lock:
+                on_phase(phase_name, self._totals.get(phase_name, 0), self._totals.get(phase_name, 0), None)
+
+    return Monitor()
+
+
+@dataclass
+class BuiltEngine:
+    engine: bytes
+    timing_cache: bytes | None
+    seconds: float
+    tensorrt_version: str
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    layer_information: dict[str, Any] = field(default_factory=dict)
+
+
+def build(
+    trt: ModuleType,
+    onnx_path: Path,
+    profile: list[ProfileShapes],
+    *,
+    workspace: int | None,
+    timing_cache: bytes | None,
+    opt_level: int | None,
+    hardware_compat: str,
+    version_compat: bool,
+    on_phase: Any,
+) -> BuiltEngine:
+    logger = TensorRTLogger(trt)
+    builder = trt.Builder(logger.trt_logger)
+    flags = 0
+    creation_flags = getattr(trt, "NetworkDefinitionCreationFlag", None)
+    strongly_typed = getattr(creation_flags, "STRONGLY_TYPED", None)
+    if strongly_typed is not None:  # needed on TensorRT 10; accepted and ignored on 11 (always strongly typed)
+        flags |= 1 << int(strongly_typed)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger.trt_logger)
+    if not parser.parse_from_file(str(onnx_path)):
+        raise TrtpipeError(parse_failure_message(onnx_path, [_parser_error(parser.get_error(i))
+                                                             for i in range(parser.num_errors)]))
+    config = builder.create_builder_config()
+    if workspace is not None:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
+    trt_profile = builder.create_optimization_profile()
+    for shapes in profile:
+        trt_profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
+    config.add_optimization_profile(trt_profile)
+    cache = config.create_timing_cache(timing_cache or b"")
+    config.set_timing_cache(cache, False)
+    if opt_level is not None:
+        config.builder_optimization_level = opt_level
+    config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
+                                                 HardwareCompat(hardware_compat).tensorrt_name)
+    if version_compat:
+        config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED  # layer information names the ONNX nodes
+    monitor = progress_monitor(trt, on_phase)
+    if monitor is not None:
+        config.progress_monitor = monitor
+
+    start = time.perf_counter()
+    serialized = builder.build_serialized_network(network, config)
+    seconds = time.perf_counter() - start
+    if serialized is None:
+        raise TrtpipeError(build_failure_message(logger.errors(), workspace))
+    engine_bytes = bytes(serialized)
+    cache_bytes = bytes(config.get_timing_cache().serialize())
+    inputs, outputs, layers = describe(trt, engine_bytes, profile, logger)
+    return BuiltEngine(engine_bytes, cache_bytes, seconds, trt.__version__, inputs, outputs, layers)
+
+
+def describe(trt: ModuleType, engine_bytes: bytes, profile: list[ProfileShapes],
+             logger: TensorRTLogger | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """IO tensors and the engine inspector's layer information (with the opt shapes set, so formats are known)."""
+    logger = logger or TensorRTLogger(trt)
+    runtime = trt.Runtime(logger.trt_logger)
+    engine = runtime.deserialize_cuda_engine(engine_bytes)
+    context = engine.create_execution_context()
+    for shapes in profile:
+        context.set_input_shape(shapes.name, shapes.opt)
+    inputs, outputs = [], []
+    for index in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(index)
+        entry = {"name": name, "dtype": str(engine.get_tensor_dtype(name)).split(".")[-1].lower(),
+                 "shape": list(engine.get_tensor_shape(name))}
+        (inputs if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else outputs).append(entry)
+    inspector = engine.create_engine_inspector()
+    inspector.execution_context = context
+    layers = json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
+    return inputs, outputs, layers
+
+
+def _parser_error(error: Any) -> dict[str, str]:
+    def safe(method: str) -> str:
+        try:
+            return str(getattr(error, method)())
+        except Exception:  # older parsers lack node_name/node_operator
+            return ""
+
+    return {"node": safe("node_name") or safe("node"), "op": safe("node_operator"), "reason": safe("desc")}
+
+
+def parse_failure_message(onnx_path: Path, errors: list[dict[str, str]]) -> str:
+    """One line naming each failing node: TensorRT's parser cannot read these."""
+    if not errors:
+        return f"TensorRT's ONNX parser rejected {onnx_path} without saying why: check it with 'onnx.checker'."
+    listed = "; ".join(f"{e['node'] or '?'} ({e['op'] or '?'}): {e['reason']}" for e in errors[:5])
+    more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
+    return (f"TensorRT cannot parse {onnx_path}: {len(errors)} failing node(s): {listed}{more}. Replace or "
+            "re-export those operators (e.g. another --opset).")
+
+
+def build_failure_message(errors: list[str], workspace: int | None) -> str:
+    text = " ".join(errors)
+    if any(word.lower() in text.lower() for word in _MEMORY_WORDS):
+        have = format_size(workspace) if workspace else "the default"
+        suggest = format_size(workspace * 2) if workspace else "4GiB"
+        return (f"The TensorRT build ran out of workspace memory ({have}): retry with --workspace {suggest} "
+                "or more.")
+    detail = errors[-1] if errors else "TensorRT gave no error message"
+    return f"The TensorRT build failed: {detail}"

@@ -1,0 +1,23 @@
+"""Where the PyTorch model comes from: shared by convert, verify, bench and the pipeline's [model] section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtpipe.options import option
+from trtpipe.shapes import format_shape, parse_shape
+
+
+@dataclass
+class ModelOptions:
+    source: str | None = option(None, "A registry name, a checkpoint (.pt/.pth/.safetensors, with arch), a "
+                                "TorchScript file, or path/to/file.py:factory / package.module:factory.", cli=False)
+    name: str | None = option(None, "Name of the model in the repository and reports (default: from the source).",
+                              cli=False)
+    arch: str | None = option(None, "Registry architecture a state_dict checkpoint fits.", metavar="NAME")
+    input_shape: tuple[int, ...] | None = option(
+        None, "Model input shape, e.g. 1x3x224x224 (default: the registry's).", parse=parse_shape,
+        format=format_shape, metavar="SHAPE")
+    trust_checkpoint: bool = option(
+        False, "Allow full unpickling of a checkpoint (runs code from the file: only for trusted files).", type=bool,
+        flag="--trust-checkpoint")

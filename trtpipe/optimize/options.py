@@ -1,0 +1,59 @@
+"""What optimize can be told: precision and target, graph passes, calibration and evaluation data, the
+accuracy budget and image preprocessing. One declaration feeds `trtpipe optimize`, the API and [[variants]]."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtpipe.errors import BadInput
+from trtpipe.optimize.passes.registry import graph_pass_names, parse_passes
+from trtpipe.options import option
+from trtpipe.shapes import parse_floats
+from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Target
+
+DATA_HELP = "digits, FILE.npy/.npz, an image folder, or random (calibration only: speed tests)"
+
+
+def _format_floats(values: tuple[float, ...]) -> str:
+    return ",".join(f"{v:g}" for v in values)
+
+
+@dataclass
+class OptimizeOptions:
+    precision: str = option(Precision.FP32, "Precision written into the graph.", choices=Precision.optimize_choices)
+    target: str | None = option(None, "INT8 flavour: tensorrt (S8S8 symmetric) or cpu (U8S8). Default: tensorrt "
+                                "with a GPU, else cpu.", choices=tuple(Target))
+    passes: tuple[str, ...] = option(("fuse",), "Graph passes run before the precision pass, in order, comma-"
+                                     "separated, or 'none'.", parse=parse_passes, format=",".join, metavar="LIST",
+                                     choices=graph_pass_names)
+    keep_io_fp32: bool = option(True, "FP16: keep graph inputs and outputs FP32.", type=bool)
+    calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
+    calib_method: str = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.", choices=tuple(CalibMethod))
+    calib_samples: int | None = option(None, "Use the first N calibration samples (default: all).", type=int,
+                                       minimum=1, metavar="N")
+    calib_cache: Path | None = option(None, "Calibration range cache (default: OUT.calib.json).", type=Path)
+    eval: str | None = option(None, "Labelled data to measure accuracy on: digits, FILE.npz with labels, or a folder "
+                              "with one subfolder per class.", metavar="DATA")
+    max_accuracy_drop: float | None = option(None, "Top-1 percentage points the result may lose; more sensitive "
+                                             "layers fall back to FP32 until it holds.", type=float, minimum=0,
+                                             metavar="PP")
+    max_fp32_nodes: int | None = option(None, "Most nodes the accuracy budget may keep in FP32 (default: half of the "
+                                        "quantised nodes).", type=int, minimum=0, metavar="N")
+    resize: int | None = option(None, "Image folders: short side before the center crop.", type=int, minimum=1)
+    mean: tuple[float, ...] | None = option(None, "Image folders: per-channel mean, e.g. 0.485,0.456,0.406.",
+                                            parse=parse_floats, format=_format_floats, metavar="LIST")
+    std: tuple[float, ...] | None = option(None, "Image folders: per-channel std, e.g. 0.229,0.224,0.225.",
+                                           parse=parse_floats, format=_format_floats, metavar="LIST")
+    channel_order: str = option(ChannelOrder.RGB, "Image folders: channel order the model expects.",
+                                choices=tuple(ChannelOrder))
+
+    def validate(self) -> None:
+        """Refuse combinations that cannot work, before any data is read."""
+        precision = Precision(self.precision)
+        if precision.needs_calibration and not self.calib:
+            what = "INT8 calibration" if precision is Precision.INT8 else f"{precision.upper()}'s range check"
+            raise BadInput(f"{what} needs --calib DATA: 'digits', a .npy/.npz file, a folder of images, or "
+                           "'random' (speed tests only).")
+        if self.max_accuracy_drop is not None and not self.eval:
+            raise BadInput("--max-accuracy-drop needs --eval DATA (labelled) to measure accuracy on.")

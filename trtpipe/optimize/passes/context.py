@@ -1,0 +1,46 @@
+"""What every pass is handed: the options, the data, the FP32 reference and the manifest sections to fill."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from trtpipe.comparison import Comparison, compare
+from trtpipe.optimize.data import Dataset
+from trtpipe.optimize.evaluate import logits
+from trtpipe.optimize.options import OptimizeOptions
+from trtpipe.vocab import Target
+
+CALIBRATION_BATCH = 32
+
+
+@dataclass
+class PassContext:
+    options: OptimizeOptions
+    target: Target
+    calib: Dataset | None
+    evaluation: Dataset | None
+    probe: Dataset  # calibration, eval or seeded random inputs: what graph passes are checked on
+    static_batch: int | None
+    output: Path
+    details: dict[str, Any] = field(default_factory=dict)  # manifest sections, one per pass
+    fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
+
+    def batches(self, dataset: Dataset) -> list[np.ndarray]:
+        """Calibration batches; with a static batch axis, only full batches of that size."""
+        size = self.static_batch or CALIBRATION_BATCH
+        batches = dataset.batches(size)
+        return [b for b in batches if len(b) == size] if self.static_batch else batches
+
+    def logits(self, model: onnx.ModelProto, images: np.ndarray, optimization: str = "all") -> np.ndarray:
+        return logits(model, images, optimization=optimization, batch=self.static_batch)
+
+    def compare(self, reference: onnx.ModelProto, candidate: onnx.ModelProto, data: Dataset,
+                optimization: str = "all") -> Comparison:
+        """The candidate against the reference model on ``data`` (accuracy of both where it has labels)."""
+        expected = self.logits(reference, data.images)
+        return compare(expected, self.logits(candidate, data.images, optimization), data.labels)

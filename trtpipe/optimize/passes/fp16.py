@@ -1,0 +1,117 @@
+"""Pass ``fp16``: FP16 mixed precision, decided by measurement.
+
+Nodes stay FP32 for one of two reasons, and the report says which: their operator is known to lose accuracy
+or overflow in half precision (exponentials, logarithms, powers, long reductions, normalisations), or their
+activations on calibration data came near FP16's largest finite value (65,504) — measured, not guessed. The
+conversion itself is ONNX Runtime's float16 converter, which inserts the Casts at the FP32/FP16 borders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from trtpipe import console
+from trtpipe.errors import VerificationFailed
+from trtpipe.optimize.activations import observe
+from trtpipe.optimize.passes.context import PassContext
+
+DESCRIPTION = "FP16 with ONNX Runtime's converter; overflow-prone operators and measured hot nodes stay FP32"
+# FP16 keeps ~3 significant digits; a conversion below this cosine has lost more than rounding.
+MIN_COSINE = 0.999
+
+FP16_MAX = 65504.0
+# Headroom for inputs the calibration data did not show: a node whose activations pass half of FP16's range
+# on calibration data is likely to overflow on some real input.
+OVERFLOW_MARGIN = 0.5
+
+UNSAFE_FP16_OPS = {
+    "Exp": "exponential overflows FP16 above ~11",
+    "Log": "loses precision near 0 in FP16",
+    "Pow": "overflows or underflows in FP16",
+    "Reciprocal": "overflows in FP16 for small inputs",
+    "Softmax": "exponentials overflow in FP16",
+    "LogSoftmax": "exponentials overflow in FP16",
+    "ReduceSum": "long sums lose precision in FP16",
+    "ReduceSumSquare": "squares overflow FP16",
+    "ReduceL2": "squares overflow FP16",
+    "ReduceLogSumExp": "exponentials overflow in FP16",
+    "ReduceProd": "products overflow FP16",
+    "CumSum": "long sums lose precision in FP16",
+    "LayerNormalization": "variance of large activations overflows FP16",
+    "InstanceNormalization": "variance of large activations overflows FP16",
+    "GroupNormalization": "variance of large activations overflows FP16",
+}
+
+
+@dataclass
+class Fp16Report:
+    keep_io_fp32: bool
+    kept_fp32: list[dict[str, Any]] = field(default_factory=list)
+    calibration: str | None = None
+    max_activation: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keep_io_fp32": self.keep_io_fp32, "calibration": self.calibration,
+                "max_activation": self.max_activation, "kept_fp32": self.kept_fp32}
+
+
+def convert_fp16(
+    model: onnx.ModelProto, calibration: list[np.ndarray], *, keep_io_fp32: bool = True, source: str = ""
+) -> tuple[onnx.ModelProto, Fp16Report]:
+    """Convert ``model`` to mixed FP16; ``calibration`` batches decide which nodes overflow."""
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
+
+    report = Fp16Report(keep_io_fp32, calibration=source)
+    outputs_of = {o: node for node in model.graph.node for o in node.output}
+    with console.progress() as bar:
+        task = bar.add_task("Measuring activation ranges for FP16", total=len(calibration))
+        stats = observe(model, list(outputs_of), calibration, on_batch=lambda: bar.advance(task))
+    report.max_activation = max((s.abs_max for s in stats.values()), default=0.0)
+
+    blocked_nodes: list[str] = []
+    for node in model.graph.node:
+        largest = max((stats[o].abs_max for o in node.output if o in stats), default=0.0)
+        if node.op_type in UNSAFE_FP16_OPS:
+            reason = f"operator {node.op_type}: {UNSAFE_FP16_OPS[node.op_type]}"
+        elif largest > FP16_MAX * OVERFLOW_MARGIN:
+            reason = f"activations reach {largest:.4g} on calibration data (FP16 max {FP16_MAX:g})"
+        else:
+            continue
+        blocked_nodes.append(node.name)
+        report.kept_fp32.append({"node": node.name, "op": node.op_type, "reason": reason})
+
+    missing = [n.name for n in model.graph.node if not n.name]
+    if missing:  # the converter blocks by node name; unnamed nodes would be unaddressable
+        raise ValueError("every node needs a name before FP16 conversion")
+    converted = convert_float_to_float16(
+        model, keep_io_types=keep_io_fp32, op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | set(UNSAFE_FP16_OPS)),
+        node_block_list=blocked_nodes, disable_shape_infer=False,
+    )
+    return converted, report
+
+
+def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
+    """FP16 mixed precision of ``model``, checked against it on the eval (or calibration) data."""
+    assert context.calib is not None  # OptimizeOptions.validate: FP16 needs calibration data
+    converted, report = convert_fp16(model, context.batches(context.calib), keep_io_fp32=context.options.keep_io_fp32,
+                                     source=context.calib.source)
+    kept = report.kept_fp32
+    console.note(f"FP16: {len(kept)} node(s) kept in FP32" + (":" if kept else " (no overflow risk measured)"))
+    for item in kept:
+        console.note(f"  {item['node']} ({item['op']}): {item['reason']}")
+    check = context.compare(model, converted, context.evaluation or context.calib)
+    console.success(f"FP16 vs FP32: {check.line()}")
+    context.details["fp16"] = report.to_dict() | {"verification": check.to_dict()}
+    context.fp32_nodes += [item["node"] for item in kept]
+    if check.cosine < MIN_COSINE:
+        raise VerificationFailed(f"FP16 output differs from FP32 beyond rounding (cosine {check.cosine:.5f} < "
+                                 f"{MIN_COSINE}): {check.line()}.")
+    budget = context.options.max_accuracy_drop
+    if budget is not None and check.accuracy_drop_pp is not None and check.accuracy_drop_pp > budget:
+        raise VerificationFailed(f"FP16 loses {check.accuracy_drop_pp:.2f} pp of accuracy, over the budget of "
+                                 f"{budget} pp: {check.line()}.")
+    return converted

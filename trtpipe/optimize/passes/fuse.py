@@ -1,0 +1,91 @@
+"""Pass ``fuse``: graph simplification with onnxslim: constant folding, Conv+BatchNorm folding, dead-node and identity
+removal, redundant Cast/Reshape elimination and shape simplification.
+
+onnxslim is a maintained library that does all of this in standard ONNX operators, which is what TensorRT's
+parser needs; ONNX Runtime's own offline optimiser would write com.microsoft fused ops TensorRT cannot read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+
+import onnx
+
+from trtpipe import console
+from trtpipe.errors import TrtpipeError, VerificationFailed
+from trtpipe.onnx_info import name_nodes, op_counts
+from trtpipe.optimize.passes.context import PassContext
+
+DESCRIPTION = "onnxslim: constant folding, Conv+BatchNorm folding, identity and redundant Cast/Reshape removal"
+# Fusion only reorders exact arithmetic: anything below this cosine is a bug, not rounding.
+MIN_COSINE = 0.99999
+
+STANDARD_DOMAINS = {"", "ai.onnx"}
+
+
+@dataclass
+class FusionReport:
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    bytes_before: int
+    bytes_after: int
+
+    @property
+    def nodes_before(self) -> int:
+        return sum(self.ops_before.values())
+
+    @property
+    def nodes_after(self) -> int:
+        return sum(self.ops_after.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {"nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
+                "bytes_before": self.bytes_before, "bytes_after": self.bytes_after,
+                "ops_before": self.ops_before, "ops_after": self.ops_after}
+
+
+def simplify(model: onnx.ModelProto) -> tuple[onnx.ModelProto, FusionReport]:
+    """Return the simplified model and what changed; raises if a non-standard operator appears."""
+    import onnxslim
+
+    before = op_counts(model)
+    size_before = model.ByteSize()
+    with contextlib.redirect_stdout(io.StringIO()):
+        slimmed = onnxslim.slim(model)
+    foreign = sorted({f"{n.domain}::{n.op_type}" for n in slimmed.graph.node if n.domain not in STANDARD_DOMAINS})
+    if foreign:
+        raise TrtpipeError(f"Simplification produced non-standard operators ({', '.join(foreign)}), which "
+                           "TensorRT cannot parse: rerun with --passes none.")
+    return slimmed, FusionReport(before, op_counts(slimmed), size_before, slimmed.ByteSize())
+
+
+def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
+    """Simplify ``model`` and prove on the probe data that it still computes the same outputs."""
+    with console.step("Simplifying the graph (onnxslim)..."):
+        fused, report = simplify(model)
+    name_nodes(fused)
+    check = context.compare(model, fused, context.probe)
+    console.success(f"Fusion: {report.nodes_before} → {report.nodes_after} nodes, "
+                    f"{report.bytes_before / 1e6:.2f} → {report.bytes_after / 1e6:.2f} MB; vs input: max error "
+                    f"{check.max_abs_err:.2e}, cosine {check.cosine:.7f}")
+    _print_op_table(report.ops_before, report.ops_after)
+    if check.cosine < MIN_COSINE:
+        raise VerificationFailed(f"The simplified graph differs from the input (cosine {check.cosine:.6f}, max "
+                                 f"error {check.max_abs_err:.3g}): rerun with --passes none and report the model.")
+    context.details["fusion"] = report.to_dict() | {"verification": check.to_dict()}
+    return fused
+
+
+def _print_op_table(before: dict[str, int], after: dict[str, int]) -> None:
+    from rich.table import Table
+
+    console.err.print("Operators before and after fusion:")
+    table = Table()
+    for header in ("Operator", "Before", "After"):
+        table.add_column(header, justify="left" if header == "Operator" else "right")
+    for op in sorted(set(before) | set(after)):
+        table.add_row(op, str(before.get(op, 0)), str(after.get(op, 0)))
+    table.add_row("[bold]total", f"[bold]{sum(before.values())}", f"[bold]{sum(after.values())}")
+    console.err.print(table)

@@ -1,0 +1,68 @@
+"""Pass ``int8``: post-training static quantisation written as Q/DQ nodes, calibrated (or read from the range
+cache), judged against FP32, and brought within the accuracy budget by keeping the most sensitive nodes FP32."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import onnx
+
+from trtpipe import console
+from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
+from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget
+from trtpipe.optimize.passes.context import PassContext
+
+DESCRIPTION = "INT8 Q/DQ for the target (tensorrt: S8S8 symmetric; cpu: U8S8), with an accuracy budget"
+
+
+def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
+    options, calib, evaluation = context.options, context.calib, context.evaluation
+    assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
+    profile = profile_for(context.target)
+    console.note(f"INT8 for {context.target}: {profile.to_dict()['activations']} activations, "
+                 f"{profile.to_dict()['weights']} weights ({profile.reduce_range_reason})")
+    model_sha = hashlib.sha256(fp32.SerializeToString()).hexdigest()
+    key = cache_key(model_sha, calib.sha256, options.calib_method, profile.symmetric_activations)
+    cache = options.calib_cache or context.output.with_suffix(".calib.json")
+    ranges = load_ranges(cache, key)
+    if ranges is not None:
+        console.note(f"Reusing calibration ranges from {cache} (model and data unchanged)")
+    else:
+        ranges = calibrate(fp32, context.batches(calib), options.calib_method, symmetric=profile.symmetric_activations)
+        save_ranges(cache, key, ranges)
+    with console.step("Writing Q/DQ nodes..."):
+        quantized = quantize(fp32, ranges, profile)
+    judge = evaluation or calib
+    check = context.compare(fp32, quantized, judge, profile.evaluation_optimization)
+    console.success(f"INT8 ({context.target}) vs FP32 on {judge.source}: {check.line()}")
+    section: dict[str, Any] = {
+        "profile": profile.to_dict(),
+        "calibration": {"method": options.calib_method, "source": calib.source, "samples": len(calib),
+                        "sha256": calib.sha256, "cache": str(cache), "tensors": len(ranges)},
+        "full_int8": check.to_dict(),
+        "fp32_layers": [],
+    }
+    budget = options.max_accuracy_drop
+    drop = check.accuracy_drop_pp
+    if budget is not None and evaluation is not None and drop is not None and drop > budget:
+        console.warn(f"Full INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
+        assert evaluation.labels is not None
+        fallback = fall_back_until_within_budget(
+            fp32, ranges, profile, probe=calib.images[:PROBE_SAMPLES], eval_images=evaluation.images,
+            eval_labels=evaluation.labels, fp32_eval_logits=context.logits(fp32, evaluation.images),
+            budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes,
+        )
+        quantized, check = fallback.model, fallback.comparison
+        section["fp32_layers"] = fallback.excluded
+        section["sensitivity"] = [{"node": n, "score": s} for n, s in fallback.ranking]
+        section["fallback_attempts"] = fallback.attempts
+        context.fp32_nodes += fallback.excluded
+        console.success(f"Within budget with {len(fallback.excluded)} layer(s) in FP32 "
+                        f"({', '.join(fallback.excluded)}): {check.line()}")
+    section["final"] = check.to_dict()
+    context.details["int8"] = section
+    return quantized

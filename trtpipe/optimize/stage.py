@@ -1,0 +1,128 @@
+"""Stage 2, optimize: graph passes, then the precision pass, written into the ONNX graph itself.
+
+TensorRT 11 builds only strongly typed networks and reads INT8 from Q/DQ nodes, so precision lives in the
+ONNX: the same optimized file then runs on TensorRT, ONNX Runtime's GPU providers and ONNX Runtime CPU.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from trtpipe import console
+from trtpipe.errors import BadInput
+from trtpipe.files import atomic_path, require_parent_dir, sha256_file
+from trtpipe.manifest import ArtifactManifest, write_manifest
+from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
+from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
+from trtpipe.optimize.options import OptimizeOptions
+from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.registry import graph_pass, precision_pass
+from trtpipe.options import to_plain
+from trtpipe.vocab import Precision, Target
+
+
+@dataclass
+class OptimizeResult:
+    path: Path
+    manifest_path: Path
+    manifest: ArtifactManifest
+
+
+def default_target() -> Target:
+    """tensorrt where a CUDA GPU is visible (the artifact is headed there), else cpu."""
+    try:
+        import torch
+
+        return Target.TENSORRT if torch.cuda.is_available() else Target.CPU
+    except ImportError:
+        return Target.CPU
+
+
+def optimize(source: Path, output: Path, options: OptimizeOptions | None = None) -> OptimizeResult:
+    """Optimize the FP32 ONNX at ``source`` into ``output`` and prove what it costs in accuracy."""
+    started = time.perf_counter()
+    options = options or OptimizeOptions()
+    source, output = Path(source), Path(output)
+    options.validate()
+    precision = Precision(options.precision)
+    target = Target(options.target) if options.target else default_target()
+    require_parent_dir(output)
+    if source.resolve() == output.resolve():
+        raise BadInput("The output would overwrite the input ONNX: choose another -o path.")
+    model = load_onnx(source)
+    found = detect_precision(model)
+    if found is not Precision.FP32:
+        kind = "quantised (it has Q/DQ or integer ops)" if found is Precision.INT8 else f"already {found}"
+        raise BadInput(f"{source} is {kind}: give the FP32 ONNX that 'trtpipe convert' wrote.")
+    name_nodes(model)
+    sample_shape, static_batch = _input_geometry(model, source)
+
+    preprocessing = ImagePreprocessing(resize=options.resize, mean=options.mean, std=options.std,
+                                       channel_order=options.channel_order)
+    calib = _load(options.calib, sample_shape, "calibration", options.calib_samples, preprocessing)
+    evaluation = _load(options.eval, sample_shape, "eval", None, preprocessing)
+    probe = calib or evaluation or _random_probe(sample_shape)
+    context = PassContext(options, target, calib, evaluation, probe, static_batch, output)
+    context.details.update({
+        "input": {"path": str(source), "sha256": sha256_file(source), "precision": str(Precision.FP32)},
+        "options": to_plain(options) | {"target": str(target)},
+        "data": {"calibration": _describe(calib), "eval": _describe(evaluation)},
+    })
+
+    result = model
+    for name in options.passes:
+        result = graph_pass(name).apply(result, context)
+    writer = precision_pass(precision)
+    if writer is not None:
+        result = writer.apply(result, context)
+
+    topologically_sorted(result)
+    with atomic_path(output) as tmp:
+        onnx.save(result, str(tmp))
+        onnx.checker.check_model(str(tmp))
+    context.details["ops"] = op_counts(result)
+    manifest = ArtifactManifest.describe(
+        output, precision, target=target if precision is Precision.INT8 else None,
+        seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.details)
+    manifest_file = write_manifest(output, manifest)
+    console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
+    return OptimizeResult(output, manifest_file, manifest)
+
+
+def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int, ...], int | None]:
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    if len(inputs) != 1:
+        raise BadInput(f"{source} has {len(inputs)} inputs; trtpipe optimizes single-input CNNs.")
+    dims = inputs[0].type.tensor_type.shape.dim
+    values = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    if any(v is None for v in values[1:]):
+        raise BadInput(f"{source} has dynamic dimensions besides the batch: re-export with a fixed --input-shape.")
+    return tuple(int(v) for v in values[1:]), values[0]  # type: ignore[arg-type]
+
+
+def _load(spec: str | None, sample_shape: tuple[int, ...], purpose: str, samples: int | None,
+          preprocessing: ImagePreprocessing) -> Dataset | None:
+    if spec is None:
+        return None
+    dataset = load_dataset(spec, sample_shape, purpose=purpose, samples=samples, preprocessing=preprocessing)
+    console.note(f"{purpose.capitalize()} data: {dataset.source}, {len(dataset)} samples")
+    return dataset
+
+
+def _random_probe(sample_shape: tuple[int, ...]) -> Dataset:
+    rng = np.random.default_rng(0)
+    return Dataset(rng.standard_normal((16, *sample_shape), dtype=np.float32), None, "16 seeded random inputs")
+
+
+def _describe(dataset: Dataset | None) -> dict[str, Any] | None:
+    if dataset is None:
+        return None
+    return {"source": dataset.source, "samples": len(dataset), "sha256": dataset.sha256,
+            "labelled": dataset.labels is not None}

@@ -1,0 +1,26 @@
+"""What the pipeline adds to the stages' options: how the chosen variant is selected, and where it writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtpipe.options import option
+
+
+@dataclass
+class SelectOptions:
+    latency_budget_ms: float | None = option(None, "Largest p99 latency the chosen variant may have.", type=float,
+                                             minimum=0, metavar="MS")
+    max_accuracy_drop: float | None = option(None, "Top-1 points the chosen variant may lose against PyTorch FP32 "
+                                             "(labelled data), else top-1 disagreement.", type=float, minimum=0,
+                                             metavar="PP")
+    batch: int | None = option(None, "Batch size the choice is made at (default: the smallest benched).", type=int,
+                               minimum=1, flag="--select-batch")
+
+
+@dataclass
+class OutputOptions:
+    repository: Path = option(Path("models"), "Model repository to write (Triton layout).", type=Path)
+    reports: Path = option(Path("reports"), "Folder for the reports (one subfolder per model).", type=Path)
+    triton: Path | None = option(None, "Also export a Triton model repository here.", type=Path)

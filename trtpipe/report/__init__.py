@@ -1,0 +1,1 @@
+"""Reports of bench results: terminal table, Markdown, JSON and a self-contained HTML page with charts."""

@@ -1,0 +1,59 @@
+"""Bench results as a terminal table, Markdown and JSON, all from the one results dictionary and the one
+column table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from trtpipe import console
+from trtpipe.files import write_json_atomic, write_text_atomic
+from trtpipe.report.columns import cell, markdown_table, present_columns
+
+
+def machine_line(report: dict[str, Any]) -> str:
+    env = report["environment"]
+    gpu = f", GPU {env['gpu']['name']}" if env.get("gpu") else ", no GPU"
+    flags = f"{', '.join(env['cpu_flags'])}; " if env.get("cpu_flags") else ""
+    return (f"{env['cpu']} ({flags}{env['cores']} cores, {env['threads']} threads used{gpu}); torch "
+            f"{env['versions']['torch']}, onnxruntime {env['versions']['onnxruntime']}")
+
+
+def print_table(report: dict[str, Any]) -> None:
+    model = report["model"]
+    table = Table(title=f"{model['name']} — latency vs PyTorch FP32 eager", title_justify="left")
+    columns = present_columns(report["results"])
+    for column in columns:
+        table.add_column(column.header, justify="left" if column.text else "right")
+    for row in report["results"]:
+        table.add_row(*(escape(cell(row, column)) for column in columns))
+    console.out.print(table)
+    console.out.print(f"[dim]{escape(machine_line(report))}. Agreement on {escape(report['agreement_inputs'])}.[/dim]",
+                      soft_wrap=True)
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    settings = report["settings"]
+    runs = f"{settings['iters']} timed runs" if settings.get("iters") else f"~{settings['duration']} s of runs"
+    lines = [
+        f"### {report['model']['name']} — latency vs PyTorch FP32 eager",
+        "",
+        f"Machine: {machine_line(report)}.  ",
+        f"Each cell: {settings['warmup']} warm-up runs discarded, then {runs} per variant and batch; "
+        f"speedup is the ratio of p50 latencies in the same run. Agreement on {report['agreement_inputs']}.",
+        "",
+        *markdown_table(report["results"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(report: dict[str, Any], json_path: Path | None, markdown_path: Path | None) -> None:
+    if json_path:
+        write_json_atomic(json_path, report)
+        console.success(f"Wrote {json_path}")
+    if markdown_path:
+        write_text_atomic(markdown_path, to_markdown(report))
+        console.success(f"Wrote {markdown_path}")

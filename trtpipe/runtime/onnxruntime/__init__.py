@@ -1,0 +1,1 @@
+"""ONNX Runtime: ONNX artifacts on the CPU provider by default, any installed provider on request."""

@@ -1,0 +1,103 @@
+"""The metadata sidecar of a TensorRT engine, and the checks made before an engine is deserialised.
+
+An engine is tied to the TensorRT version and the GPU it was built for. Deserialising a mismatched one fails
+deep inside TensorRT with a cryptic message (or crashes); checking the sidecar first turns that into one line:
+what it was built for, what this machine is, and how to rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtpipe.errors import BadInput
+from trtpipe.files import sha256_file
+from trtpipe.vocab import HardwareCompat, Precision
+
+SIDECAR_SCHEMA = "trtpipe.engine/1"
+
+
+@dataclass
+class EngineSidecar:
+    tensorrt_version: str
+    gpu_name: str
+    compute_capability: str  # "9.0"
+    hardware_compat: str = HardwareCompat.NONE
+    version_compatible: bool = False
+    strongly_typed: bool = True
+    precision: str = Precision.FP32
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    profiles: list[list[dict[str, Any]]] = field(default_factory=list)
+    workspace_bytes: int | None = None
+    opt_level: int | None = None
+    build_seconds: float | None = None
+    onnx_sha256: str | None = None
+    engine_sha256: str | None = None
+    schema: str = SIDECAR_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineSidecar:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def sidecar_path(engine: Path) -> Path:
+    """``model.plan`` -> ``model.plan.json``."""
+    return Path(f"{engine}.json")
+
+
+def read_sidecar(engine: Path) -> EngineSidecar:
+    path = sidecar_path(engine)
+    if not path.is_file():
+        raise BadInput(f"{engine} has no metadata sidecar ({path.name}): rebuild it with 'trtpipe build', which "
+                       "records what it was built for.")
+    try:
+        data = json.loads(path.read_text())
+        if data.get("schema") != SIDECAR_SCHEMA:
+            raise ValueError(f"schema {data.get('schema')!r}")
+        return EngineSidecar.from_dict(data)
+    except (ValueError, TypeError) as error:
+        raise BadInput(f"{path} is not a trtpipe engine sidecar ({error}): rebuild with 'trtpipe build'.") from None
+
+
+def check_engine_file(engine: Path, sidecar: EngineSidecar) -> None:
+    """The engine on disk is the one the sidecar describes (not truncated, not swapped)."""
+    if not engine.is_file():
+        raise BadInput(f"Engine {engine} does not exist.")
+    actual = sha256_file(engine)
+    if sidecar.engine_sha256 and actual != sidecar.engine_sha256:
+        raise BadInput(f"{engine} does not match its sidecar (SHA-256 {actual[:12]}… vs recorded "
+                       f"{sidecar.engine_sha256[:12]}…): the file was changed or truncated; rebuild with "
+                       "'trtpipe build'.")
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def check_compatibility(sidecar: EngineSidecar, *, tensorrt_version: str, compute_capability: str,
+                        gpu_name: str = "") -> None:
+    """Raise BadInput when this machine (TensorRT version, GPU) cannot run the engine the sidecar describes."""
+    built, here = _version_tuple(sidecar.tensorrt_version), _version_tuple(tensorrt_version)
+    rebuild = "rebuild it here with 'trtpipe build'"
+    if built != here:
+        same_major_newer = built[:1] == here[:1] and here >= built
+        if not (sidecar.version_compatible and same_major_newer):
+            hint = "" if sidecar.version_compatible else " (it was not built with --version-compat)"
+            raise BadInput(f"Engine built with TensorRT {sidecar.tensorrt_version}; this machine has TensorRT "
+                           f"{tensorrt_version}{hint}: {rebuild}.")
+    cc_built, cc_here = _version_tuple(sidecar.compute_capability), _version_tuple(compute_capability)
+    where = f"{sidecar.gpu_name} (compute capability {sidecar.compute_capability})"
+    this = f"{gpu_name or 'this GPU'} (compute capability {compute_capability})"
+    if sidecar.hardware_compat == HardwareCompat.AMPERE_PLUS:
+        if cc_here < (8, 0):
+            raise BadInput(f"Engine built for Ampere and newer GPUs; this machine has {this}: {rebuild}.")
+    elif cc_here != cc_built:
+        raise BadInput(f"Engine built for {where}; this machine has {this}: {rebuild}, or build with "
+                       "--hardware-compat ampere+ to share engines across GPUs.")

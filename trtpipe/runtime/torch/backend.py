@@ -1,0 +1,63 @@
+"""PyTorch eager execution: the FP32 baseline every artifact is measured and verified against."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from trtpipe.errors import BadInput
+from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.vocab import BackendKind, Device
+
+
+class TorchBackend(Backend):
+    kind = BackendKind.TORCH
+
+    def __init__(
+        self,
+        module: nn.Module,
+        sample_shape: tuple[int, ...],
+        *,
+        device: str = Device.CPU,
+        threads: int | None = None,
+        input_name: str = "input",
+    ) -> None:
+        if device.startswith(Device.CUDA) and not torch.cuda.is_available():
+            raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
+        if threads:
+            torch.set_num_threads(threads)  # process-wide; bench sets the same count for every backend
+        self.device = Device.CUDA if device.startswith(Device.CUDA) else Device.CPU
+        self._torch_device = device
+        self.module = module.eval().to(device)
+        self._inputs = [TensorInfo(input_name, "float32", ("batch", *sample_shape))]
+        probe = self._forward(np.zeros((1, *sample_shape), dtype=np.float32))
+        names = ["output"] if len(probe) == 1 else [f"output_{i}" for i in range(len(probe))]
+        self._outputs = [
+            TensorInfo(name, str(array.dtype), ("batch", *array.shape[1:]))
+            for name, array in zip(names, probe, strict=True)
+        ]
+
+    def _forward(self, array: np.ndarray) -> list[np.ndarray]:
+        with torch.inference_mode():
+            result = self.module(torch.from_numpy(array).to(self._torch_device))
+            tensors = flatten_outputs(result)
+            # .cpu() waits for the GPU; synchronize anyway so timings never count queued work as done.
+            if self.device is Device.CUDA:
+                torch.cuda.synchronize()
+            return [t.detach().float().cpu().numpy() if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
+                    for t in tensors]
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self._forward(feeds[self._inputs[0].name])
+
+
+def flatten_outputs(result: object) -> list[torch.Tensor]:
+    """A model's outputs (a tensor, or tensors nested in tuples, lists and dicts) as a flat list."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, dict):
+        return [t for value in result.values() for t in flatten_outputs(value)]
+    if isinstance(result, (list, tuple)):
+        return [t for value in result for t in flatten_outputs(value)]
+    raise BadInput(f"The model returned a {type(result).__name__}; trtpipe needs tensors.")

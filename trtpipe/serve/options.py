@@ -1,0 +1,37 @@
+"""How a model is served: address, dynamic batching, admission and size limits. `trtpipe serve` runs with
+these; `export-triton` and the pipeline's [serve] section write the batching part into Triton's config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtpipe.options import option
+from trtpipe.shapes import parse_batch_sizes
+from trtpipe.vocab import SERVE_MAX_BATCH
+
+
+@dataclass
+class ServeOptions:
+    host: str = option("127.0.0.1", "Address to bind (loopback by default: the server has no authentication).")
+    port: int = option(8000, "Port to listen on.", type=int, minimum=0, maximum=65535)
+    batching: bool = option(True, "Dynamic batching per model.", type=bool)
+    max_batch_size: int = option(SERVE_MAX_BATCH, "Largest batch a model runs (and Triton's max_batch_size).",
+                                 type=int, minimum=1)
+    max_queue_delay_ms: float = option(2.0, "How long a request may wait for others to batch with.", type=float,
+                                       minimum=0)
+    preferred_batch_sizes: tuple[int, ...] = option((), "Batch sizes to dispatch at once, e.g. 8,16.",
+                                                    parse=parse_batch_sizes, format=lambda v: ",".join(map(str, v)),
+                                                    metavar="LIST")
+    max_queue: int = option(1024, "Requests waiting per model before 503.", type=int, minimum=1)
+    timeout_ms: float | None = option(None, "Per-request inference timeout (504 past it).", type=float, minimum=1)
+    max_body_mb: float = option(64.0, "Largest request body accepted (413 past it).", type=float, minimum=0.001)
+    threads: int | None = option(None, "ONNX Runtime threads per model.", type=int, minimum=1)
+    instances: int = option(1, "Model instances in an exported Triton repository.", type=int, minimum=1)
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def timeout_s(self) -> float | None:
+        return self.timeout_ms / 1000 if self.timeout_ms else None

@@ -1,0 +1,254 @@
+"""The one vocabulary every layer speaks: precisions, targets, calibration methods, artifact and backend
+kinds, the dtype table and the shared defaults.
+
+Standard library only, so the CLI, the options and the pipeline file can name every choice without loading
+torch, onnx or onnxruntime. No other module spells these names as string literals: a new precision, backend or
+artifact kind is one entry here (plus the code that implements it), and every surface picks it up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__version__ = "0.1.0"
+
+
+class Precision(StrEnum):
+    """The arithmetic an artifact (or a PyTorch baseline row) computes in."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"  # PyTorch CUDA baseline only: FP32 storage, TF32 matmuls and convolutions
+    FP16 = "fp16"
+    INT8 = "int8"
+
+    @property
+    def needs_calibration(self) -> bool:
+        """Whether producing it needs data: FP16 to find overflowing nodes, INT8 for activation ranges."""
+        return _PRECISIONS[self].needs_calibration
+
+    @property
+    def engine_layer_precisions(self) -> frozenset[str]:
+        """The precisions a compute layer of a TensorRT engine built for this precision may run in."""
+        return _PRECISIONS[self].engine_layer_precisions
+
+    @property
+    def optimizable(self) -> bool:
+        """Whether `trtpipe optimize` can produce it from an FP32 ONNX."""
+        return _PRECISIONS[self].optimizable
+
+    @classmethod
+    def optimize_choices(cls) -> tuple[str, ...]:
+        return tuple(p.value for p in cls if p.optimizable)
+
+
+@dataclass(frozen=True)
+class _PrecisionFacts:
+    needs_calibration: bool
+    engine_layer_precisions: frozenset[str]
+    optimizable: bool
+
+
+# Layer precisions as read from TensorRT's engine inspector (see LAYER_FORMAT_WORDS).
+_ANY_LAYER = frozenset({"fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int4"})
+_PRECISIONS = {
+    Precision.FP32: _PrecisionFacts(False, _ANY_LAYER, True),
+    Precision.TF32: _PrecisionFacts(False, _ANY_LAYER, False),
+    Precision.FP16: _PrecisionFacts(True, frozenset({"fp16", "bf16", "int8", "fp8"}), True),
+    Precision.INT8: _PrecisionFacts(True, frozenset({"int8", "fp8", "int4"}), True),
+}
+
+# Words in TensorRT's layer "Format/Datatype" text, in the order they are tried, and the precision each means.
+LAYER_FORMAT_WORDS: tuple[tuple[str, str], ...] = (
+    ("int8", "int8"), ("fp8", "fp8"), ("int4", "int4"), ("bf16", "bf16"), ("fp16", "fp16"), ("half", "fp16"),
+    ("fp32", "fp32"), ("float", "fp32"),
+)
+UNKNOWN = "unknown"
+
+
+class Target(StrEnum):
+    """Who runs an INT8 artifact: its Q/DQ flavour follows from that."""
+
+    TENSORRT = "tensorrt"  # S8S8 symmetric; accuracy measured with Q/DQ as float ops
+    CPU = "cpu"  # U8S8 for x86 integer kernels
+
+
+class CalibMethod(StrEnum):
+    MINMAX = "minmax"
+    ENTROPY = "entropy"
+    PERCENTILE = "percentile"
+    MSE = "mse"
+
+
+class Device(StrEnum):
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+class BackendKind(StrEnum):
+    """An engine kind of the runtime seam; each has its folder under trtpipe/runtime/."""
+
+    TORCH = "torch"
+    ONNXRUNTIME = "onnxruntime"
+    TENSORRT = "tensorrt"
+
+    @property
+    def implementation(self) -> str:
+        """``module:Class`` of the backend, imported only when one is opened."""
+        return f"trtpipe.runtime.{self.value}.backend:{_BACKEND_CLASSES[self]}"
+
+    @property
+    def thread_safe(self) -> bool:
+        """Whether one loaded model may run calls from several threads at once."""
+        return self is BackendKind.ONNXRUNTIME
+
+
+_BACKEND_CLASSES = {BackendKind.TORCH: "TorchBackend", BackendKind.ONNXRUNTIME: "OnnxRuntimeBackend",
+                    BackendKind.TENSORRT: "TensorRTBackend"}
+
+
+class ArtifactKind(StrEnum):
+    """A deployable file: which suffixes it has, what runs it, what Triton calls it, where its metadata is."""
+
+    ONNX = "onnx"
+    TENSORRT_ENGINE = "tensorrt_engine"
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        return _ARTIFACTS[self].suffixes
+
+    @property
+    def backend(self) -> BackendKind:
+        return _ARTIFACTS[self].backend
+
+    @property
+    def triton_platform(self) -> str:
+        return _ARTIFACTS[self].triton_platform
+
+    @property
+    def triton_instance_kind(self) -> str:
+        return _ARTIFACTS[self].triton_instance_kind
+
+    @property
+    def repository_file(self) -> str:
+        """Its file name inside a model repository version folder (Triton's default)."""
+        return _ARTIFACTS[self].repository_file
+
+    @property
+    def metadata(self) -> str:
+        """Where its metadata lives: "manifest" (NAME.manifest.json) or "sidecar" (FILE.json)."""
+        return _ARTIFACTS[self].metadata
+
+    @classmethod
+    def for_path(cls, name: str) -> ArtifactKind | None:
+        """The kind of a file, by its suffix (case-insensitive); None for anything else."""
+        lowered = name.lower()
+        return next((kind for kind in cls if any(lowered.endswith(s) for s in kind.suffixes)), None)
+
+    @classmethod
+    def all_suffixes(cls) -> tuple[str, ...]:
+        return tuple(s for kind in cls for s in kind.suffixes)
+
+
+@dataclass(frozen=True)
+class _ArtifactFacts:
+    suffixes: tuple[str, ...]
+    backend: BackendKind
+    triton_platform: str
+    triton_instance_kind: str
+    repository_file: str
+    metadata: str
+
+
+_ARTIFACTS = {
+    ArtifactKind.ONNX: _ArtifactFacts((".onnx",), BackendKind.ONNXRUNTIME, "onnxruntime_onnx", "KIND_CPU",
+                                      "model.onnx", "manifest"),
+    ArtifactKind.TENSORRT_ENGINE: _ArtifactFacts((".plan", ".engine"), BackendKind.TENSORRT, "tensorrt_plan",
+                                                 "KIND_GPU", "model.plan", "sidecar"),
+}
+
+
+class OnnxExecution(StrEnum):
+    """How bench runs ONNX artifacts: ONNX Runtime with which execution providers."""
+
+    CPU = "onnxruntime"
+    CUDA = "onnxruntime-cuda"
+    TENSORRT = "onnxruntime-tensorrt"
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        return _ONNX_EXECUTION[self]
+
+
+_ONNX_EXECUTION = {
+    OnnxExecution.CPU: ("CPUExecutionProvider",),
+    OnnxExecution.CUDA: ("CUDAExecutionProvider", "CPUExecutionProvider"),
+    OnnxExecution.TENSORRT: ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
+}
+GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
+
+
+class HardwareCompat(StrEnum):
+    """Which GPUs a TensorRT engine may run on (TensorRT's HardwareCompatibilityLevel)."""
+
+    NONE = "none"
+    AMPERE_PLUS = "ampere+"
+    SAME_CC = "same-cc"
+
+    @property
+    def tensorrt_name(self) -> str:
+        return {"none": "NONE", "ampere+": "AMPERE_PLUS", "same-cc": "SAME_COMPUTE_CAPABILITY"}[self.value]
+
+
+class ChannelOrder(StrEnum):
+    RGB = "rgb"
+    BGR = "bgr"
+
+
+@dataclass(frozen=True)
+class DType:
+    """One element type, as each system spells it."""
+
+    numpy: str  # numpy dtype name
+    onnx: int  # onnx.TensorProto enum value
+    onnx_name: str  # ONNX's type name, as in ONNX Runtime's "tensor(float)"
+    kserve: str  # Open Inference Protocol / KServe v2 datatype
+    triton: str  # Triton config data_type
+    tensorrt: str  # TensorRT DataType member name
+
+
+DTYPES: tuple[DType, ...] = (
+    DType("float32", 1, "float", "FP32", "TYPE_FP32", "FLOAT"),
+    DType("uint8", 2, "uint8", "UINT8", "TYPE_UINT8", "UINT8"),
+    DType("int8", 3, "int8", "INT8", "TYPE_INT8", "INT8"),
+    DType("uint16", 4, "uint16", "UINT16", "TYPE_UINT16", ""),
+    DType("int16", 5, "int16", "INT16", "TYPE_INT16", ""),
+    DType("int32", 6, "int32", "INT32", "TYPE_INT32", "INT32"),
+    DType("int64", 7, "int64", "INT64", "TYPE_INT64", "INT64"),
+    DType("bool", 9, "bool", "BOOL", "TYPE_BOOL", "BOOL"),
+    DType("float16", 10, "float16", "FP16", "TYPE_FP16", "HALF"),
+    DType("float64", 11, "double", "FP64", "TYPE_FP64", ""),
+    DType("uint32", 12, "uint32", "UINT32", "TYPE_UINT32", ""),
+    DType("uint64", 13, "uint64", "UINT64", "TYPE_UINT64", ""),
+)
+
+
+def dtype(*, numpy: str | None = None, onnx: int | None = None, onnx_name: str | None = None,
+          kserve: str | None = None, tensorrt: str | None = None) -> DType | None:
+    """Look a dtype up by one of its spellings; None when no entry has it."""
+    for entry in DTYPES:
+        if ((numpy is not None and entry.numpy == numpy) or (onnx is not None and entry.onnx == onnx)
+                or (onnx_name is not None and entry.onnx_name == onnx_name)
+                or (kserve is not None and entry.kserve == kserve)
+                or (tensorrt and entry.tensorrt and entry.tensorrt == tensorrt.upper())):
+            return entry
+    return None
+
+
+# Shared defaults: one value each, read by the options of every stage that uses it.
+DEFAULT_OPSET = 18
+DEFAULT_BATCHES = (1, 8, 32)  # bench sweep, and a TensorRT profile's min/opt/max batch
+BENCH_DURATION_S = 5.0
+BENCH_WARMUP = 5
+SERVE_MAX_BATCH = 32
+REPOSITORY_VERSION = "1"  # version folder trtpipe writes in a model repository
