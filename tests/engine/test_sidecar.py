@@ -5,9 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from trtpipe.files import sha256_file
-from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, check_compatibility, check_engine_file, read_sidecar, sidecar_path
 from trtpipe.errors import BadInput
+from trtpipe.files import sha256_file
+from trtpipe.runtime.tensorrt.sidecar import (
+    EngineSidecar,
+    check_compatibility,
+    check_engine_file,
+    read_sidecar,
+    sidecar_path,
+)
 
 
 def _sidecar(**changes: object) -> EngineSidecar:

@@ -7,8 +7,8 @@ import pytest
 from trtpipe.engine import EngineOptions as BuildOptions
 from trtpipe.engine.build import planned_profile
 from trtpipe.engine.specs import InputInfo, plan_profile
-from trtpipe.shapes import parse_shape_specs, parse_size
 from trtpipe.errors import BadInput
+from trtpipe.shapes import parse_shape_specs, parse_size
 
 
 @pytest.mark.parametrize(("text", "size"), [("4GiB", 4 * 2**30), ("512MiB", 512 * 2**20), ("1.5G", 1_500_000_000),

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from trtpipe.files import sha256_file
 from trtpipe.errors import BadInput
+from trtpipe.files import sha256_file
 from trtpipe.models.data import load_split
 from trtpipe.models.digits import METADATA_PATH, WEIGHTS_PATH, load_trained, trained_metadata
 

@@ -118,7 +118,7 @@ def _quiet() -> Iterator[None]:
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
-    torch_logger = logging.getLogger("torch")
+    torch_logger = logging.getLogger(torch.__name__)
     level = torch_logger.level
     with tempfile.TemporaryFile() as sink, warnings.catch_warnings(), \
             contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

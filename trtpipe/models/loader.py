@@ -27,6 +27,7 @@ from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
 from trtpipe.models.registry import Architecture, get_architecture, skeleton
 from trtpipe.shapes import format_shape
+from trtpipe.vocab import Device
 
 STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
 TORCHSCRIPT_SUFFIXES = {".ts", ".torchscript", ".jit"}
@@ -148,7 +149,7 @@ def _load_file(
     digest = sha256_file(path)
     shape = input_shape or _arch_shape(arch)
     if suffix in TORCHSCRIPT_SUFFIXES or _is_torchscript_archive(path):
-        module = _read(lambda: torch.jit.load(str(path), map_location="cpu"), path, "TorchScript file")
+        module = _read(lambda: torch.jit.load(str(path), map_location=str(Device.CPU)), path, "TorchScript file")
         if shape is None:
             raise BadInput(f"TorchScript file {path} does not record its input shape: pass --input-shape "
                            "(e.g. 1x3x224x224).")
@@ -189,7 +190,7 @@ def _is_torchscript_archive(path: Path) -> bool:
 
 def _torch_load(path: Path, trust: bool) -> Any:
     try:
-        return torch.load(str(path), map_location="cpu", weights_only=not trust)
+        return torch.load(str(path), map_location=str(Device.CPU), weights_only=not trust)
     except pickle.UnpicklingError as error:
         # A pickle that names a class is a real checkpoint that needs full unpickling; any other complaint
         # ("Unsupported operand", "invalid load key") means the bytes are not a checkpoint at all.

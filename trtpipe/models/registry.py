@@ -26,14 +26,12 @@ class Architecture:
     trained: bool = False
     dataset: str | None = None
 
-    def build(self, num_classes: int | None = None, random_init: bool = True) -> nn.Module:
+    def build(self, num_classes: int | None = None) -> nn.Module:
         """Build the network; torchvision ones get weights from a fixed seed so every process agrees."""
         import torch
 
         factory = _factory(self.name)
         kwargs = {} if num_classes is None else {"num_classes": num_classes}
-        if not random_init:
-            return factory(**kwargs)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(RANDOM_WEIGHTS_SEED)
             return factory(**kwargs)

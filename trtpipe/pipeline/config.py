@@ -170,7 +170,7 @@ def default_pipeline(source: str, overrides: list[str] | None = None) -> Pipelin
     if source == "digits_resnet":
         calib = "digits"
         data["variants"] += [
-            {"name": "fp16", "precision": str(Precision.FP16), "calib": calib, "eval": calib},
+            {"name": str(Precision.FP16), "precision": str(Precision.FP16), "calib": calib, "eval": calib},
             {"name": "int8_cpu", "precision": str(Precision.INT8), "target": str(Target.CPU), "calib": calib,
              "eval": calib, "calib_method": str(CalibMethod.MINMAX), "max_accuracy_drop": 0.5},
         ]
