@@ -1,9 +1,12 @@
 """What INT8 looks like for each deployment target.
 
-- tensorrt: signed symmetric INT8 activations, per-channel symmetric weights, Q/DQ also on the inputs of
-  residual Adds so TensorRT can fuse them into the convolution epilogue. TensorRT accumulates in int32 without
-  saturation, so its accuracy is measured by running Q/DQ as float ops (ONNX Runtime with graph optimisation
-  off), never through CPU integer kernels.
+- tensorrt: TensorRT's explicit-quantization placement (developer guide, "Q/DQ Layer-Placement
+  Recommendations"; NVIDIA ModelOpt's ONNX quantizer does the same): signed symmetric INT8 activations and
+  per-channel symmetric weights (zero points 0), Q/DQ on the *inputs* of weighted and pooling ops and never on
+  their outputs, no bias quantization (TensorRT's DequantizeLayer takes int8/fp8/int4 only, not int32), and on a
+  residual Add only the branch that is not a convolution's output, so TensorRT fuses the Add into that
+  convolution's epilogue. TensorRT accumulates in int32 without saturation, so its accuracy is measured by
+  running Q/DQ as float ops (ONNX Runtime with graph optimisation off), never through CPU integer kernels.
 - cpu: unsigned activations with signed weights (U8S8), which x86 CPUs run fast. Without VNNI, x86's int8
   dot product (vpmaddubsw) saturates at 16 bits when weights use the full 8-bit range, so weights get 7 bits
   (reduce_range) there; the report says which was chosen and why.
@@ -29,6 +32,7 @@ class QuantProfile:
     op_types: tuple[str, ...] | None  # None: ONNX Runtime's default set
     evaluation_optimization: str  # how ONNX Runtime must run the result to measure it faithfully
     extra_options: dict[str, Any] = field(default_factory=dict)
+    residual_branch_only: bool = False  # on an Add fed by a weighted op, drop that input's Q/DQ
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "activations": "int8 symmetric" if self.signed_activations else "uint8",
@@ -38,16 +42,23 @@ class QuantProfile:
                 if self.evaluation_optimization == "disable" else "ONNX Runtime CPU integer kernels"}
 
 
+# Weighted ops (inputs quantized, TensorRT picks INT8 kernels), residual Adds and the ops TensorRT propagates
+# scales through.
+WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "MaxPool", "Concat")
+
+
 def profile_for(target: Target) -> QuantProfile:
     target = Target(target)
     if target is Target.TENSORRT:
         return QuantProfile(
             target, signed_activations=True, symmetric_activations=True, reduce_range=False,
             reduce_range_reason="TensorRT accumulates in int32: full 8-bit weights",
-            op_types=("Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "AveragePool", "GlobalAveragePool",
-                      "MaxPool", "Concat"),
+            op_types=TENSORRT_OP_TYPES,
             evaluation_optimization="disable",
-            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
+                           "OpTypesToExcludeOutputQuantization": list(TENSORRT_OP_TYPES)},
+            residual_branch_only=True,
         )
     if target is Target.CPU:
         vnni = has_vnni()

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
-from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
 
 
 def quantize(
@@ -52,7 +52,10 @@ def quantize(
             dict(profile.extra_options),
         )
         quantizer.quantize_model()
-        return quantizer.model.model
+        quantized = quantizer.model.model
+    if profile.residual_branch_only:
+        keep_residual_branch_only(quantized)
+    return quantized
 
 
 def quantized_op_types(profile: QuantProfile) -> list[str]:
@@ -67,3 +70,47 @@ def quantizable_nodes(model: onnx.ModelProto, profile: QuantProfile) -> list[str
     as convolutions: a per-tensor scale on an Add output can destroy accuracy on its own."""
     op_types = set(quantized_op_types(profile))
     return [node.name for node in model.graph.node if node.op_type in op_types]
+
+
+def keep_residual_branch_only(model: onnx.ModelProto) -> int:
+    """On each Add whose inputs are both quantized, remove the Q/DQ from the input a weighted op produced.
+
+    TensorRT fuses such an Add into the convolution that produced that input (its epilogue adds the dequantized
+    residual), which it can only do when the convolution's own output is not quantized. ONNX Runtime's quantizer
+    puts Q/DQ on both inputs of an Add; this rewires the weighted op's output straight into the Add. When both
+    inputs come from weighted ops (a projection shortcut), the later one in the graph (the main branch) is fused
+    and the shortcut keeps its Q/DQ as the residual input. Returns how many inputs it rewired.
+    """
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    position = {id(node): index for index, node in enumerate(graph.node)}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+    rewired, dead = 0, set()
+    for add in [n for n in graph.node if n.op_type == "Add"]:
+        sources = []
+        for index, name in enumerate(add.input):
+            dq = producer.get(name)
+            q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+            if q is None or q.op_type != "QuantizeLinear":
+                break
+            sources.append((index, dq, q, producer.get(q.input[0])))
+        if len(sources) != 2:
+            continue
+        weighted = [s for s in sources if s[3] is not None and s[3].op_type in WEIGHTED_OPS]
+        if not weighted:  # no convolution to fuse the Add into
+            continue
+        index, dq, q, _ = max(weighted, key=lambda s: position[id(s[3])])
+        add.input[index] = q.input[0]
+        rewired += 1
+        if len(consumers.get(dq.output[0], [])) == 1 and dq.output[0] not in outputs:
+            dead.add(id(dq))
+            if len(consumers.get(q.output[0], [])) == 1:
+                dead.add(id(q))
+    kept = [n for n in graph.node if id(n) not in dead]
+    del graph.node[:]
+    graph.node.extend(kept)
+    return rewired
