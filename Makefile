@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 THREADS ?= 2
 
-.PHONY: install demo test bench loadtest lint format retrain clean
+.PHONY: install demo test bench loadtest conformance lint format retrain clean
 
 install: $(STAMP)
 
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	# Type stubs of TensorRT 10's API, to check the builder's calls; --no-deps: they require TensorRT itself,
 	# whose libraries only NVIDIA's index serves.
 	$(BIN)/python -m pip install --quiet --no-deps 'tensorrt-stubs==10.13.0.35.1'
+	# TensorRT 11's full Python bindings (builder included), kept as a wheel, never imported: their libraries come
+	# only from NVIDIA's index. The API checks read the names the extension module defines.
+	-$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/tensorrt-11-bindings \
+		'tensorrt-cu13-bindings==11.4.0.106'
 	touch $(STAMP)
 
 demo: install
@@ -40,6 +44,10 @@ models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx: | install
 
 loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
 	$(BIN)/python scripts/serve_bench.py
+
+# Every registry model's TensorRT-target INT8 and FP16 ONNX through `trtpipe check` (README's conformance line).
+conformance: install
+	$(BIN)/python scripts/conformance_registry.py
 
 lint: install
 	$(BIN)/ruff check trtpipe tests scripts

@@ -99,3 +99,98 @@ def test_resnet50_engine_bench_against_pytorch(tmp_path: Path, run_cli) -> None:
     engine_rows = [r for r in rows if r["backend"] == "tensorrt"]
     assert {r["includes_transfers"] for r in engine_rows} == {True, False}
     assert all(r["top1_agreement"] >= 0.9 for r in engine_rows)
+
+
+def _ort_providers() -> list[str]:
+    import onnxruntime
+
+    return onnxruntime.get_available_providers()
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+def test_int8_engine_runs_its_convolutions_in_int8(digits_variants: dict[str, Path], tmp_path: Path) -> None:
+    from trtpipe.engine.build import build_engine
+    from trtpipe.engine.layers import summarise
+
+    result = build_engine(digits_variants["int8"], tmp_path / "int8.plan")  # the build's own check passed
+    convolutions = [s for s in summarise(json.loads(result.layer_info.read_text())) if s.compute]
+    assert convolutions and all(s.precision == "int8" for s in convolutions if "fc" not in s.name.lower())
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+def test_version_compatible_engine_loads_through_the_runtime(digits_onnx: Path, tmp_path: Path) -> None:
+    from trtpipe.engine import EngineOptions
+    from trtpipe.engine.build import build_engine
+    from trtpipe.runtime.tensorrt.backend import TensorRTBackend
+
+    result = build_engine(digits_onnx, tmp_path / "vc.plan", EngineOptions(version_compat=True))
+    assert result.sidecar.version_compatible
+    with TensorRTBackend(result.engine) as engine:  # deserialises with engine host code allowed
+        assert engine.run(np.zeros((2, 1, 32, 32), np.float32))[0].shape == (2, 10)
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+def test_cuda_graph_replay_matches_the_plain_path(digits_onnx: Path, tmp_path: Path) -> None:
+    from trtpipe.engine.build import build_engine
+    from trtpipe.models.data import load_split
+    from trtpipe.runtime.tensorrt.backend import TensorRTBackend
+
+    plan = build_engine(digits_onnx, tmp_path / "g.plan").engine
+    images = load_split("digits", "eval").images
+    with TensorRTBackend(plan) as plain, TensorRTBackend(plan, cuda_graph=True) as graphed:
+        for batch in (4, 16, 4):  # a second shape, then back to the first: replay reuses its own buffers
+            for start in (0, 100):
+                x = images[start : start + batch]
+                np.testing.assert_allclose(graphed.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-4)
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+def test_timing_cache_is_reused_and_a_foreign_one_is_replaced(digits_onnx: Path, tmp_path: Path) -> None:
+    from trtpipe.engine import EngineOptions
+    from trtpipe.engine.build import build_engine
+
+    cache = tmp_path / "timing.cache"
+    build_engine(digits_onnx, tmp_path / "a.plan", EngineOptions(timing_cache=cache))
+    first = cache.read_bytes()
+    build_engine(digits_onnx, tmp_path / "b.plan", EngineOptions(timing_cache=cache))
+    assert cache.read_bytes()[:16] == first[:16]
+    cache.write_bytes(b"not a timing cache from this GPU")
+    result = build_engine(digits_onnx, tmp_path / "c.plan", EngineOptions(timing_cache=cache))
+    assert result.engine.is_file() and cache.read_bytes() != b"not a timing cache from this GPU"
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+def test_bench_runs_a_digits_engine_on_all_held_out_images(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    plan, json_path = tmp_path / "d.plan", tmp_path / "bench.json"
+    assert run_cli("build", digits_onnx, "-o", plan).exit_code == 0  # profile max batch 32 < 847 images
+    result = run_cli("bench", "digits_resnet", plan, "--device", "cuda", "--batch", "1,32", "--iters", "20",
+                     "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = [r for r in json.loads(json_path.read_text())["results"] if r["backend"] == "tensorrt"]
+    assert rows and all(r["agreement_samples"] == 847 and r["top1_accuracy"] >= 0.985 for r in rows)
+    assert all(r["speedup_vs_torch_fp32"] for r in rows)  # no-transfer rows against PyTorch without transfers
+
+
+@needs_gpu
+@pytest.mark.parametrize("backend", ["onnxruntime-cuda", "onnxruntime-tensorrt"])
+def test_onnxruntime_gpu_providers_really_run(digits_onnx: Path, tmp_path: Path, run_cli, backend: str) -> None:  # type: ignore[no-untyped-def]
+    wanted = "CUDAExecutionProvider" if backend.endswith("cuda") else "TensorrtExecutionProvider"
+    if wanted not in _ort_providers():
+        pytest.skip(f"{wanted} is not installed (pip install onnxruntime-gpu)")
+    from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+    from trtpipe.runtime.onnxruntime.providers import provider_list
+    from trtpipe.vocab import OnnxExecution
+
+    with OnnxRuntimeBackend(digits_onnx, providers=provider_list(OnnxExecution(backend))) as session:
+        assert session.session.get_providers()[0] == wanted
+    json_path = tmp_path / "bench.json"
+    result = run_cli("bench", "digits_resnet", digits_onnx, "--backend", backend, "--device", "cuda", "--batch", "8",
+                     "--iters", "20", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = [r for r in json.loads(json_path.read_text())["results"] if r["backend"] == "onnxruntime"]
+    assert rows and all(r["device"] == "cuda" and not r["simulated"] for r in rows)

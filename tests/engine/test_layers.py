@@ -50,3 +50,14 @@ def test_nodes_kept_fp32_on_purpose_are_allowed() -> None:
     check_precision(summarise(ENGINE), "fp32")  # nothing to check for FP32 engines
     with pytest.raises(TrtpipeError, match="wider precision than fp16"):
         check_precision(summarise(ENGINE), "fp16")
+
+
+def test_a_precision_check_that_checked_nothing_fails() -> None:
+    from trtpipe.engine.layers import LayerSummary
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.vocab import Precision
+
+    names_only = [LayerSummary("conv1 + relu1", "?", "unknown", ("conv1", "relu1"), False)]
+    with pytest.raises(TrtpipeError, match="Cannot confirm the engine runs in int8"):
+        check_precision(names_only, Precision.INT8)
+    check_precision(names_only, Precision.FP32)  # an FP32 engine accepts any layer precision

@@ -55,13 +55,17 @@ def test_other_tensorrt_version_names_both_and_the_fix() -> None:
         check_compatibility(_sidecar(), tensorrt_version="11.4.0.106", compute_capability="9.0")
 
 
-def test_version_compatible_engines_run_on_newer_same_major() -> None:
+def test_version_compatible_engines_run_on_newer_runtimes_the_support_matrix_allows() -> None:
     compatible = _sidecar(version_compatible=True)
     check_compatibility(compatible, tensorrt_version="10.15.1", compute_capability="9.0")
+    check_compatibility(compatible, tensorrt_version="11.4.0", compute_capability="9.0")  # 10 -> 11: allowed
     with pytest.raises(BadInput):
         check_compatibility(compatible, tensorrt_version="10.8.0", compute_capability="9.0")  # older runtime
+    built_on_11 = _sidecar(version_compatible=True, tensorrt_version="11.4.0")
     with pytest.raises(BadInput):
-        check_compatibility(compatible, tensorrt_version="11.4.0", compute_capability="9.0")  # other major
+        check_compatibility(built_on_11, tensorrt_version="10.15.1", compute_capability="9.0")  # back to 10
+    with pytest.raises(BadInput):
+        check_compatibility(built_on_11, tensorrt_version="12.0.0", compute_capability="9.0")  # unknown major
 
 
 def test_other_gpu() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import trtpipe
 RUNTIME_API = {  # runtime/tensorrt/backend.py
     "Runtime": ["deserialize_cuda_engine", "engine_host_code_allowed"],
     "ICudaEngine": ["num_io_tensors", "get_tensor_name", "get_tensor_dtype", "get_tensor_shape", "get_tensor_mode",
-                    "create_execution_context"],
+                    "create_execution_context", "get_tensor_profile_shape"],
     "IExecutionContext": ["set_input_shape", "get_tensor_shape", "set_tensor_address", "execute_async_v3"],
     "TensorIOMode": ["INPUT"],
     "ILogger": ["Severity", "log"],
@@ -29,19 +30,28 @@ BUILDER_API = {  # engine/builder.py
     "ParserError": ["desc", "node_name", "node_operator"],
     "IBuilderConfig": ["set_memory_pool_limit", "add_optimization_profile", "create_timing_cache",
                        "set_timing_cache", "get_timing_cache", "builder_optimization_level",
-                       "hardware_compatibility_level", "set_flag", "profiling_verbosity", "progress_monitor"],
+                       "hardware_compatibility_level", "set_flag", "clear_flag", "profiling_verbosity",
+                       "progress_monitor"],
     "IOptimizationProfile": ["set_shape"],
     "ITimingCache": ["serialize"],
     "MemoryPoolType": ["WORKSPACE"],
     "HardwareCompatibilityLevel": ["NONE", "AMPERE_PLUS", "SAME_COMPUTE_CAPABILITY"],
-    "BuilderFlag": ["VERSION_COMPATIBLE"],
+    "BuilderFlag": ["VERSION_COMPATIBLE", "TF32"],
+    "Runtime": ["deserialize_cuda_engine", "engine_host_code_allowed"],  # describe() loads the new engine back
     "ProfilingVerbosity": ["DETAILED"],
     "NetworkDefinitionCreationFlag": ["STRONGLY_TYPED"],
     "IProgressMonitor": ["phase_start", "step_complete", "phase_finish"],
     "EngineInspector": ["execution_context", "get_engine_information"],
     "LayerInformationFormat": ["JSON"],
-    "ICudaEngine": ["create_engine_inspector"],
+    "ICudaEngine": ["create_engine_inspector", "create_execution_context", "num_io_tensors", "get_tensor_name",
+                    "get_tensor_dtype", "get_tensor_shape", "get_tensor_mode"],
+    "IExecutionContext": ["set_input_shape"],
 }
+# Removed in TensorRT 10 (its migration guide): implicit batch, bindings and the old build and execute calls.
+REMOVED_IN_10 = {"execute_async_v2", "execute_async", "execute", "get_binding_index", "get_binding_name",
+                 "get_binding_shape", "get_binding_dtype", "binding_is_input", "num_bindings", "set_binding_shape",
+                 "max_batch_size", "build_engine", "max_workspace_size", "get_profile_shape"}
+TRT_MODULES = ("runtime/tensorrt/backend.py", "runtime/tensorrt/loader.py", "engine/builder.py")
 SOURCE = Path(trtpipe.__file__).parent
 
 
@@ -96,6 +106,55 @@ def test_builder_api_exists_in_the_tensorrt_10_stubs() -> None:
     assert not missing, f"not in the TensorRT 10 stubs: {missing}"
     used = _trt_names_used(SOURCE / "engine" / "builder.py") - {"__version__"}
     assert used <= members[""], used - members[""]
+
+
+class _Names:
+    """The identifiers an extension module defines: NUL-terminated strings in its binary. A name may be the tail
+    of a longer string (linkers merge 'INPUT' into 'CONDITIONAL_INPUT', 'Builder' into 'IBuilder'), so this can
+    only say yes too often for names that are the end of another; the names checked here are long or exact."""
+
+    def __init__(self, binary: bytes) -> None:
+        self.binary = binary
+
+    def __contains__(self, name: object) -> bool:
+        return str(name).encode() + b"\x00" in self.binary
+
+
+def _tensorrt_11_names() -> _Names:
+    """The identifiers TensorRT 11's full bindings define, read from the extension module inside the wheel that
+    make test downloads (never imported: its libraries come only from NVIDIA's index)."""
+    import zipfile
+
+    wheels = sorted((Path(sys.prefix) / "tensorrt-11-bindings").glob("tensorrt_cu13_bindings-11*.whl"))
+    if not wheels:
+        pytest.skip("the TensorRT 11 bindings wheel is not downloaded (make test does it on x86-64 Linux)")
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        name = next(n for n in wheel.namelist() if n.endswith("tensorrt.so"))
+        return _Names(wheel.read(name))
+
+
+def _attributes_used(relative: str) -> set[str]:
+    tree = ast.parse((SOURCE / relative).read_text())
+    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+
+
+def test_every_call_exists_in_tensorrt_11() -> None:
+    names = _tensorrt_11_names()
+    wanted = {m for api in (RUNTIME_API, BUILDER_API) for cls, members in api.items() for m in (cls, *members)}
+    wanted |= _trt_names_used(SOURCE / "engine" / "builder.py") | _trt_names_used(
+        SOURCE / "runtime" / "tensorrt" / "backend.py")
+    missing = sorted(name for name in wanted - {"__version__"} if name not in names)
+    assert not missing, f"not in TensorRT 11.4's bindings: {missing}"
+
+
+def test_no_api_removed_in_tensorrt_10_is_called() -> None:
+    names = _tensorrt_11_names()
+    assert "execute_async_v2" not in names and "execute_async_v3" in names  # the table can tell them apart
+    used = {name for module in TRT_MODULES for name in _attributes_used(module)}
+    assert not used & REMOVED_IN_10, sorted(used & REMOVED_IN_10)
+    # The check sees such a call: the same scan over a line that makes one.
+    call = ast.parse("context.execute_async_v2(bindings, stream)")
+    assert {n.attr for n in ast.walk(call) if isinstance(n, ast.Attribute)} & REMOVED_IN_10
 
 
 def test_importing_trtpipe_never_imports_tensorrt() -> None:

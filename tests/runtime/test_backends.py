@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -53,3 +54,43 @@ def test_artifact_kinds() -> None:
     assert artifact_kind(Path("m.plan")) == artifact_kind(Path("m.engine")) == "tensorrt_engine"
     with pytest.raises(BadInput, match=r"trtpipe runs \.onnx, \.plan, \.engine artifacts"):
         artifact_kind(Path("m.pt"))
+
+
+def test_providers_for_each_execution_choice() -> None:
+    from trtpipe.runtime.onnxruntime.providers import check_active, provider_list
+    from trtpipe.vocab import OnnxExecution
+
+    assert provider_list(OnnxExecution.CPU) == ["CPUExecutionProvider"]
+    cuda = provider_list(OnnxExecution.CUDA)
+    assert cuda[0] == ("CUDAExecutionProvider", {"use_tf32": 0})  # FP32 rows compute in FP32
+    trt = provider_list(OnnxExecution.TENSORRT, trt_workspace=2**30, trt_profile=("input:1x3", "input:8x3",
+                                                                                  "input:64x3"))
+    name, options = trt[0]
+    assert name == "TensorrtExecutionProvider" and options["trt_max_workspace_size"] == 2**30
+    assert options["trt_profile_max_shapes"] == "input:64x3"
+    with pytest.raises(BadInput, match=r"did not use CUDAExecutionProvider.*active providers: CPUExecutionProvider"):
+        check_active(cuda, ["CPUExecutionProvider"], "model.onnx")
+    check_active(cuda, ["CUDAExecutionProvider", "CPUExecutionProvider"], "model.onnx")
+
+
+def test_chunked_runs_stay_within_a_backends_max_batch(digits_onnx: Path) -> None:
+    from trtpipe.models.data import load_split
+    from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+
+    class ProfileLimited(OnnxRuntimeBackend):
+        """ONNX Runtime standing in for an engine whose profile stops at batch 16."""
+
+        seen: ClassVar[list[int]] = []
+
+        @property
+        def max_batch(self) -> int | None:
+            return 16
+
+        def _run(self, feeds):  # type: ignore[no-untyped-def]
+            self.seen.append(len(next(iter(feeds.values()))))
+            return super()._run(feeds)
+
+    images = load_split("digits", "eval").images[:100]
+    with ProfileLimited(digits_onnx) as backend:
+        out = backend.run_chunked(images, 64)
+    assert out.shape == (100, 10) and max(ProfileLimited.seen) == 16 and sum(ProfileLimited.seen) == 100

@@ -9,7 +9,7 @@ reported wherever labels exist.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from trtpipe.runtime.torch.backend import TorchBackend
 from trtpipe.vocab import ArtifactKind, Device, OnnxExecution, Precision, __version__
 
 RANDOM_AGREEMENT_SAMPLES = 32
-AGREEMENT_CHUNK = 32  # within the default TensorRT profile's max batch
+AGREEMENT_CHUNK = 64  # capped by each backend's max batch (a TensorRT profile's maximum)
 MIN_ITERS = 5
 
 
@@ -56,6 +56,8 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
             raise BadInput(f"Artifact {path} does not exist.")
     profiles = [artifact_profile(p) for p in artifacts]  # engines are checked against their sidecar here
     execution = OnnxExecution(options.backend)
+    if execution is not OnnxExecution.CPU:  # a GPU provider runs Q/DQ itself: nothing is simulated
+        profiles = [replace(p, options={}, simulated=False, note=None) for p in profiles]
     if execution is not OnnxExecution.CPU and any(p.kind is ArtifactKind.ONNX for p in profiles):
         from trtpipe.runtime.onnxruntime.providers import check_providers, provider_list
 
@@ -82,12 +84,13 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
             if profile.kind is ArtifactKind.ONNX and execution is not OnnxExecution.CPU:
                 from trtpipe.runtime.onnxruntime.providers import provider_list
 
-                backend_options["providers"] = provider_list(execution)
+                backend_options["providers"] = provider_list(execution, trt_profile=_trt_profile(loaded, options))
             with open_artifact(path, threads=threads, **backend_options) as backend:
                 rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar)
-    baseline = {r.batch: r.p50_ms for r in rows if r.is_reference}
+    # Like with like: a row without host-device copies is compared with PyTorch's row without them.
+    baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
     for row in rows:
-        base = baseline.get(row.batch)
+        base = baseline.get((row.batch, row.includes_transfers))
         row.speedup_vs_torch_fp32 = base / row.p50_ms if base and row.p50_ms > 0 else None
     return {
         "schema": BENCH_SCHEMA,
@@ -141,8 +144,8 @@ def _bench_variant(
         bar.remove_task(task)
         measured = [(label, LatencyStats.from_samples(timings, batch), True)]
         resident = getattr(backend, "device_resident_call", None)
-        if resident is not None:  # GPU engines: also the latency without host-device copies
-            call = resident(feeds)
+        call = resident(feeds) if resident is not None else None
+        if call is not None:  # on a GPU: also the latency without host-device copies
             task = bar.add_task(f"{label} batch {batch} (no transfers)", total=options.iters)
             timings = measure(call, warmup=options.warmup, iters=options.iters, duration_s=duration,
                               min_iters=MIN_ITERS, on_iteration=lambda task=task: bar.advance(task))
@@ -169,6 +172,13 @@ def _row(label: str, backend: Backend, artifact: Path | None, profile: ArtifactP
         model_size_mb=profile.size_bytes / 1e6 if profile else None,
         build_seconds=profile.build_seconds if profile else None,
     )
+
+
+def _trt_profile(loaded: LoadedModel, options: BenchOptions) -> tuple[str, str, str]:
+    """The TensorRT provider's profile: batch 1 to the largest batch bench runs (the sweep or agreement chunks)."""
+    largest = max(*options.batches, AGREEMENT_CHUNK)
+    dims = "x".join(map(str, loaded.sample_shape))
+    return f"input:1x{dims}", f"input:{max(options.batches)}x{dims}", f"input:{largest}x{dims}"
 
 
 def _set_tf32(device: str, *, enabled: bool) -> None:

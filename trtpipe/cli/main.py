@@ -15,6 +15,7 @@ import click
 
 from trtpipe.bench.options import BenchOptions
 from trtpipe.cli.click_options import options_from
+from trtpipe.conformance.options import CheckOptions
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import TrtpipeError
@@ -159,6 +160,26 @@ def build(onnx_file: Path, output: Path, options: EngineOptions) -> None:
 
     result = build_engine(onnx_file, output, options)
     click.echo(f"{result.engine}\n{result.engine}.json\n{result.layer_info}")
+
+
+@main.command()
+@click.argument("onnx_file", type=OUTPUT_FILE)
+@options_from(CheckOptions, "options")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the findings as JSON.")
+def check(onnx_file: Path, options: CheckOptions, json_path: Path | None) -> None:
+    """Check ONNX_FILE against what the target runtime accepts (TensorRT's Q/DQ, typing and operator rules),
+    without TensorRT. Exit 1 when there are errors."""
+    from trtpipe.conformance.check import check_file, print_report
+    from trtpipe.files import require_parent_dir, write_json_atomic
+
+    if json_path:
+        require_parent_dir(json_path)
+    report = check_file(onnx_file, options.target)
+    print_report(report, limit=1000)
+    if json_path:
+        write_json_atomic(json_path, report.to_dict())
+    if not report.passed:
+        raise click.exceptions.Exit(1)
 
 
 @main.command()

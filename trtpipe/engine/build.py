@@ -60,6 +60,19 @@ def _artifact_precision(onnx_path: Path) -> tuple[Precision, set[str]]:
     return precision, set(manifest.fp32_nodes) if manifest else set()
 
 
+def _check_conformance(onnx_path: Path) -> None:
+    """TensorRT would refuse a graph that breaks its rules after minutes of work: say so first, on any machine."""
+    from trtpipe.conformance.check import check_file, failure_message, print_report
+    from trtpipe.errors import BadInput
+    from trtpipe.vocab import Target
+
+    report = check_file(onnx_path, Target.TENSORRT)
+    if report.findings:
+        print_report(report)
+    if not report.passed:
+        raise BadInput(failure_message(report))
+
+
 def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = None) -> BuildResult:
     """Build ``output`` (a .plan) from ``onnx_path``; writes the engine, its sidecar, layer information and the
     timing cache, each atomically."""
@@ -71,6 +84,7 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     require_parent_dir(output)
     profile = planned_profile(onnx_path, options)
     precision, allowed_fp32 = _artifact_precision(onnx_path)
+    _check_conformance(onnx_path)
     trt = import_tensorrt("Building a TensorRT engine")
     gpu_name, capability = require_cuda_gpu("Building a TensorRT engine")
     cache_in = options.timing_cache.read_bytes() if options.timing_cache and options.timing_cache.is_file() else None
@@ -88,9 +102,12 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
 
         built = trt_layer.build(trt, onnx_path, profile, workspace=options.workspace, timing_cache=cache_in,
                                 opt_level=options.opt_level, hardware_compat=options.hardware_compat,
-                                version_compat=options.version_compat, on_phase=on_phase)
+                                version_compat=options.version_compat, tf32=options.tf32, on_phase=on_phase,
+                                on_note=console.warn)
     summaries = summarise(built.layer_information)
     check_precision(summaries, precision, allowed_fp32)
+    if precision is Precision.FP32 and options.tf32:
+        precision = Precision.TF32
 
     write_bytes_atomic(output, built.engine)
     sidecar = EngineSidecar(

@@ -73,7 +73,9 @@ def build(
     opt_level: int | None,
     hardware_compat: str,
     version_compat: bool,
+    tf32: bool = False,
     on_phase: Any,
+    on_note: Any = None,
 ) -> BuiltEngine:
     logger = TensorRTLogger(trt)
     builder = trt.Builder(logger.trt_logger)
@@ -95,7 +97,15 @@ def build(
         trt_profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
     config.add_optimization_profile(trt_profile)
     cache = config.create_timing_cache(timing_cache or b"")
-    config.set_timing_cache(cache, False)
+    if timing_cache and (cache is None or not config.set_timing_cache(cache, False)):
+        # Made on another GPU or TensorRT version (or damaged): TensorRT refuses a mismatched cache.
+        if on_note:
+            on_note("The timing cache was made for another GPU or TensorRT version: starting a fresh one.")
+        cache = config.create_timing_cache(b"")
+    if cache is not None:
+        config.set_timing_cache(cache, False)
+    if not tf32 and hasattr(trt.BuilderFlag, "TF32"):
+        config.clear_flag(trt.BuilderFlag.TF32)  # FP32 layers compute in FP32 unless TF32 is asked for
     if opt_level is not None:
         config.builder_optimization_level = opt_level
     config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
@@ -113,20 +123,30 @@ def build(
     if serialized is None:
         raise TrtpipeError(build_failure_message(logger.errors(), workspace))
     engine_bytes = bytes(serialized)
-    cache_bytes = bytes(config.get_timing_cache().serialize())
-    inputs, outputs, layers = describe(trt, engine_bytes, profile, logger)
+    built_cache = config.get_timing_cache()
+    cache_bytes = bytes(built_cache.serialize()) if built_cache is not None else None
+    inputs, outputs, layers = describe(trt, engine_bytes, profile, logger, version_compat=version_compat)
     return BuiltEngine(engine_bytes, cache_bytes, seconds, trt.__version__, inputs, outputs, layers)
 
 
-def describe(trt: ModuleType, engine_bytes: bytes, profile: list[ProfileShapes],
-             logger: TensorRTLogger | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+def describe(trt: ModuleType, engine_bytes: bytes, profile: list[ProfileShapes], logger: TensorRTLogger | None = None,
+             *, version_compat: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """IO tensors and the engine inspector's layer information (with the opt shapes set, so formats are known)."""
     logger = logger or TensorRTLogger(trt)
     runtime = trt.Runtime(logger.trt_logger)
+    if version_compat:  # a version-compatible engine carries its own runtime code, which must be allowed to load
+        runtime.engine_host_code_allowed = True
     engine = runtime.deserialize_cuda_engine(engine_bytes)
+    if engine is None:
+        raise TrtpipeError(f"TensorRT built the engine but cannot load it back to describe it: "
+                           f"{'; '.join(logger.errors()) or 'no message'}")
     context = engine.create_execution_context()
+    if context is None:
+        raise TrtpipeError(f"TensorRT cannot create an execution context for the new engine: "
+                           f"{'; '.join(logger.errors()) or 'no message'}")
     for shapes in profile:
-        context.set_input_shape(shapes.name, shapes.opt)
+        if not context.set_input_shape(shapes.name, shapes.opt):
+            raise TrtpipeError(f"TensorRT refused the profile's opt shape {shapes.opt} for '{shapes.name}'.")
     inputs, outputs = [], []
     for index in range(engine.num_io_tensors):
         name = engine.get_tensor_name(index)

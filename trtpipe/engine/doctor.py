@@ -60,7 +60,8 @@ def diagnose() -> list[dict[str, Any]]:
     gpu_providers = [p for p in providers if p in GPU_PROVIDERS]
     rows.append({"item": "ONNX Runtime", "ok": bool(gpu_providers),
                  "value": f"{onnxruntime.__version__}: {', '.join(providers)}",
-                 "fix": "pip uninstall -y onnxruntime && pip install 'trtpipe[gpu]' (onnxruntime-gpu: CUDA and "
+                 "fix": "pip uninstall -y onnxruntime && pip install onnxruntime-gpu (one provides the module; "
+                        "onnxruntime-gpu adds the CUDA and "
                         "TensorRT providers)"})
     return rows
 

@@ -71,6 +71,13 @@ def check_precision(summaries: list[LayerSummary], requested: Precision,
     optimize kept in FP32 on purpose)."""
     allowed = allowed_fp32_nodes or set()
     accepted = Precision(requested).engine_layer_precisions
+    if accepted >= Precision.FP32.engine_layer_precisions:
+        return  # an FP32 (or TF32) graph accepts any layer precision
+    checkable = [s for s in summaries if s.compute and s.precision != UNKNOWN]
+    if not checkable:
+        raise TrtpipeError(f"Cannot confirm the engine runs in {requested}: its layer information names no compute "
+                           f"layer with a known precision ({len(summaries)} layers listed). Build with detailed "
+                           "profiling verbosity (trtpipe build does) and report the TensorRT version.")
     wrong = [s for s in summaries if s.compute and s.precision not in accepted and s.precision != UNKNOWN
              and not (s.onnx_nodes and set(s.onnx_nodes) <= allowed)]
     if wrong:

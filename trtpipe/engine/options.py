@@ -32,5 +32,7 @@ class EngineOptions:
     hardware_compat: str = option(HardwareCompat.NONE, "Which GPUs the engine may run on.",
                                   choices=tuple(HardwareCompat))
     version_compat: bool = option(False, "Let newer TensorRT versions (and the lean runtime) run it.", type=bool)
+    tf32: bool = option(False, "Let FP32 layers use TF32 tensor cores (faster, 10-bit mantissa); recorded as "
+                        "precision tf32 for an FP32 graph.", type=bool)
     layer_info: Path | None = option(None, "Where to save the engine inspector's layer information (default "
                                      "OUT.layers.json).", type=Path)

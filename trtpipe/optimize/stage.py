@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from trtpipe import console
-from trtpipe.errors import BadInput
+from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import atomic_path, require_parent_dir, sha256_file
 from trtpipe.manifest import ArtifactManifest, write_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
@@ -83,6 +83,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         result = writer.apply(result, context)
 
     topologically_sorted(result)
+    _check_conformance(result, precision, target, context)
     with atomic_path(output) as tmp:
         onnx.save(result, str(tmp))
         onnx.checker.check_model(str(tmp))
@@ -93,6 +94,18 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     manifest_file = write_manifest(output, manifest)
     console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
     return OptimizeResult(output, manifest_file, manifest)
+
+
+def _check_conformance(model: onnx.ModelProto, precision: Precision, target: Target, context: PassContext) -> None:
+    """The result must be a graph its target runtime accepts: checked before anything is written."""
+    from trtpipe.conformance.check import check_model, failure_message, print_report
+
+    report = check_model(model, target if precision is Precision.INT8 else Target.TENSORRT)
+    if report.findings:
+        print_report(report)
+    context.details["conformance"] = report.to_dict()
+    if not report.passed:
+        raise VerificationFailed(failure_message(report) + " Nothing was written.")
 
 
 def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int, ...], int | None]:

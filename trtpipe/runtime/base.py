@@ -88,14 +88,19 @@ class Backend(ABC):
         return feeds
 
     def run_chunked(self, data: np.ndarray, chunk: int) -> np.ndarray:
-        """The first output over ``data`` in chunks of ``chunk`` samples (the model's static batch, or a size that
-        bounds memory and fits an engine's profile). A static batch drops the remainder that does not fill one."""
+        """The first output over ``data`` in chunks of at most ``chunk`` samples (the model's static batch, else
+        within an engine profile's maximum). A static batch drops the remainder that does not fill one."""
         fixed = self.static_batch
-        size = fixed or chunk
+        size = fixed or min(chunk, self.max_batch or chunk)
         usable = len(data) - len(data) % size if fixed else len(data)
         if usable == 0:
             raise BadInput(f"{len(data)} samples do not fill one batch of the model's static batch size {fixed}.")
         return np.concatenate([self.run(data[i : i + size])[0] for i in range(0, usable, size)])
+
+    @property
+    def max_batch(self) -> int | None:
+        """The largest batch the backend accepts (a TensorRT profile's maximum); None: no limit."""
+        return None
 
     @property
     def static_batch(self) -> int | None:

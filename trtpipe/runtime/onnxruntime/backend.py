@@ -10,7 +10,7 @@ import onnx
 from trtpipe.errors import BadInput
 from trtpipe.onnx_info import detect_precision, load_onnx
 from trtpipe.runtime.base import Backend, TensorInfo
-from trtpipe.runtime.onnxruntime.providers import Providers, check_providers
+from trtpipe.runtime.onnxruntime.providers import Providers, check_active, check_providers
 from trtpipe.vocab import BackendKind, Device, dtype
 
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
@@ -63,6 +63,7 @@ class OnnxRuntimeBackend(Backend):
         except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BadInput(f"ONNX Runtime cannot load {label}: {message}") from None
+        check_active(self.providers, self.session.get_providers(), label)
         self.device = Device.CUDA if any(p.startswith(("CUDA", "Tensorrt")) for p in names) else Device.CPU
         self._inputs = [_info(i) for i in self.session.get_inputs()]
         self._outputs = [_info(o) for o in self.session.get_outputs()]

@@ -13,21 +13,29 @@ from trtpipe.vocab import GPU_PROVIDERS, OnnxExecution
 Providers = Sequence[str | tuple[str, dict[str, Any]]]
 
 
-def provider_list(execution: OnnxExecution, *, trt_workspace: int | None = None, trt_cache_dir: Path | None = None
-                  ) -> list[str | tuple[str, dict[str, Any]]]:
-    """Providers (with options) for an execution choice; the TensorRT EP gets workspace, engine and timing caches."""
+def provider_list(execution: OnnxExecution, *, trt_workspace: int | None = None, trt_cache_dir: Path | None = None,
+                  trt_profile: tuple[str, str, str] | None = None) -> list[str | tuple[str, dict[str, Any]]]:
+    """Providers (with options) for an execution choice.
+
+    The CUDA provider computes FP32 in FP32 (``use_tf32=0``: TF32 would be a different row). The TensorRT provider
+    gets its workspace, engine and timing caches, and ``trt_profile``: min/opt/max shape specs such as
+    ``input:1x3x224x224``, so it builds one engine for the whole batch range instead of one per new shape.
+    """
     providers: list[str | tuple[str, dict[str, Any]]] = []
     for name in OnnxExecution(execution).providers:
-        if name == "TensorrtExecutionProvider":
-            options: dict[str, Any] = {}
+        options: dict[str, Any] = {}
+        if name == "CUDAExecutionProvider":
+            options["use_tf32"] = 0
+        elif name == "TensorrtExecutionProvider":
             if trt_workspace:
                 options["trt_max_workspace_size"] = trt_workspace
             if trt_cache_dir:
                 options.update(trt_engine_cache_enable=True, trt_engine_cache_path=str(trt_cache_dir),
                                trt_timing_cache_enable=True, trt_timing_cache_path=str(trt_cache_dir))
-            providers.append((name, options))
-        else:
-            providers.append(name)
+            if trt_profile:
+                options.update(trt_profile_min_shapes=trt_profile[0], trt_profile_opt_shapes=trt_profile[1],
+                               trt_profile_max_shapes=trt_profile[2])
+        providers.append((name, options) if options else name)
     return providers
 
 
@@ -44,3 +52,12 @@ def check_providers(providers: Providers) -> list[str]:
         raise BadInput(f"Requested ONNX Runtime providers {', '.join(unknown)}; available providers are "
                        f"{', '.join(available)}{hint}.")
     return names
+
+
+def check_active(requested: Providers, active: list[str], label: str) -> None:
+    """ONNX Runtime quietly falls back to the CPU when a provider cannot take a model: refuse that."""
+    wanted = [p if isinstance(p, str) else p[0] for p in requested]
+    first = wanted[0] if wanted else None
+    if first and first != "CPUExecutionProvider" and first not in active:
+        raise BadInput(f"ONNX Runtime did not use {first} for {label} (active providers: {', '.join(active)}): "
+                       "check 'trtpipe doctor' for the CUDA/TensorRT libraries it needs.")

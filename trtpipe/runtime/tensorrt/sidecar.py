@@ -81,17 +81,27 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
+# A version-compatible engine runs on the same or a newer TensorRT of its major version and, per TensorRT 11's
+# support matrix, a TensorRT 10 engine also runs on TensorRT 11.
+FORWARD_MAJORS = {10: (10, 11), 11: (11,)}
+
+
+def runs_version_compatible(built: tuple[int, ...], here: tuple[int, ...]) -> bool:
+    """Whether a version-compatible engine built with TensorRT ``built`` runs on TensorRT ``here``."""
+    if not built or not here or here < built:
+        return False
+    return here[0] in FORWARD_MAJORS.get(built[0], (built[0],))
+
+
 def check_compatibility(sidecar: EngineSidecar, *, tensorrt_version: str, compute_capability: str,
                         gpu_name: str = "") -> None:
     """Raise BadInput when this machine (TensorRT version, GPU) cannot run the engine the sidecar describes."""
     built, here = _version_tuple(sidecar.tensorrt_version), _version_tuple(tensorrt_version)
     rebuild = "rebuild it here with 'trtpipe build'"
-    if built != here:
-        same_major_newer = built[:1] == here[:1] and here >= built
-        if not (sidecar.version_compatible and same_major_newer):
-            hint = "" if sidecar.version_compatible else " (it was not built with --version-compat)"
-            raise BadInput(f"Engine built with TensorRT {sidecar.tensorrt_version}; this machine has TensorRT "
-                           f"{tensorrt_version}{hint}: {rebuild}.")
+    if built != here and not (sidecar.version_compatible and runs_version_compatible(built, here)):
+        hint = "" if sidecar.version_compatible else " (it was not built with --version-compat)"
+        raise BadInput(f"Engine built with TensorRT {sidecar.tensorrt_version}; this machine has TensorRT "
+                       f"{tensorrt_version}{hint}: {rebuild}.")
     cc_built, cc_here = _version_tuple(sidecar.compute_capability), _version_tuple(compute_capability)
     where = f"{sidecar.gpu_name} (compute capability {sidecar.compute_capability})"
     this = f"{gpu_name or 'this GPU'} (compute capability {compute_capability})"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -50,6 +52,20 @@ class TorchBackend(Backend):
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return self._forward(feeds[self._inputs[0].name])
+
+    def device_resident_call(self, feeds: dict[str, np.ndarray]) -> Callable[[], None] | None:
+        """On a GPU, a call on an input already in device memory, outputs left there: the baseline that engines'
+        no-transfer latencies are compared with. None on the CPU, where there are no transfers."""
+        if self.device is not Device.CUDA:
+            return None
+        tensor = torch.from_numpy(feeds[self._inputs[0].name]).to(self._torch_device)
+
+        def run() -> None:
+            with torch.inference_mode():
+                self.module(tensor)
+            torch.cuda.synchronize()
+
+        return run
 
 
 def flatten_outputs(result: object) -> list[torch.Tensor]:

@@ -1,0 +1,13 @@
+"""What `trtpipe check` can be told: which runtime the graph must conform to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtpipe.options import option
+from trtpipe.vocab import Target
+
+
+@dataclass
+class CheckOptions:
+    target: str = option(Target.TENSORRT, "The runtime the graph must conform to.", choices=tuple(Target))
