@@ -116,3 +116,21 @@ def test_mse_range_keeps_a_uniform_range() -> None:
     values = np.random.default_rng(0).uniform(-1, 1, 200_000)  # no tail: clipping only adds error
     _, high = mse_range(_histogram(values), symmetric=True)
     assert high > 0.95
+
+
+def test_calibration_streams_and_minmax_sees_every_batch(digits_onnx: Path) -> None:
+    """Statistics are folded in a few batches at a time (memory stays flat with more data); the ranges still
+    cover every batch: equal to a running min/max over all of them."""
+    from trtpipe.optimize.activations import float_activations, observe
+    from trtpipe.optimize.int8.calibrate import STREAM_BATCHES, calibrate
+
+    model = onnx.load(str(digits_onnx))
+    images = load_split("digits", "eval").images[:320]
+    batches = [images[i : i + 32] for i in range(0, 320, 32)]
+    assert len(batches) > 2 * STREAM_BATCHES
+    ranges = calibrate(model, batches, "minmax", symmetric=False)
+    reference = observe(model, float_activations(model), batches)
+    for name, (low, high) in ranges.items():
+        if name in reference:
+            assert np.isclose(low, min(reference[name].minimum, 0.0), atol=1e-5), name
+            assert np.isclose(high, max(reference[name].maximum, 0.0), atol=1e-5), name

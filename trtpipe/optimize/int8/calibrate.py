@@ -22,6 +22,7 @@ from trtpipe.optimize.activations import RunningStats, float_activations, observ
 from trtpipe.vocab import CalibMethod
 
 HISTOGRAM_BINS = 2048
+STREAM_BATCHES = 4  # batches whose activations ONNX Runtime's calibrators hold at once
 MSE_CANDIDATES = 256
 
 Ranges = dict[str, tuple[float, float]]
@@ -87,7 +88,13 @@ def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], metho
         batches = [samples[i : i + size] for i in range(0, len(samples), size)]
         with console.progress() as bar:
             task = bar.add_task(f"Calibrating ({method})", total=len(batches))
-            calibrator.collect_data(_Reader(input_name, batches, lambda: bar.advance(task)))
+            # A few batches at a time: ONNX Runtime's calibrators hold every activation of what they are given, so
+            # the statistics are folded in per chunk (min/max merged, histograms accumulated) and the
+            # activations dropped, keeping memory flat however much data there is.
+            for start in range(0, len(batches), STREAM_BATCHES):
+                calibrator.collect_data(_Reader(input_name, batches[start : start + STREAM_BATCHES],
+                                                lambda: bar.advance(task)))
+                calibrator.clear_collected_data()
             with console.step(f"Computing {method} ranges..."):
                 tensors = calibrator.compute_data()
         del calibrator
