@@ -60,7 +60,13 @@ def test_accuracy_budget_falls_back_to_fp32_layers(outlier_onnx: Path, tmp_path:
     section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]
     assert section["full_int8"]["accuracy_drop_pp"] > 20  # the case really needs the fallback
     assert section["fp32_layers"] and section["final"]["accuracy_drop_pp"] <= 0.5
-    assert len(section["sensitivity"]) > len(section["fp32_layers"])
+    # The outlier lives in one tensor read by two convolutions, plus the residual Add before it: both readers fall
+    # back together as one unit, and three nodes suffice (the earlier one-node-at-a-time schedule needed five).
+    assert len(section["fp32_layers"]) <= 3
+    assert len(section["sensitivity"]) > 1 and {"nodes", "error_removed", "kept"} <= set(section["sensitivity"][0])
+    kept = [a for a in section["fallback_attempts"] if a["kept"]]
+    drops = [section["full_int8"]["accuracy_drop_pp"], *(a["drop_pp"] for a in kept)]
+    assert drops == sorted(drops, reverse=True), drops  # the figure never gets worse as layers are added
     kept = set(section["fp32_layers"])
     model = onnx.load(str(out))
     float_weights = {i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT}

@@ -105,13 +105,10 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
 
 
 def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
-    if loaded.dataset:
-        from trtpipe.models.data import load_split
-
-        split = load_split(loaded.dataset, "eval")
-        timing = {b: np.resize(split.images, (b, *split.images.shape[1:])) for b in batches}
-        return _Samples(timing, split.images, split.labels,
-                        f"{len(split)} held-out images of the '{loaded.dataset}' data set")
+    data = loaded.evaluation_data()
+    if data is not None:
+        timing = {b: np.resize(data.images, (b, *data.images.shape[1:])) for b in batches}
+        return _Samples(timing, data.images, data.labels, data.description)
     rng = np.random.default_rng(0)
     timing = {b: rng.standard_normal((b, *loaded.sample_shape), dtype=np.float32) for b in batches}
     agreement = rng.standard_normal((RANDOM_AGREEMENT_SAMPLES, *loaded.sample_shape), dtype=np.float32)

@@ -125,16 +125,13 @@ def verify_backends(
     for label, batch in verification_inputs(loaded, dynamic_batch):
         agreement = compare(reference.run(batch)[0], candidate.run(batch)[0])
         report.cases.append(CaseResult(label, agreement, tolerance.accepts(agreement)))
-    if loaded.dataset:
-        from trtpipe.models.data import load_split
-
-        split = load_split(loaded.dataset, "eval")
-        ref_logits = reference.run_chunked(split.images, REAL_DATA_CHUNK)
-        cand_logits = candidate.run_chunked(split.images, REAL_DATA_CHUNK)
+    data = loaded.evaluation_data()
+    if data is not None:
+        ref_logits = reference.run_chunked(data.images, REAL_DATA_CHUNK)
+        cand_logits = candidate.run_chunked(data.images, REAL_DATA_CHUNK)
         usable = len(cand_logits)
-        comparison = compare(ref_logits[:usable], cand_logits, split.labels)
-        report.cases.append(CaseResult(f"{usable} held-out {loaded.dataset} images", comparison,
-                                       tolerance.accepts(comparison)))
+        comparison = compare(ref_logits[:usable], cand_logits, data.labels)
+        report.cases.append(CaseResult(data.description, comparison, tolerance.accepts(comparison)))
         report.dataset = loaded.dataset
         report.eval_samples = usable
         report.reference_accuracy = comparison.reference_accuracy

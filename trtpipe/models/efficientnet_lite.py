@@ -60,7 +60,7 @@ class EfficientNetLite(nn.Module):
         for index, (repeats, kernel, stride, expansion, inp, out) in enumerate(STAGES):
             inp = 32 if index == 0 else _channels(inp, width)
             out = _channels(out, width)
-            count = repeats if index in (0, last) else int(math.ceil(depth * repeats))
+            count = repeats if index in (0, last) else math.ceil(depth * repeats)
             for step in range(count):
                 blocks.append(MBConv(inp if step == 0 else out, out, kernel, stride if step == 0 else 1, expansion))
         self._blocks = nn.ModuleList(blocks)

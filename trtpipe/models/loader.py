@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -32,6 +33,16 @@ from trtpipe.vocab import Device
 STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
 TORCHSCRIPT_SUFFIXES = {".ts", ".torchscript", ".jit"}
 _FACTORY_PATTERN = re.compile(r"^(?P<module>[\w./\\-]+\.py|[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
+
+
+PHOTOS = "photos"
+
+
+@dataclass(frozen=True)
+class EvaluationData:
+    images: np.ndarray
+    labels: np.ndarray | None  # None: the reference model's own top-1 is the label
+    description: str
 
 
 @dataclass
@@ -72,6 +83,25 @@ class LoadedModel:
             "dataset": self.dataset,
             **self.extra,
         }
+
+    def evaluation_data(self) -> EvaluationData | None:
+        """The real held-out samples every artifact of this model is judged on: the bundled data set's eval split
+        (with its labels), or for an ImageNet-pretrained model the photo crops (labels: None, so figures are
+        agreement with FP32). None for a model with no data: callers fall back to seeded random inputs."""
+        if self.dataset == PHOTOS:
+            from trtpipe.models.photos import photo_crops
+
+            prep = self.extra["preprocessing"]
+            images = photo_crops("eval", self.sample_shape, tuple(prep["mean"]), tuple(prep["std"]))
+            return EvaluationData(images, None, f"{len(images)} crops of photos shipped with installed packages "
+                                                "(reference: PyTorch FP32's top-1; agreement, not ImageNet accuracy)")
+        if self.dataset:
+            from trtpipe.models.data import load_split
+
+            split = load_split(self.dataset, "eval")
+            return EvaluationData(split.images, split.labels,
+                                  f"{len(split)} held-out images of the '{self.dataset}' data set")
+        return None
 
     def check_runs(self, batch: int = 1) -> None:
         """Run one forward pass, so a wrong input shape fails here with a clear line, not deep in export."""
@@ -152,7 +182,7 @@ def _load_pretrained(architecture: Architecture, input_shape: tuple[int, ...] | 
     module.load_state_dict(state)
     return LoadedModel(
         module, architecture.name, architecture.name, "pretrained", input_shape or architecture.input_shape,
-        sha256_file(files[0]), None,
+        sha256_file(files[0]), PHOTOS,
         {"weights": f"{weights.distribution} (ImageNet)", "preprocessing": weights.preprocessing.to_dict()},
     )
 

@@ -1,8 +1,10 @@
 """Calibration and evaluation data, from wherever the user keeps it, shaped for the model's input.
 
-DATA is one of: ``digits`` (the bundled splits: calibration for --calib, eval for --eval), a ``.npy`` or
-``.npz`` array file, a folder of images (for --eval: one subfolder per class, classes in sorted order), or
-``random`` (calibration only, and only for speed tests: ranges from noise say nothing about real inputs).
+DATA is one of: ``digits`` (the bundled splits: calibration for --calib, eval for --eval), ``photos`` (seeded
+crops of natural photos that installed packages ship; disjoint crops for calibration and eval; labelled by the FP32
+model's own top-1), a ``.npy`` or ``.npz`` array file, a folder of images (for --eval: one subfolder per class,
+classes in sorted order), or ``random`` (calibration only, and only for speed tests: ranges from noise say
+nothing about real inputs).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from trtpipe.vocab import ChannelOrder
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+PHOTOS = "photos"
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class Dataset:
     images: np.ndarray  # float32 N x C x H x W
     labels: np.ndarray | None
     source: str
+    reference_labels: bool = False  # unlabelled by nature: the FP32 model's top-1 is the label
 
     @property
     def sha256(self) -> str:
@@ -71,6 +75,15 @@ def load_dataset(
         split_name = spec.split(":", 1)[1] if ":" in spec else ("calibration" if purpose == "calibration" else "eval")
         split = load_split("digits", split_name)
         dataset = Dataset(split.images, split.labels, f"digits {split_name} split")
+    elif spec == PHOTOS:
+        from trtpipe.models.photos import photo_crops
+
+        prep = preprocessing or ImagePreprocessing()
+        channels = sample_shape[0]
+        mean = prep.mean or (IMAGENET_MEAN if channels == 3 else (0.5,) * channels)
+        std = prep.std or (IMAGENET_STD if channels == 3 else (0.5,) * channels)
+        images = photo_crops(purpose, sample_shape, mean, std, samples)
+        dataset = Dataset(images, None, f"{len(images)} {purpose} crops of packaged photos", reference_labels=True)
     elif path.is_dir():
         dataset = _image_folder(path, sample_shape, purpose, preprocessing or ImagePreprocessing())
     elif path.suffix.lower() in (".npy", ".npz"):
@@ -79,15 +92,15 @@ def load_dataset(
         dataset = _arrays(path)
     elif path.exists():
         raise BadInput(f"{path} is not calibration or evaluation data: give a .npy/.npz file, a folder of images, "
-                       "'digits' or 'random'.")
+                       "'digits', 'photos' or 'random'.")
     else:
         raise BadInput(f"{purpose.capitalize()} data '{spec}' does not exist: give a .npy/.npz file, a folder of "
-                       "images, 'digits' or 'random'.")
+                       "images, 'digits', 'photos' or 'random'.")
     _check_layout(dataset, sample_shape)
-    if purpose == "eval" and dataset.labels is None:
+    if purpose == "eval" and dataset.labels is None and not dataset.reference_labels:
         raise BadInput(f"Evaluation data {dataset.source} has no labels: give an .npz with 'labels' (or 'y'), a "
                        "folder with one subfolder per class, or 'digits'.")
-    if samples is not None:
+    if samples is not None and not dataset.reference_labels:
         if len(dataset) < samples:
             raise BadInput(f"{dataset.source} has {len(dataset)} samples; {samples} were asked for. Lower "
                            "--calib-samples or give more data.")

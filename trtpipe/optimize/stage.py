@@ -17,7 +17,7 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import atomic_path, require_parent_dir, sha256_file
-from trtpipe.manifest import ArtifactManifest, write_manifest
+from trtpipe.manifest import ArtifactManifest, read_manifest, write_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.options import OptimizeOptions
@@ -63,10 +63,18 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     name_nodes(model)
     sample_shape, static_batch = _input_geometry(model, source)
 
-    preprocessing = ImagePreprocessing(resize=options.resize, mean=options.mean, std=options.std,
-                                       channel_order=options.channel_order)
+    preprocessing = _preprocessing(options, source)
     calib = _load(options.calib, sample_shape, "calibration", options.calib_samples, preprocessing)
     evaluation = _load(options.eval, sample_shape, "eval", None, preprocessing)
+    if evaluation is not None and evaluation.labels is None:  # reference labels: FP32's own top-1
+        from dataclasses import replace
+
+        from trtpipe.optimize.evaluate import logits
+
+        labels = logits(model, evaluation.images, batch=static_batch).argmax(1)
+        evaluation = replace(evaluation, images=evaluation.images[: len(labels)], labels=labels)
+        console.note(f"{evaluation.source}: labelled by the FP32 model's top-1, so accuracy here is agreement "
+                     "with FP32, not ImageNet accuracy")
     probe = calib or evaluation or _random_probe(sample_shape)
     context = PassContext(options, target, calib, evaluation, probe, static_batch, output)
     context.details.update({
@@ -106,6 +114,24 @@ def _check_conformance(model: onnx.ModelProto, precision: Precision, target: Tar
     context.details["conformance"] = report.to_dict()
     if not report.passed:
         raise VerificationFailed(failure_message(report) + " Nothing was written.")
+
+
+def _preprocessing(options: OptimizeOptions, source: Path) -> ImagePreprocessing:
+    """Image preprocessing for data made from images: the options', else what the model's weights were trained
+    with (recorded by convert from the registry). Options that contradict the recorded values are refused."""
+    recorded = {}
+    manifest = read_manifest(source)
+    if manifest is not None:
+        recorded = (manifest.details.get("source") or {}).get("preprocessing") or {}
+    for key in ("resize", "mean", "std"):
+        given, known = getattr(options, key), recorded.get(key)
+        if given is not None and known is not None and tuple(np.atleast_1d(given)) != tuple(np.atleast_1d(known)):
+            raise BadInput(f"--{key} {given} does not match the {key} the model's weights were trained with ({known}, "
+                           f"recorded in {source.stem}.manifest.json): drop --{key} or fix it.")
+    return ImagePreprocessing(resize=options.resize or recorded.get("resize"),
+                              mean=options.mean or (tuple(recorded["mean"]) if "mean" in recorded else None),
+                              std=options.std or (tuple(recorded["std"]) if "std" in recorded else None),
+                              channel_order=options.channel_order)
 
 
 def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int, ...], int | None]:

@@ -8,6 +8,7 @@ histogram on calibration data — rounding noise (step²/12) inside the range pl
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import tempfile
 from collections.abc import Iterator
@@ -76,7 +77,8 @@ def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], metho
     extra = {"symmetric": symmetric}
     if method == CalibMethod.PERCENTILE:
         extra["percentile"] = 99.999
-    with tempfile.TemporaryDirectory(prefix="trtpipe-calib-") as tmp, quiet_onnxruntime_quantization():
+    with tempfile.TemporaryDirectory(prefix="trtpipe-calib-") as tmp, quiet_onnxruntime_quantization(), \
+            contextlib.redirect_stdout(io.StringIO()):  # ORT's histogram calibrators print their progress
         model_path = Path(tmp) / "model.onnx"
         onnx.save(model, str(model_path))
         calibrator = create_calibrator(model_path, None, augmented_model_path=str(Path(tmp) / "augmented.onnx"),

@@ -13,7 +13,7 @@ from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget
+from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
 from trtpipe.optimize.passes.context import PassContext
 
 DESCRIPTION = "INT8 Q/DQ for the target (tensorrt: S8S8 symmetric; cpu: U8S8), with an accuracy budget"
@@ -54,11 +54,13 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         fallback = fall_back_until_within_budget(
             fp32, ranges, profile, probe=calib.images[:PROBE_SAMPLES], eval_images=evaluation.images,
             eval_labels=evaluation.labels, fp32_eval_logits=context.logits(fp32, evaluation.images),
-            budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes,
+            budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes, full_int8=check,
         )
         quantized, check = fallback.model, fallback.comparison
+        print_table(fallback.ranking, fallback.excluded)
         section["fp32_layers"] = fallback.excluded
-        section["sensitivity"] = [{"node": n, "score": s} for n, s in fallback.ranking]
+        section["sensitivity"] = [{"nodes": list(unit), "error_removed": score,
+                                   "kept": set(unit) <= set(fallback.excluded)} for unit, score in fallback.ranking]
         section["fallback_attempts"] = fallback.attempts
         context.fp32_nodes += fallback.excluded
         console.success(f"Within budget with {len(fallback.excluded)} layer(s) in FP32 "

@@ -1,0 +1,180 @@
+"""`make peers`: trtpipe's INT8 against the quantizers its users would pick instead, on real pretrained CNNs.
+
+For each ImageNet-pretrained registry model that is installed (pip install 'trtpipe[pretrained]'), the same FP32
+ONNX is quantized on the same 256 photo crops by every recipe, and every result is judged on the same 500 other
+crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy):
+
+- trtpipe INT8 for each target (tensorrt, cpu) and calibration method, and trtpipe FP16;
+- ONNX Runtime's quantize_static, QDQ per-channel MinMax: S8S8 symmetric (what TensorRT can take) and U8S8;
+- NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each says how to install it otherwise).
+
+TensorRT-target files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU latency means nothing
+and is not shown. Writes reports/peers.md and reports/peers.json. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from trtpipe.bench.timing import measure
+from trtpipe.comparison import compare
+from trtpipe.convert.stage import convert
+from trtpipe.errors import MissingDependency
+from trtpipe.hardware import cpu_model
+from trtpipe.models.loader import LoadedModel, load_model
+from trtpipe.models.photos import photo_crops
+from trtpipe.models.registry import ARCHITECTURES
+from trtpipe.optimize.evaluate import logits
+from trtpipe.optimize.options import OptimizeOptions
+from trtpipe.optimize.stage import optimize
+from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+from trtpipe.vocab import CalibMethod, Precision, Target
+
+WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+
+def weighted_fp32(path: Path) -> str:
+    """Weighted ops whose weights stay float: the layers a recipe left in FP32 (of all weighted ops)."""
+    model = onnx.load(str(path))
+    produced = {o: n for n in model.graph.node for o in n.output}
+    ops = [n for n in model.graph.node if n.op_type in WEIGHTED]
+    fp32 = [n for n in ops if len(n.input) > 1 and (produced.get(n.input[1]) is None
+                                                   or produced[n.input[1]].op_type != "DequantizeLinear")]
+    return f"{len(fp32)}/{len(ops)}"
+
+
+class Reader:
+    """ONNX Runtime's CalibrationDataReader over the calibration crops."""
+
+    def __init__(self, name: str, images: np.ndarray, batch: int = 32) -> None:
+        self.items = iter([{name: images[i : i + batch]} for i in range(0, len(images), batch)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self.items, None)
+
+
+def ort_static(source: Path, out: Path, calib: np.ndarray, *, signed: bool) -> Path:
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    quantize_static(str(source), str(out), Reader(onnx.load(str(source)).graph.input[0].name, calib),
+                    quant_format=QuantFormat.QDQ, per_channel=True, calibrate_method=CalibrationMethod.MinMax,
+                    activation_type=QuantType.QInt8 if signed else QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ActivationSymmetric": signed, "WeightSymmetric": True})
+    return out
+
+
+def modelopt(source: Path, out: Path, calib: np.ndarray) -> Path:
+    try:
+        from modelopt.onnx.quantization import quantize
+    except ImportError:
+        raise MissingDependency("nvidia-modelopt", "The ModelOpt peer", "pip install 'nvidia-modelopt[onnx]' "
+                                "(in its own environment: it pins onnx and onnxruntime-gpu)") from None
+    quantize(onnx_path=str(source), quantize_mode="int8", calibration_data=calib, calibration_method="max",
+             output_path=str(out))
+    return out
+
+
+def nncf(source: Path, out: Path, calib: np.ndarray) -> Path:
+    try:
+        import nncf as nncf_module
+    except ImportError:
+        raise MissingDependency("nncf", "The NNCF peer", "pip install nncf") from None
+    model = onnx.load(str(source))
+    name = model.graph.input[0].name
+    dataset = nncf_module.Dataset([calib[i : i + 1] for i in range(len(calib))], lambda x: {name: x})
+    onnx.save(nncf_module.quantize(model, dataset, subset_size=len(calib)), str(out))
+    return out
+
+
+def main() -> int:
+    models = [n for n in (sys.argv[1:] or [a.name for a in ARCHITECTURES.values() if a.weights])]
+    report: dict[str, list[dict[str, object]]] = {}
+    for name in models:
+        try:
+            loaded = load_model(name)
+        except MissingDependency as missing:
+            print(f"{name}: skipped ({missing.message})", flush=True)
+            continue
+        with tempfile.TemporaryDirectory(prefix="trtpipe-peers-") as folder:
+            report[name] = compare_recipes(loaded, Path(folder))
+    write(report)
+    return 0
+
+
+def compare_recipes(loaded: LoadedModel, folder: Path) -> list[dict[str, object]]:
+    prep = loaded.extra["preprocessing"]
+    calib = photo_crops("calibration", loaded.sample_shape, tuple(prep["mean"]), tuple(prep["std"]))
+    evaluation = photo_crops("eval", loaded.sample_shape, tuple(prep["mean"]), tuple(prep["std"]))
+    rows: list[dict[str, object]] = []
+    source = folder / "fp32.onnx"
+    convert(loaded, source)
+    reference = logits(onnx.load(str(source)), evaluation)
+
+    def row(recipe: str, target: str, make: Callable[[Path], Path], float_qdq: bool) -> None:
+        out = folder / f"{len(rows)}.onnx"
+        start = time.perf_counter()
+        try:
+            path = make(out)
+        except MissingDependency as missing:
+            print(f"  {recipe}: not run ({missing.message})", flush=True)
+            return
+        seconds = time.perf_counter() - start
+        result = compare(reference, logits(onnx.load(str(path)), evaluation,
+                                           optimization="disable" if float_qdq else "all"))
+        latency = None
+        if not float_qdq:
+            with OnnxRuntimeBackend(path, threads=2) as backend:
+                latency = float(np.median(measure(lambda: backend.run(evaluation[:1]), warmup=5, iters=None,
+                                                  duration_s=3)))
+        rows.append({"recipe": recipe, "target": target, "top1_agreement": result.top1_agreement,
+                     "mean_logit_err": result.mean_abs_err, "max_logit_err": result.max_abs_err,
+                     "fp32_weighted_ops": weighted_fp32(path), "p50_ms_cpu": latency, "seconds": round(seconds, 1)})
+        print(f"  {recipe} ({target}): top-1 agreement {100 * (result.top1_agreement or 0):.1f}%"
+              + (f", p50 {latency:.2f} ms" if latency else ""), flush=True)
+
+    print(f"{loaded.name}: {len(calib)} calibration and {len(evaluation)} eval crops", flush=True)
+    row("FP32 (ONNX Runtime)", "cpu", lambda out: source, False)
+    row("trtpipe FP16", "tensorrt", lambda out: optimize(source, out, OptimizeOptions(
+        precision=Precision.FP16, calib="photos")).path, False)
+    for target in Target:
+        for method in CalibMethod:
+            row(f"trtpipe INT8 {method}", str(target), lambda out, t=target, m=method: optimize(
+                source, out, OptimizeOptions(precision=Precision.INT8, target=t, calib="photos",
+                                             calib_method=m)).path, target is Target.TENSORRT)
+    row("ORT quantize_static S8S8 sym, per-channel, MinMax", "tensorrt",
+        lambda out: ort_static(source, out, calib, signed=True), True)
+    row("ORT quantize_static U8S8, per-channel, MinMax", "cpu",
+        lambda out: ort_static(source, out, calib, signed=False), False)
+    row("NVIDIA ModelOpt ONNX PTQ (max)", "tensorrt", lambda out: modelopt(source, out, calib), True)
+    row("NNCF PTQ", "cpu", lambda out: nncf(source, out, calib), False)
+    return rows
+
+
+def write(report: dict[str, list[dict[str, object]]]) -> None:
+    Path("reports").mkdir(exist_ok=True)
+    Path("reports/peers.json").write_text(json.dumps({"cpu": cpu_model(), "models": report}, indent=2) + "\n")
+    lines = [f"Machine: {cpu_model()}. Top-1 agreement with PyTorch FP32 on 500 photo crops (calibration: 256 "
+             "other crops); latency: ONNX Runtime CPU, batch 1, 2 threads.", ""]
+    for name, rows in report.items():
+        lines += [f"**{name}**", "", "| Recipe | Target | Top-1 agreement | Mean / max logit error "
+                  "| Weighted ops in FP32 | p50 ms (CPU) |", "|---|---|---:|---:|---:|---:|"]
+        for r in rows:
+            latency = f"{r['p50_ms_cpu']:.2f}" if r["p50_ms_cpu"] else "–"
+            lines.append(f"| {r['recipe']} | {r['target']} | {100 * float(r['top1_agreement'] or 0):.1f} % | "
+                         f"{float(r['mean_logit_err']):.3f} / {float(r['max_logit_err']):.2f} | "
+                         f"{r['fp32_weighted_ops']} | {latency} |")
+        lines.append("")
+    Path("reports/peers.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
