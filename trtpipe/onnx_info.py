@@ -15,13 +15,65 @@ QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMa
 
 
 def load_onnx(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
-    """Load an ONNX file; anything that is not one gives a clear BadInput."""
+    """Load an ONNX file; anything that is not one gives a clear BadInput. Its external-data locations are
+    checked before any weight is read (see :func:`check_external_data`)."""
     require_file(Path(path), "ONNX file")
     try:
-        return onnx.load(str(path), load_external_data=load_weights)
+        model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # protobuf's DecodeError and friends: the file is not ONNX
         raise BadInput(f"{path} is not a valid ONNX model ({type(error).__name__}): re-export it with "
                        "'trtpipe convert'.") from None
+    check_external_data(model, Path(path))
+    if load_weights:
+        try:
+            onnx.load_external_data_for_model(model, str(Path(path).parent))
+        except (OSError, ValueError) as error:
+            raise BadInput(f"{path}: its external weights cannot be read ({error}).") from None
+    return model
+
+
+def _tensors(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    """Every tensor a graph stores: initializers, sparse initializers, Constant values, and those of subgraphs."""
+    found = list(graph.initializer)
+    found += [t for sparse in graph.sparse_initializer for t in (sparse.values, sparse.indices)]
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                found.append(attribute.t)
+            found += list(attribute.tensors)
+            if attribute.HasField("sparse_tensor"):
+                found += [attribute.sparse_tensor.values, attribute.sparse_tensor.indices]
+            for sub in [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs):
+                found += _tensors(sub)
+    return found
+
+
+def check_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse external-data locations that leave the model's folder.
+
+    An ONNX file names the files its weights live in; a crafted one can name ``../../etc/passwd`` or a link that
+    leads out, and whatever reads the weights (onnx, ONNX Runtime, TensorRT's parser) would serve that file's
+    bytes as a tensor. trtpipe checks every location itself, whatever library versions are installed: relative,
+    inside the folder once resolved, not a symbolic link leading out, not a second hard link to another file.
+    """
+    folder = Path(path).resolve().parent
+    for tensor in _tensors(model.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = entries.get("location", "")
+        where = f"{path}: tensor '{tensor.name}' keeps its data in '{location}'"
+        candidate = Path(location)
+        if not location or candidate.is_absolute() or ".." in candidate.parts or "\\" in location:
+            raise BadInput(f"{where}, which is not a plain relative path inside the model's folder: refused.")
+        target = folder / candidate
+        resolved = target.resolve()
+        if folder not in resolved.parents:
+            raise BadInput(f"{where}, which leads outside the model's folder ({resolved}): refused.")
+        if target.is_symlink():
+            raise BadInput(f"{where}, a symbolic link: refused (copy the weights into the folder).")
+        if target.exists() and (not target.is_file() or target.stat().st_nlink > 1):
+            raise BadInput(f"{where}, which is not a regular file with a single link: refused.")
 
 
 def detect_precision(model: onnx.ModelProto) -> Precision:
