@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 THREADS ?= 2
 
-.PHONY: install demo test bench loadtest conformance lint format retrain clean
+.PHONY: install demo test bench peers loadtest conformance lint format retrain clean
 
 install: $(STAMP)
 
@@ -44,6 +44,11 @@ models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx: | install
 
 loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
 	$(BIN)/python scripts/serve_bench.py
+
+# trtpipe's INT8 against ONNX Runtime's quantize_static (and ModelOpt/NNCF where installed) on the pretrained
+# models and photos (README's peers table; reports/peers.md).
+peers: install
+	$(BIN)/python scripts/peers.py
 
 # Every registry model's TensorRT-target INT8 and FP16 ONNX through `trtpipe check` (README's conformance line).
 conformance: install

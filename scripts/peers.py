@@ -28,7 +28,7 @@ from trtpipe.bench.timing import measure
 from trtpipe.comparison import compare
 from trtpipe.convert.stage import convert
 from trtpipe.errors import MissingDependency
-from trtpipe.hardware import cpu_model
+from trtpipe.hardware import cpu_flags, cpu_model
 from trtpipe.models.loader import LoadedModel, load_model
 from trtpipe.models.photos import photo_crops
 from trtpipe.models.registry import ARCHITECTURES
@@ -95,6 +95,9 @@ def nncf(source: Path, out: Path, calib: np.ndarray) -> Path:
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--table"]:
+        write(json.loads(Path("reports/peers.json").read_text())["models"])
+        return 0
     models = [n for n in (sys.argv[1:] or [a.name for a in ARCHITECTURES.values() if a.weights])]
     report: dict[str, list[dict[str, object]]] = {}
     for name in models:
@@ -159,18 +162,20 @@ def compare_recipes(loaded: LoadedModel, folder: Path) -> list[dict[str, object]
 
 
 def write(report: dict[str, list[dict[str, object]]]) -> None:
+    """reports/peers.json and reports/peers.md (re-render the table alone: python scripts/peers.py --table)."""
     Path("reports").mkdir(exist_ok=True)
     Path("reports/peers.json").write_text(json.dumps({"cpu": cpu_model(), "models": report}, indent=2) + "\n")
-    lines = [f"Machine: {cpu_model()}. Top-1 agreement with PyTorch FP32 on 500 photo crops (calibration: 256 "
-             "other crops); latency: ONNX Runtime CPU, batch 1, 2 threads.", ""]
+    lines = [f"Machine: {cpu_model()} ({', '.join(cpu_flags())}). Top-1 agreement with PyTorch FP32 on 500 photo "
+             "crops (calibration: 256 other crops); latency: ONNX Runtime CPU, batch 1, 2 threads.", ""]
     for name, rows in report.items():
         lines += [f"**{name}**", "", "| Recipe | Target | Top-1 agreement | Mean / max logit error "
                   "| Weighted ops in FP32 | p50 ms (CPU) |", "|---|---|---:|---:|---:|---:|"]
         for r in rows:
             latency = f"{r['p50_ms_cpu']:.2f}" if r["p50_ms_cpu"] else "–"
+            quantized = any(word in str(r["recipe"]) for word in ("INT8", "quantize_static", "PTQ"))
             lines.append(f"| {r['recipe']} | {r['target']} | {100 * float(r['top1_agreement'] or 0):.1f} % | "
                          f"{float(r['mean_logit_err']):.3f} / {float(r['max_logit_err']):.2f} | "
-                         f"{r['fp32_weighted_ops']} | {latency} |")
+                         f"{r['fp32_weighted_ops'] if quantized else '–'} | {latency} |")
         lines.append("")
     Path("reports/peers.md").write_text("\n".join(lines))
     print("\n".join(lines))

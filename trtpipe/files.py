@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ def atomic_path(path: Path) -> Iterator[Path]:
     path = Path(path)
     require_parent_dir(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # mkstemp creates 0600 files; an artifact is for other users too (a Triton or web server running as another
+    # user), so it gets the mode any new file gets here: 0666 less the umask.
+    os.fchmod(fd, 0o666 & ~current_umask())
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -47,6 +51,17 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask (reading it means setting it: done under a lock and put back at once)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

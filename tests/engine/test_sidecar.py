@@ -77,3 +77,23 @@ def test_other_gpu() -> None:
     check_compatibility(portable, tensorrt_version="10.13.0.35", compute_capability="8.6")
     with pytest.raises(BadInput, match="Ampere and newer"):
         check_compatibility(portable, tensorrt_version="10.13.0.35", compute_capability="7.5")
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    ("[1, 2]", "schema None"),
+    ('{"schema": "trtpipe.engine/1", "tensorrt_version": "10.13", "gpu_name": "H100", "compute_capability": "9.0"}',
+     "'engine_sha256' is missing"),
+    ('{"schema": "trtpipe.engine/1", "tensorrt_version": "10.13", "gpu_name": "H100", "compute_capability": "9.0", '
+     '"engine_sha256": 12345}', "'engine_sha256' is int, not str"),
+    ('{"schema": "trtpipe.engine/1", "tensorrt_version": "10.13", "gpu_name": "H100", "compute_capability": "9.0", '
+     '"engine_sha256": "abc"}', "not a SHA-256 hex digest"),
+    ('{"schema": "trtpipe.engine/1", "tensorrt_version": 10, "gpu_name": "H100", "compute_capability": "9.0", '
+     f'"engine_sha256": "{"0" * 64}"}}', "'tensorrt_version' is int, not str"),
+])
+def test_a_malformed_sidecar_is_refused_in_one_line(tmp_path: Path, content: str, reason: str) -> None:
+    engine = tmp_path / "m.plan"
+    engine.write_bytes(b"engine")
+    sidecar_path(engine).write_text(content)
+    with pytest.raises(BadInput) as caught:
+        read_sidecar(engine)
+    assert reason in caught.value.message and "rebuild with 'trtpipe build'" in caught.value.message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def test_engine_config_takes_preferred_sizes_from_its_profile(tmp_path: Path) ->
     engine = tmp_path / "m.plan"
     engine.write_bytes(b"engine")
     sidecar = {"schema": "trtpipe.engine/1", "tensorrt_version": "10.13.0.35", "gpu_name": "H100",
-               "compute_capability": "9.0",
+               "compute_capability": "9.0", "engine_sha256": hashlib.sha256(b"engine").hexdigest(),
                "inputs": [{"name": "input", "dtype": "float32", "shape": [-1, 3, 224, 224]}],
                "outputs": [{"name": "output", "dtype": "float32", "shape": [-1, 1000]}],
                "profiles": [[{"input": "input", "min": [1, 3, 224, 224], "opt": [8, 3, 224, 224],

@@ -8,6 +8,7 @@ what it was built for, what this machine is, and how to rebuild.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,29 @@ class EngineSidecar:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EngineSidecar:
+        """Checked field by field: a sidecar decides what is deserialised, so nothing in it is taken on trust."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        for key, kinds in _SCHEMA.items():
+            value = data.get(key)
+            if value is None and key in _REQUIRED:
+                raise ValueError(f"'{key}' is missing")
+            if value is not None and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+                raise ValueError(f"'{key}' is {type(value).__name__}, not {' or '.join(k.__name__ for k in kinds)}")
+        if not _SHA256.match(data["engine_sha256"]):
+            raise ValueError("'engine_sha256' is not a SHA-256 hex digest")
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_SCHEMA: dict[str, tuple[type, ...]] = {
+    "tensorrt_version": (str,), "gpu_name": (str,), "compute_capability": (str,), "hardware_compat": (str,),
+    "version_compatible": (bool,), "strongly_typed": (bool,), "precision": (str,), "inputs": (list,),
+    "outputs": (list,), "profiles": (list,), "workspace_bytes": (int,), "opt_level": (int,),
+    "build_seconds": (int, float), "onnx_sha256": (str,), "engine_sha256": (str,), "schema": (str,),
+}
+_REQUIRED = {"tensorrt_version", "gpu_name", "compute_capability", "engine_sha256", "schema"}
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def sidecar_path(engine: Path) -> Path:
@@ -59,10 +81,10 @@ def read_sidecar(engine: Path) -> EngineSidecar:
                        "records what it was built for.")
     try:
         data = json.loads(path.read_text())
-        if data.get("schema") != SIDECAR_SCHEMA:
-            raise ValueError(f"schema {data.get('schema')!r}")
+        if not isinstance(data, dict) or data.get("schema") != SIDECAR_SCHEMA:
+            raise ValueError(f"schema {data.get('schema') if isinstance(data, dict) else None!r}")
         return EngineSidecar.from_dict(data)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, UnicodeDecodeError) as error:
         raise BadInput(f"{path} is not a trtpipe engine sidecar ({error}): rebuild with 'trtpipe build'.") from None
 
 
@@ -71,7 +93,7 @@ def check_engine_file(engine: Path, sidecar: EngineSidecar) -> None:
     if not engine.is_file():
         raise BadInput(f"Engine {engine} does not exist.")
     actual = sha256_file(engine)
-    if sidecar.engine_sha256 and actual != sidecar.engine_sha256:
+    if actual != sidecar.engine_sha256:
         raise BadInput(f"{engine} does not match its sidecar (SHA-256 {actual[:12]}… vs recorded "
                        f"{sidecar.engine_sha256[:12]}…): the file was changed or truncated; rebuild with "
                        "'trtpipe build'.")
