@@ -81,3 +81,28 @@ def test_binary_sizes_must_add_up() -> None:
         _parse(header + bytes(8), len(header))
     with pytest.raises(ProtocolError, match="Inference-Header-Content-Length is 9999"):
         _parse(header + bytes(16), 9999)
+
+
+def _input(**override: object) -> dict[str, object]:
+    item: dict[str, object] = {"name": "input", "shape": [2, 1, 2, 2], "datatype": "FP32", "data": list(range(8))}
+    item.update(override)
+    return item
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (_request(inputs=[_input(parameters="x")]), "'parameters' of input 'input' must be an object"),
+    (_request(inputs=[_input(name=["input"])]), "string 'name'"),
+    (_request(inputs=[_input(shape=[2**60 + 2, 1, 2, 2])]), "over the limit"),
+    (_request(inputs=[_input(shape=[True, 1, 2, 2])]), "a list of non-negative integers"),
+    (_request(outputs=[{"name": "output", "parameters": 5}]), "'parameters' of output 'output' must be an object"),
+    (_request(outputs=[{"name": "output"}, {"name": "output"}]), "requested twice"),
+    (_request(outputs="output"), "'outputs' must be a list"),
+    (_request(id=7), "'id' must be a string"),
+    (_request(parameters=[1]), "'parameters' of the request must be an object"),
+    (b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "not valid JSON"),
+])
+def test_malformed_requests_are_400_naming_the_field(body: dict[str, object] | bytes, message: str) -> None:
+    """Requests a fuzzer found to cause 500s: each is now a 400 that says what is wrong."""
+    with pytest.raises(ProtocolError) as caught:
+        _parse(body)
+    assert caught.value.status == 400 and message in caught.value.message

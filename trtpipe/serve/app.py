@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -99,7 +100,7 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
             return _error(error.status, error.message)
         ok = entry.ready and not state["shutting_down"]
         body = {"name": entry.name, "ready": ok} | ({"error": entry.error} if entry.error else {})
-        return JSONResponse(body, status_code=200 if ok else 503)
+        return JSONResponse(body, status_code=200 if ok else 400)  # KServe v2: 4xx means "not ready"
 
     async def infer(request: Request) -> Response:
         start = time.perf_counter()
@@ -120,7 +121,7 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
                 raise ProtocolError(400, f"{HEADER_LENGTH} must be an integer.") from None
             parsed = parse_infer_request(body, length, entry.model.inputs, entry.model.outputs, entry.max_batch_size)
             arrays = [parsed.inputs[t.name] for t in entry.model.inputs]
-            outputs = await _run(entry, arrays, settings.timeout_s, metrics)
+            outputs = await _run(entry, arrays, settings, metrics)
             payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs, outputs)
             metrics.latency.labels(label).observe(time.perf_counter() - start)
             return Response(payload, headers=headers)
@@ -157,7 +158,11 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
         Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]),
         Route("/metrics", prometheus),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    async def http_error(request: Request, error: Exception) -> Response:
+        status = getattr(error, "status_code", 500)
+        return _error(status, str(getattr(error, "detail", "")) or "Error")
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
     app.state.trtpipe = state
     app.state.metrics = metrics
     return app
@@ -178,7 +183,22 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _run(entry: ServedModel, arrays: list[Any], timeout: float | None, metrics: Metrics) -> list[Any]:
+async def _run(entry: ServedModel, arrays: list[Any], settings: ServeOptions, metrics: Metrics) -> list[Any]:
+    assert entry.model is not None
+    timeout = settings.timeout_s
+    if entry.batcher is None:  # without a batcher's queue, admission is bounded here: same --max-queue
+        if entry.in_flight >= settings.max_queue:
+            raise ProtocolError(503, f"{entry.in_flight} requests are already waiting or running for "
+                                     f"'{entry.name}' (--max-queue {settings.max_queue}): retry later.")
+        entry.in_flight += 1
+        try:
+            return await _execute(entry, arrays, timeout, metrics)
+        finally:
+            entry.in_flight -= 1
+    return await _execute(entry, arrays, timeout, metrics)
+
+
+async def _execute(entry: ServedModel, arrays: list[Any], timeout: float | None, metrics: Metrics) -> list[Any]:
     assert entry.model is not None
     if entry.batcher is not None:
         try:

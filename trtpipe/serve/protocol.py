@@ -7,6 +7,7 @@ is tested without a server. Violations raise ProtocolError with the HTTP status 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from trtpipe.vocab import DTYPES
 HEADER_LENGTH = "Inference-Header-Content-Length"
 DATATYPES = {entry.kserve: entry.numpy for entry in DTYPES}  # KServe v2 datatype -> numpy dtype name
 NUMPY_TO_DATATYPE = {v: k for k, v in DATATYPES.items()}
+MAX_ELEMENTS = 2**31  # per input tensor; the body limit bounds real requests long before this
 
 
 class ProtocolError(Exception):
@@ -56,13 +58,21 @@ def parse_infer_request(body: bytes, header_length: int | None, inputs: list[Ten
         header_bytes, binary = body, memoryview(b"")
     try:
         header = json.loads(header_bytes)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise ProtocolError(400, f"The request is not valid JSON ({error}).") from None
     if not isinstance(header, dict) or not isinstance(header.get("inputs"), list):
         raise ProtocolError(400, "The request needs an 'inputs' list.")
+    request_id = header.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise ProtocolError(400, f"'id' must be a string, not {type(request_id).__name__}.")
+    parameters = _parameters(header, "the request")
+    for item in header["inputs"]:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ProtocolError(400, "Each entry of 'inputs' must be an object with a string 'name'.")
+        _parameters(item, f"input '{item['name']}'")
 
     expected = {t.name: t for t in inputs}
-    given = [i.get("name") if isinstance(i, dict) else None for i in header["inputs"]]
+    given = [i["name"] for i in header["inputs"]]
     missing, extra = sorted(set(expected) - set(given)), sorted({str(g) for g in given} - set(expected))
     if missing or extra or len(given) != len(set(given)):
         raise ProtocolError(400, f"Inputs do not match the model: missing {missing or 'none'}, unexpected "
@@ -81,20 +91,31 @@ def parse_infer_request(body: bytes, header_length: int | None, inputs: list[Ten
     if max_batch_size is not None and batch and max(batch) > max_batch_size:
         raise ProtocolError(400, f"Batch of {max(batch)} exceeds the model's maximum batch size {max_batch_size}.")
 
-    parameters = header.get("parameters") or {}
     requested = None
     if header.get("outputs") is not None:
+        if not isinstance(header["outputs"], list):
+            raise ProtocolError(400, "'outputs' must be a list of {\"name\": ...} objects.")
         known = {t.name for t in outputs}
         requested = []
         for item in header["outputs"]:
             name = item.get("name") if isinstance(item, dict) else None
-            if name not in known:
-                raise ProtocolError(400, f"Unknown output '{name}': the model's outputs are {', '.join(known)}.")
-            binary_flag = (item.get("parameters") or {}).get("binary_data", parameters.get("binary_data_output"))
+            if not isinstance(name, str) or name not in known:
+                raise ProtocolError(400, f"Unknown output {name!r}: the model's outputs are {', '.join(known)}.")
+            if name in {n for n, _ in requested}:
+                raise ProtocolError(400, f"Output '{name}' is requested twice.")
+            binary_flag = _parameters(item, f"output '{name}'").get("binary_data",
+                                                                    parameters.get("binary_data_output"))
             requested.append((name, bool(binary_flag)))
-    request_id = header.get("id")
-    return InferRequest(None if request_id is None else str(request_id), arrays, requested,
-                        bool(parameters.get("binary_data_output", False)))
+    return InferRequest(request_id, arrays, requested, bool(parameters.get("binary_data_output", False)))
+
+
+def _parameters(item: dict[str, Any], what: str) -> dict[str, Any]:
+    value = item.get("parameters")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(400, f"'parameters' of {what} must be an object, not {type(value).__name__}.")
+    return value
 
 
 def _decode_input(item: dict[str, Any], info: TensorInfo, binary: memoryview) -> tuple[np.ndarray, int]:
@@ -104,14 +125,18 @@ def _decode_input(item: dict[str, Any], info: TensorInfo, binary: memoryview) ->
         raise ProtocolError(400, f"Input '{name}' has datatype {datatype}; the model expects "
                                  f"{datatype_of(info.dtype)}.")
     shape = item.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
         raise ProtocolError(400, f"Input '{name}' needs a shape: a list of non-negative integers.")
     if len(shape) != len(info.shape) or any(isinstance(want, int) and want != got
                                              for want, got in zip(info.shape, shape, strict=True)):
         raise ProtocolError(400, f"Input '{name}' has shape {format_shape(shape)}; the model expects "
                                  f"{format_shape(info.shape)} ('?' is free).")
-    count = int(np.prod(shape)) if shape else 1
+    count = math.prod(shape)  # Python integers: a huge shape cannot wrap around to a small count
     dtype = np.dtype(DATATYPES[datatype])
+    if count > MAX_ELEMENTS:
+        raise ProtocolError(400, f"Input '{name}' has shape {format_shape(shape)}: {count} elements, over the "
+                                 f"limit of {MAX_ELEMENTS}.")
     size = (item.get("parameters") or {}).get("binary_data_size")
     if size is not None:
         if not isinstance(size, int) or size < 0 or size > len(binary):

@@ -32,6 +32,7 @@ class ServedModel:
     batcher: MicroBatcher | None = None
     max_batch_size: int | None = None
     versions: list[str] = field(default_factory=list)
+    in_flight: int = 0  # requests admitted without a batcher (on the event loop: no lock needed)
 
     @property
     def ready(self) -> bool:

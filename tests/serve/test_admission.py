@@ -1,0 +1,42 @@
+"""Admission and error bodies on the ASGI app itself (no socket): --max-queue binds with batching off, unknown
+routes and methods answer JSON, and a not-ready model's ready endpoint answers 400."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from starlette.testclient import TestClient
+
+from trtpipe.serve.options import ServeOptions
+from trtpipe.serve.server import build_app
+
+
+def _body() -> dict[str, object]:
+    return {"inputs": [{"name": "input", "shape": [1, 1, 32, 32], "datatype": "FP32",
+                        "data": np.zeros(1024).tolist()}]}
+
+
+def test_max_queue_binds_without_batching(repository: Path) -> None:
+    app, models = build_app(repository, ServeOptions(batching=False, max_queue=2))
+    entry = models["digits"]["1"]
+    assert entry.batcher is None
+    with TestClient(app) as client:
+        assert client.post("/v2/models/digits/infer", json=_body()).status_code == 200
+        entry.in_flight = 2  # two requests already admitted and not finished
+        refused = client.post("/v2/models/digits/infer", json=_body())
+        assert refused.status_code == 503 and "--max-queue 2" in refused.json()["error"]
+        entry.in_flight = 1
+        assert client.post("/v2/models/digits/infer", json=_body()).status_code == 200
+        assert entry.in_flight == 1  # released after the request
+
+
+def test_unknown_routes_and_methods_answer_json(repository: Path) -> None:
+    app, _ = build_app(repository, ServeOptions(batching=False))
+    with TestClient(app) as client:
+        missing = client.get("/v3/nothing")
+        assert missing.status_code == 404 and "error" in missing.json()
+        wrong = client.get("/v2/models/digits/infer")
+        assert wrong.status_code == 405 and "error" in wrong.json()
+        assert client.get("/v2/models/broken/ready").status_code == 400
+        assert client.get("/v2/models/digits/ready").status_code == 200
