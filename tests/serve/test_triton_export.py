@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,40 @@ def test_names_that_would_escape_are_refused(name: str, digits_onnx: Path, tmp_p
     result = run_cli("export-triton", digits_onnx, "--name", name, "-o", tmp_path / "t")
     assert result.exit_code == 1 and "is not allowed" in error_line(result.output)
     assert not (tmp_path / "evil").exists()
+
+
+def test_tensor_names_cannot_inject_config(tmp_path: Path) -> None:
+    """Names are escaped by protobuf's text format: a quote, a newline or pbtxt syntax stays inside the name."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from trtpipe.serve.triton import export
+
+    evil = 'in"put\n}\nparameters { key: "x" value: { string_value: "y" } }\ninput {'
+    graph = helper.make_graph([helper.make_node("Identity", [evil], ["out"])], "g",
+                              [helper.make_tensor_value_info(evil, TensorProto.FLOAT, ["batch", 4])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    onnx.save(model, str(tmp_path / "evil.onnx"))
+    export({"evil": tmp_path / "evil.onnx"}, tmp_path / "triton", ServeOptions())
+    config = text_format.Parse((tmp_path / "triton" / "evil" / "config.pbtxt").read_text(),
+                               model_config_pb2.ModelConfig())
+    assert config.input[0].name == evil and len(config.input) == 1 and not config.parameters
+
+
+def test_links_in_the_output_or_the_repository_are_refused(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    output = tmp_path / "triton"
+    output.mkdir()
+    (output / "digits").symlink_to(outside)
+    result = run_cli("export-triton", digits_onnx, "--name", "digits", "-o", output)
+    assert result.exit_code == 1 and "is a link" in result.output and not list(outside.iterdir())
+    repository = tmp_path / "repo"
+    (repository / "real" / "1").mkdir(parents=True)
+    shutil.copy(digits_onnx, repository / "real" / "1" / "model.onnx")
+    (repository / "linked").symlink_to(repository / "real")
+    from trtpipe.serve.repository import discover
+
+    assert set(discover(repository)) == {"real"}

@@ -50,11 +50,13 @@ def discover(repository: Path) -> dict[str, list[tuple[str, Path]]]:
         raise BadInput(f"Model repository {repository} does not exist: run 'make demo' or 'trtpipe convert' into it.")
     found: dict[str, list[tuple[str, Path]]] = {}
     for model_dir in sorted(p for p in repository.iterdir() if p.is_dir() and SAFE_NAME.match(p.name)):
+        if _linked(model_dir):
+            continue
         versions = []
         for version_dir in sorted((p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()),
                                   key=lambda p: int(p.name)):
             artifact = next((version_dir / n for n in ARTIFACT_NAMES if (version_dir / n).is_file()), None)
-            if artifact:
+            if artifact and not _linked(version_dir) and not _linked(artifact):
                 versions.append((version_dir.name, artifact))
         if versions:
             found[model_dir.name] = versions
@@ -69,6 +71,14 @@ def batching_options(options: ServeOptions) -> BatchingOptions | None:
         return None
     return BatchingOptions(options.max_batch_size, options.max_queue_delay_ms / 1000, options.preferred_batch_sizes,
                            options.max_queue)
+
+
+def _linked(path: Path) -> bool:
+    """A repository entry that is a symbolic link is not followed: it could lead anywhere on the machine."""
+    if path.is_symlink():
+        console.warn(f"{path} is a symbolic link: skipped (copy the model into the repository instead).")
+        return True
+    return False
 
 
 def load_repository(repository: Path, options: ServeOptions,

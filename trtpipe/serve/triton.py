@@ -12,6 +12,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput, MissingDependency
@@ -57,31 +58,31 @@ def check_name(name: str) -> str:
     return name
 
 
-def config_pbtxt(model: TritonModel) -> str:
-    def tensors(kind: str, specs: tuple[TensorSpec, ...]) -> str:
-        items = ",\n".join(f'  {{\n    name: "{t.name}"\n    data_type: {t.datatype}\n    dims: '
-                           f'[ {", ".join(str(d) for d in t.dims)} ]\n  }}' for t in specs)
-        return f"{kind} [\n{items}\n]\n"
-
-    text = (f'name: "{model.name}"\nplatform: "{model.platform}"\nmax_batch_size: {model.max_batch_size}\n'
-            + tensors("input", model.inputs) + tensors("output", model.outputs))
-    if model.max_batch_size > 0:
-        preferred = ", ".join(str(b) for b in model.preferred_batch_sizes)
-        text += (f"dynamic_batching {{\n  preferred_batch_size: [ {preferred} ]\n"
-                 f"  max_queue_delay_microseconds: {model.max_queue_delay_us}\n}}\n")
-    text += (f"instance_group [\n  {{\n    count: {model.instance_count}\n    kind: {model.instance_kind}\n"
-             "  }\n]\n")
-    return text
-
-
-def validate(text: str) -> None:
-    """Parse with Triton's ModelConfig schema: an invalid config fails here, not when Triton loads it."""
+def _model_config() -> Any:
+    """Triton's ModelConfig protobuf class (from tritonclient), or the install line."""
     try:
-        from google.protobuf import text_format
         from tritonclient.grpc import model_config_pb2
     except ImportError:
-        raise MissingDependency("tritonclient", "Checking Triton configs", "pip install 'trtpipe[triton]'") from None
-    text_format.Parse(text, model_config_pb2.ModelConfig())
+        raise MissingDependency("tritonclient", "Writing Triton configs", "pip install 'trtpipe[triton]'") from None
+    return model_config_pb2
+
+
+def config_pbtxt(model: TritonModel) -> str:
+    """The config as Triton's own ModelConfig message, printed by protobuf's text format: tensor names and every
+    other string are escaped by protobuf, so no name can break out of its field."""
+    from google.protobuf import text_format
+
+    pb = _model_config()
+    config = pb.ModelConfig(name=model.name, platform=model.platform, max_batch_size=model.max_batch_size)
+    for target, specs in ((config.input, model.inputs), (config.output, model.outputs)):
+        for spec in specs:
+            target.add(name=spec.name, data_type=pb.DataType.Value(spec.datatype), dims=list(spec.dims))
+    if model.max_batch_size > 0:
+        config.dynamic_batching.preferred_batch_size.extend(model.preferred_batch_sizes)
+        config.dynamic_batching.max_queue_delay_microseconds = model.max_queue_delay_us
+    config.instance_group.add(count=model.instance_count,
+                              kind=pb.ModelInstanceGroup.Kind.Value(model.instance_kind))
+    return text_format.MessageToString(config)
 
 
 def describe_artifact(name: str, artifact: Path, options: ServeOptions) -> TritonModel:
@@ -140,10 +141,10 @@ def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | Non
     for name, artifact in artifacts.items():
         model = describe_artifact(check_name(name), artifact, options)
         text = config_pbtxt(model)
-        validate(text)
         model_dir = output / model.name
-        (model_dir / version).mkdir(parents=True, exist_ok=True)
         target = model_dir / version / model.kind.repository_file
+        _refuse_links(output, [model_dir, model_dir / version, target, model_dir / "config.pbtxt"])
+        (model_dir / version).mkdir(parents=True, exist_ok=True)
         with atomic_path(target) as tmp:
             shutil.copyfile(artifact, tmp)
         write_text_atomic(model_dir / "config.pbtxt", text)
@@ -153,6 +154,15 @@ def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | Non
     write_text_atomic(output / "trtpipe-export.json", json.dumps(
         {name: str(path) for name, path in artifacts.items()}, indent=2) + "\n")
     return written
+
+
+def _refuse_links(root: Path, paths: list[Path]) -> None:
+    """Nothing is written through a link: a symlink already in the output folder could send a write anywhere."""
+    top = root.resolve()
+    for path in paths:
+        if path.is_symlink() or (path.exists() and top not in path.resolve().parents):
+            raise BadInput(f"{path} is a link (or leads outside {root}): refusing to write through it. Remove it or "
+                           "export into an empty folder.")
 
 
 def artifacts_from_repository(repository: Path) -> dict[str, Path]:
