@@ -39,7 +39,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
     path = Path(path)
     require_parent_dir(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temporaries(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     # mkstemp creates 0600 files; an artifact is for other users too (a Triton or web server running as another
     # user), so it gets the mode any new file gets here: 0666 less the umask.
     os.fchmod(fd, 0o666 & ~current_umask())
@@ -51,6 +52,31 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete temporaries of ``path`` that a killed trtpipe left behind (their writer process is gone).
+
+    Temporaries are named ``.NAME.PID.RANDOM.tmp``: one whose PID no longer runs can never be renamed into place.
+    """
+    removed = []
+    for candidate in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
+        pid_text = candidate.name[len(Path(path).name) + 2:].split(".", 1)[0]
+        if pid_text.isdigit() and not _alive(int(pid_text)):
+            with contextlib.suppress(FileNotFoundError):
+                candidate.unlink()
+                removed.append(candidate)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 _UMASK_LOCK = threading.Lock()

@@ -75,13 +75,20 @@ def write_manifest(artifact: Path, manifest: ArtifactManifest) -> Path:
 
 
 def read_manifest(artifact: Path) -> ArtifactManifest | None:
-    """The manifest beside ``artifact``, or None when there is none trtpipe can read (absent, an older layout,
-    or damaged): callers then judge the artifact by its own content."""
+    """The manifest beside ``artifact``, or None when there is none trtpipe can trust: absent, an older layout,
+    damaged, or describing another file (its recorded SHA-256 differs: a run killed between writing the model
+    and its manifest). Callers then judge the artifact by its own content."""
     path = manifest_path(artifact)
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
             return None
-        return ArtifactManifest.from_dict(data)
+        manifest = ArtifactManifest.from_dict(data)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    try:
+        if sha256_file(Path(artifact)) != manifest.sha256:
+            return None
+    except OSError:
+        return None
+    return manifest

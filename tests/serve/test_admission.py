@@ -40,3 +40,15 @@ def test_unknown_routes_and_methods_answer_json(repository: Path) -> None:
         assert wrong.status_code == 405 and "error" in wrong.json()
         assert client.get("/v2/models/broken/ready").status_code == 400
         assert client.get("/v2/models/digits/ready").status_code == 200
+
+
+def test_error_bodies_name_no_server_paths(repository: Path) -> None:
+    _, models = build_app(repository, ServeOptions(batching=False))
+    error = models["broken"]["1"].error or ""
+    assert "broken/1/model.onnx" in error and str(repository) not in error and not error.count("/tmp")
+    from trtpipe.serve.repository import public_message
+
+    leaked = RuntimeError("[ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/graph/model.cc:180 "
+                          "Load model from /srv/models/x/1/model.onnx failed")
+    text = public_message(leaked, Path("/srv/models/x/1/model.onnx"), "x/1/model.onnx")
+    assert "onnxruntime_src" not in text and "/srv" not in text and "x/1/model.onnx" in text

@@ -172,12 +172,19 @@ def encode_infer_response(model_name: str, version: str, request: InferRequest, 
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
         else:
-            entry["data"] = array.reshape(-1).tolist()
+            flat = array.reshape(-1)
+            if flat.dtype.kind == "f" and not np.isfinite(flat).all():
+                # JSON has no NaN or Infinity: they go out as null, and the entry says so. Binary outputs carry
+                # the exact IEEE values.
+                entry["parameters"] = {"non_finite_as_null": int((~np.isfinite(flat)).sum())}
+                entry["data"] = [None if not np.isfinite(v) else float(v) for v in flat]
+            else:
+                entry["data"] = flat.tolist()
         entries.append(entry)
     response: dict[str, Any] = {"model_name": model_name, "model_version": version, "outputs": entries}
     if request.id is not None:
         response["id"] = request.id
-    header = json.dumps(response, separators=(",", ":")).encode()
+    header = json.dumps(response, separators=(",", ":"), allow_nan=False).encode()
     if not chunks:
         return header, {"content-type": "application/json"}
     return header + b"".join(chunks), {"content-type": "application/octet-stream",

@@ -73,6 +73,19 @@ def batching_options(options: ServeOptions) -> BatchingOptions | None:
                            options.max_queue)
 
 
+_SOURCE_PATHS = re.compile(r"(?:[A-Za-z]:)?(?:/[\w.+-]+)+\.(?:cc|cpp|cu|h|hpp|py|so)(?::\d+)?")
+_ABSOLUTE_PATHS = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]*")
+
+
+def public_message(error: BaseException, path: Path, shown: str) -> str:
+    """An error's first line fit for a client: the artifact named by its repository path, and no absolute
+    server path or library source path left in it."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    for spelled in {str(path.resolve()), str(path.absolute()), str(path)}:
+        text = text.replace(spelled, shown)
+    return _ABSOLUTE_PATHS.sub("<path>", _SOURCE_PATHS.sub("<source>", text))
+
+
 def _linked(path: Path) -> bool:
     """A repository entry that is a symbolic link is not followed: it could lead anywhere on the machine."""
     if path.is_symlink():
@@ -106,7 +119,7 @@ def load_repository(repository: Path, options: ServeOptions,
                     )
                 console.success(f"Loaded {name} version {version} ({entry.model.kind}, {entry.model.precision})")
             except Exception as error:  # any failure: this model is not ready, the others still serve
-                entry.error = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                entry.error = public_message(error, path, f"{name}/{version}/{path.name}")
                 console.warn(f"{name} version {version} is not ready: {entry.error}")
             served[name][version] = entry
     return served
