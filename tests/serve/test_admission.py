@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from starlette.testclient import TestClient
 
 from trtpipe.serve.options import ServeOptions
@@ -52,3 +53,33 @@ def test_error_bodies_name_no_server_paths(repository: Path) -> None:
                           "Load model from /srv/models/x/1/model.onnx failed")
     text = public_message(leaked, Path("/srv/models/x/1/model.onnx"), "x/1/model.onnx")
     assert "onnxruntime_src" not in text and "/srv" not in text and "x/1/model.onnx" in text
+
+
+def test_parsing_runs_off_the_event_loop(repository: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one request's body is being parsed, the server still answers: parsing happens in a worker thread."""
+    import threading
+
+    import trtpipe.serve.app as app_module
+    from trtpipe.serve.protocol import parse_infer_request
+
+    parsing, release, parsed = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_parse(*args: object) -> object:  # stands for a 64 MB body: parsing takes long
+        parsing.set()
+        release.wait(10)
+        parsed.set()
+        return parse_infer_request(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app_module, "parse_infer_request", slow_parse)
+    app, _ = build_app(repository, ServeOptions(batching=False))
+    with TestClient(app) as client:
+        results: list[int] = []
+        sender = threading.Thread(target=lambda: results.append(
+            client.post("/v2/models/digits/infer", json=_body()).status_code))
+        sender.start()
+        assert parsing.wait(30)
+        assert client.get("/v2/health/live").status_code == 200
+        assert not parsed.is_set()  # answered while the parse was still running
+        release.set()
+        sender.join(30)
+    assert results == [200]

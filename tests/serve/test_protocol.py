@@ -111,7 +111,7 @@ def test_malformed_requests_are_400_naming_the_field(body: dict[str, object] | b
 def test_non_finite_outputs_are_valid_json() -> None:
     request = _parse(_request())
     logits = np.array([[1.0, np.nan, np.inf], [0.5, -np.inf, 2.0]], np.float32)
-    body, headers = encode_infer_response("m", "1", request, OUTPUTS, [logits, np.arange(2)])
+    body, _ = encode_infer_response("m", "1", request, OUTPUTS, [logits, np.arange(2)])
     response = json.loads(body, parse_constant=lambda token: pytest.fail(f"bare {token} in JSON"))
     output = response["outputs"][0]
     assert output["data"] == [1.0, None, None, 0.5, None, 2.0]

@@ -7,6 +7,7 @@ event loop only parses, validates and answers, so a slow model never blocks heal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -50,6 +51,10 @@ class Metrics:
                                  registry=self.registry)
 
 
+LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
+LARGE_BODIES_AT_ONCE = 4
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
@@ -59,6 +64,7 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
     settings = settings or ServeOptions()
     metrics = metrics or Metrics()
     state: dict[str, Any] = {"shutting_down": False}
+    large_bodies = asyncio.Semaphore(LARGE_BODIES_AT_ONCE)
 
     def find(request: Request) -> ServedModel:
         name = request.path_params["name"]
@@ -113,13 +119,21 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
                 raise ProtocolError(503, f"Model '{entry.name}' is not ready: {entry.error}")
             if state["shutting_down"]:
                 raise ProtocolError(503, "The server is shutting down.")
-            body = await _read_body(request, settings.max_body_bytes)
             header_length = request.headers.get(HEADER_LENGTH)
             try:
                 length = int(header_length) if header_length is not None else None
             except ValueError:
                 raise ProtocolError(400, f"{HEADER_LENGTH} must be an integer.") from None
-            parsed = parse_infer_request(body, length, entry.model.inputs, entry.model.outputs, entry.max_batch_size)
+            # Large bodies are read and parsed a few at a time (memory), and parsing runs in a worker thread, so
+            # the event loop keeps answering health checks and other models meanwhile.
+            declared = request.headers.get("content-length", "")
+            large = not declared.isdigit() or int(declared) > LARGE_BODY
+            async with (large_bodies if large else contextlib.nullcontext()):
+                body = await _read_body(request, settings.max_body_bytes, settings.body_timeout_s)
+                parsed = await asyncio.get_running_loop().run_in_executor(
+                    None, parse_infer_request, body, length, entry.model.inputs, entry.model.outputs,
+                    entry.max_batch_size)
+                del body
             arrays = [parsed.inputs[t.name] for t in entry.model.inputs]
             outputs = await _run(entry, arrays, settings, metrics)
             payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs, outputs)
@@ -168,18 +182,27 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
     return app
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to be too big: from Content-Length before reading,
-    or while streaming when the client sends none."""
+async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> bytes:
+    """The body, refused with 413 as soon as it is known to be too big (from Content-Length before reading, or
+    while streaming when the client sends none) and with 408 when it has not all arrived within ``timeout_s``: a
+    client trickling its body cannot hold the connection."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ProtocolError(413, f"The request body is {int(declared)} bytes; the limit is {limit}.")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ProtocolError(413, f"The request body exceeds the limit of {limit} bytes.")
-        chunks.append(chunk)
+    chunks: list[bytes] = []
+
+    async def receive() -> None:
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ProtocolError(413, f"The request body exceeds the limit of {limit} bytes.")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(receive(), timeout_s)
+    except TimeoutError:
+        raise ProtocolError(408, f"The request body did not arrive within {timeout_s:g} s.") from None
     return b"".join(chunks)
 
 

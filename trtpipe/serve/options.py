@@ -26,6 +26,12 @@ class ServeOptions:
     timeout_ms: float | None = option(None, "Per-request inference timeout (504 past it).", type=float, minimum=1)
     max_body_mb: float = option(64.0, "Largest request body accepted (413 past it).", type=float, minimum=0.001)
     threads: int | None = option(None, "ONNX Runtime threads per model.", type=int, minimum=1)
+    header_timeout_s: float = option(10.0, "Seconds a client may take to send a request's headers before the "
+                                     "connection is closed.", type=float, minimum=0.1)
+    body_timeout_s: float = option(30.0, "Seconds a client may take to send a request's body (408 past it).",
+                                   type=float, minimum=0.1)
+    max_connections: int = option(1024, "Concurrent connections and requests before new ones get 503.", type=int,
+                                  minimum=1)
     instances: int = option(1, "Model instances in an exported Triton repository.", type=int, minimum=1)
 
     @property

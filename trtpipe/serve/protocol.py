@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.shapes import format_shape
@@ -57,7 +58,7 @@ def parse_infer_request(body: bytes, header_length: int | None, inputs: list[Ten
     else:
         header_bytes, binary = body, memoryview(b"")
     try:
-        header = json.loads(header_bytes)
+        header = orjson.loads(header_bytes)  # nesting is capped (1,024 levels): deep JSON is a 400, not a crash
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise ProtocolError(400, f"The request is not valid JSON ({error}).") from None
     if not isinstance(header, dict) or not isinstance(header.get("inputs"), list):

@@ -48,7 +48,10 @@ def serve(repository: Path, options: ServeOptions | None = None) -> None:
             if isinstance(captured, list):
                 captured.clear()
 
+    from trtpipe.serve.http_protocol import protocol_with
+
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30,
-                            access_log=False)
+                            access_log=False, http=protocol_with(options.header_timeout_s),
+                            limit_concurrency=options.max_connections)
     Server(config).run()
     console.success("Server stopped cleanly")
