@@ -40,7 +40,10 @@ class RunningServer:
         from trtpipe.serve.options import ServeOptions
         from trtpipe.serve.server import build_app
 
-        options = ServeOptions(max_body_mb=1_000_000 / 2**20, timeout_ms=30_000, **batching)  # type: ignore[arg-type]
+        self.grpc_port = free_port()
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"
+        options = ServeOptions(max_body_mb=1_000_000 / 2**20, timeout_ms=30_000, grpc_port=self.grpc_port,
+                               **batching)  # type: ignore[arg-type]
         self.app, self.models = build_app(repository, options)
         self.port = free_port()
         self.url = f"127.0.0.1:{self.port}"

@@ -51,6 +51,17 @@ class Metrics:
                                  registry=self.registry)
 
 
+def lookup(models: dict[str, dict[str, ServedModel]], name: str, version: str | None) -> ServedModel:
+    """A model version by name (the newest when ``version`` is empty); 404 naming what exists otherwise."""
+    versions = models.get(name)
+    if versions is None:
+        raise ProtocolError(404, f"Unknown model '{name}': this server has {', '.join(sorted(models))}.")
+    version = version or max(versions, key=int)
+    if version not in versions:
+        raise ProtocolError(404, f"Model '{name}' has no version {version}: it has {', '.join(versions)}.")
+    return versions[version]
+
+
 LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
 LARGE_BODIES_AT_ONCE = 4
 
@@ -67,14 +78,7 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
     large_bodies = asyncio.Semaphore(LARGE_BODIES_AT_ONCE)
 
     def find(request: Request) -> ServedModel:
-        name = request.path_params["name"]
-        versions = models.get(name)
-        if versions is None:
-            raise ProtocolError(404, f"Unknown model '{name}': this server has {', '.join(sorted(models))}.")
-        version = request.path_params.get("version") or max(versions, key=int)
-        if version not in versions:
-            raise ProtocolError(404, f"Model '{name}' has no version {version}: it has {', '.join(versions)}.")
-        return versions[version]
+        return lookup(models, request.path_params["name"], request.path_params.get("version"))
 
     async def server_metadata(request: Request) -> Response:
         return JSONResponse({"name": "trtpipe", "version": __version__, "extensions": ["binary_tensor_data"]})
@@ -135,7 +139,7 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
                     entry.max_batch_size)
                 del body
             arrays = [parsed.inputs[t.name] for t in entry.model.inputs]
-            outputs = await _run(entry, arrays, settings, metrics)
+            outputs = await run_model(entry, arrays, settings, metrics)
             payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs, outputs)
             metrics.latency.labels(label).observe(time.perf_counter() - start)
             return Response(payload, headers=headers)
@@ -153,8 +157,15 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
 
     @asynccontextmanager
     async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        grpc_server = None
+        if settings.grpc_port is not None:  # the gRPC service shares this loop, the models, limits and metrics
+            from trtpipe.serve.grpc_service import start_grpc
+
+            grpc_server = await start_grpc(models, settings, metrics, state)
         yield
         state["shutting_down"] = True
+        if grpc_server is not None:
+            await grpc_server.stop(grace=settings.timeout_s or 5.0)
         for versions in models.values():
             for entry in versions.values():
                 if entry.batcher:
@@ -206,7 +217,7 @@ async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> b
     return b"".join(chunks)
 
 
-async def _run(entry: ServedModel, arrays: list[Any], settings: ServeOptions, metrics: Metrics) -> list[Any]:
+async def run_model(entry: ServedModel, arrays: list[Any], settings: ServeOptions, metrics: Metrics) -> list[Any]:
     assert entry.model is not None
     timeout = settings.timeout_s
     if entry.batcher is None:  # without a batcher's queue, admission is bounded here: same --max-queue

@@ -14,6 +14,8 @@ from trtpipe.vocab import SERVE_MAX_BATCH
 class ServeOptions:
     host: str = option("127.0.0.1", "Address to bind (loopback by default: the server has no authentication).")
     port: int = option(8000, "Port to listen on.", type=int, minimum=0, maximum=65535)
+    grpc_port: int | None = option(None, "Also serve the KServe v2 gRPC service on this port (same host).",
+                                   type=int, minimum=0, maximum=65535)
     batching: bool = option(True, "Dynamic batching per model.", type=bool)
     max_batch_size: int = option(SERVE_MAX_BATCH, "Largest batch a model runs (and Triton's max_batch_size).",
                                  type=int, minimum=1)

@@ -1,0 +1,64 @@
+"""The gRPC service, driven by Triton's own gRPC client beside HTTP on the same server."""
+
+from __future__ import annotations
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as triton_grpc
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+import trtpipe
+from trtpipe.models.data import load_split
+
+
+@pytest.fixture(scope="module")
+def client(server):  # type: ignore[no-untyped-def]
+    return triton_grpc.InferenceServerClient(server.grpc_url)
+
+
+def test_health_and_metadata(client) -> None:  # type: ignore[no-untyped-def]
+    assert client.is_server_live()
+    assert not client.is_server_ready()  # one model of the repository is broken
+    assert client.is_model_ready("digits") and not client.is_model_ready("broken")
+    metadata = client.get_model_metadata("digits")
+    assert metadata.inputs[0].name == "input" and list(metadata.inputs[0].shape) == [-1, 1, 32, 32]
+    assert metadata.platform == "onnxruntime_onnx"
+
+
+def test_raw_contents_match_predict(client, repository) -> None:  # type: ignore[no-untyped-def]
+    images = load_split("digits", "eval").images[:5]
+    tensor = triton_grpc.InferInput("input", list(images.shape), "FP32")
+    tensor.set_data_from_numpy(images)
+    result = client.infer("digits", [tensor], request_id="g1")
+    with trtpipe.load(repository / "digits" / "1" / "model.onnx") as model:
+        np.testing.assert_allclose(result.as_numpy("output"), model.predict(images), rtol=1e-5, atol=1e-5)
+    assert result.get_response().id == "g1"
+
+
+def test_typed_contents(server, repository) -> None:  # type: ignore[no-untyped-def]
+    images = load_split("digits", "eval").images[:2]
+    request = service_pb2.ModelInferRequest(model_name="digits")
+    tensor = request.inputs.add(name="input", datatype="FP32", shape=list(images.shape))
+    tensor.contents.fp32_contents.extend(images.ravel().tolist())
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
+    logits = np.frombuffer(response.raw_output_contents[0], np.float32).reshape(2, 10)
+    with trtpipe.load(repository / "digits" / "1" / "model.onnx") as model:
+        np.testing.assert_allclose(logits, model.predict(images), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("model", "shape", "datatype", "code"), [
+    ("nope", [1, 1, 32, 32], "FP32", "StatusCode.NOT_FOUND"),
+    ("digits", [1, 1, 8, 8], "FP32", "StatusCode.INVALID_ARGUMENT"),
+    ("digits", [1, 1, 32, 32], "INT64", "StatusCode.INVALID_ARGUMENT"),
+    ("broken", [1, 1, 32, 32], "FP32", "StatusCode.UNAVAILABLE"),
+])
+def test_errors_are_grpc_status_codes(client, model: str, shape: list[int], datatype: str, code: str) -> None:  # type: ignore[no-untyped-def]
+    tensor = triton_grpc.InferInput("input", shape, datatype)
+    tensor.set_data_from_numpy(np.zeros(shape, np.int64 if datatype == "INT64" else np.float32))
+    with pytest.raises(InferenceServerException) as caught:
+        client.infer(model, [tensor])
+    assert caught.value.status() == code
+    assert client.is_server_live()
