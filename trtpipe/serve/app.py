@@ -150,6 +150,11 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
             metrics.failures.labels(label, "500").inc()
             return _error(500, f"Inference failed: {str(error).strip().splitlines()[0] if str(error) else error!r}")
 
+    async def api_description(request: Request) -> Response:
+        from trtpipe.serve.openapi import openapi
+
+        return JSONResponse(openapi())
+
     async def prometheus(request: Request) -> Response:
         for name, versions in models.items():
             metrics.queue_depth.labels(name).set(sum(e.batcher.depth for e in versions.values() if e.batcher))
@@ -182,6 +187,7 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
         Route("/v2/models/{name}/infer", infer, methods=["POST"]),
         Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]),
         Route("/metrics", prometheus),
+        Route("/v2/openapi.json", api_description),
     ]
     async def http_error(request: Request, error: Exception) -> Response:
         status = getattr(error, "status_code", 500)
