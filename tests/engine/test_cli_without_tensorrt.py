@@ -31,6 +31,8 @@ def test_build_says_what_is_missing_and_how_to_install_it(digits_onnx: Path, tmp
 def test_build_checks_options_before_looking_for_tensorrt(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     result = run_cli("build", digits_onnx, "-o", tmp_path / "m.plan", "--workspace", "lots")
     assert result.exit_code == 2 and "is not a size" in result.output
+    result = run_cli("build", digits_onnx, "-o", tmp_path / "m.plan", "--workspace", "1e99GiB")
+    assert result.exit_code == 2 and "larger than any GPU memory" in result.output and "Traceback" not in result.output
     result = run_cli("build", digits_onnx, "-o", tmp_path / "m.plan", "--max-shapes", "input:64x3x32x32")
     assert result.exit_code == 1 and "does not fit input 'input'" in error_line(result.output)
     result = run_cli("build", tmp_path / "missing.onnx", "-o", tmp_path / "m.plan")

@@ -85,3 +85,11 @@ def test_bundled_pipelines_are_valid() -> None:
     for name in demo.DEMO_PIPELINES:
         pipeline = load_pipeline(demo.PIPELINES_DIR / name)
         assert pipeline.variants and pipeline.select.latency_budget_ms
+
+
+def test_a_pipeline_file_that_is_not_utf8_is_one_line(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("[model]\nsource = \"digits_resnet\"\nname = \"caf\xe9\"\n".encode("latin-1"))
+    result = run_cli("run", path)
+    assert result.exit_code == 1 and "is not UTF-8 text" in error_line(result.output)
+    assert "Traceback" not in result.output

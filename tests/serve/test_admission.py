@@ -83,3 +83,28 @@ def test_parsing_runs_off_the_event_loop(repository: Path, monkeypatch: pytest.M
         release.set()
         sender.join(30)
     assert results == [200]
+
+
+def test_a_client_that_leaves_mid_body_is_not_a_server_failure(repository: Path) -> None:
+    import asyncio
+
+    app, _ = build_app(repository, ServeOptions(batching=False))
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        if not sent:
+            sent.append({})
+            return {"type": "http.request", "body": b'{"inputs": [', "more_body": True}
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v2/models/digits/infer", "raw_path": b"", "query_string": b"",
+             "headers": [(b"content-type", b"application/json")], "http_version": "1.1", "scheme": "http",
+             "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 1234), "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    metrics = app.state.metrics
+    samples = {s.name: s.value for m in metrics.registry.collect() for s in m.samples if s.labels.get("model")}
+    assert samples.get("trtpipe_client_disconnects_total") == 1.0
+    assert not any(name.startswith("trtpipe_inference_failures") and value for name, value in samples.items())

@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -47,6 +47,8 @@ class Metrics:
                                  registry=self.registry)
         self.batch_size = Histogram("trtpipe_batch_size", "Rows per executed batch", ["model"],
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=self.registry)
+        self.disconnects = Counter("trtpipe_client_disconnects", "Requests whose client left before the answer",
+                                   ["model"], registry=self.registry)
         self.queue_depth = Gauge("trtpipe_queue_depth", "Requests waiting for a batch", ["model"],
                                  registry=self.registry)
 
@@ -62,6 +64,7 @@ def lookup(models: dict[str, dict[str, ServedModel]], name: str, version: str | 
     return versions[version]
 
 
+CLIENT_CLOSED = 499  # nginx's code for a request the client abandoned: logged, never sent
 LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
 LARGE_BODIES_AT_ONCE = 4
 
@@ -146,6 +149,9 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
         except ProtocolError as error:
             metrics.failures.labels(label, str(error.status)).inc()
             return _error(error.status, error.message)
+        except ClientDisconnect:  # the client went away mid-request: nobody to answer, and not a server failure
+            metrics.disconnects.labels(label).inc()
+            return Response(status_code=CLIENT_CLOSED)
         except Exception as error:  # the model itself failed: report it, stay up
             metrics.failures.labels(label, "500").inc()
             return _error(500, f"Inference failed: {str(error).strip().splitlines()[0] if str(error) else error!r}")
