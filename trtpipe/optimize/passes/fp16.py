@@ -74,11 +74,16 @@ def convert_fp16(
 
     blocked_nodes: list[str] = []
     for node in model.graph.node:
-        largest = max((stats[o].abs_max for o in node.output if o in stats), default=0.0)
+        # An output that overflows FP16 must be computed in FP32; so must a node that *reads* one, or the Cast to
+        # FP16 in front of it would turn the value into infinity.
+        largest_out = max((stats[o].abs_max for o in node.output if o in stats), default=0.0)
+        largest_in = max((stats[i].abs_max for i in node.input if i in stats), default=0.0)
         if node.op_type in UNSAFE_FP16_OPS:
             reason = f"operator {node.op_type}: {UNSAFE_FP16_OPS[node.op_type]}"
-        elif largest > FP16_MAX * OVERFLOW_MARGIN:
-            reason = f"activations reach {largest:.4g} on calibration data (FP16 max {FP16_MAX:g})"
+        elif largest_out > FP16_MAX * OVERFLOW_MARGIN:
+            reason = f"activations reach {largest_out:.4g} on calibration data (FP16 max {FP16_MAX:g})"
+        elif largest_in > FP16_MAX * OVERFLOW_MARGIN:
+            reason = f"reads activations of {largest_in:.4g} on calibration data (FP16 max {FP16_MAX:g})"
         else:
             continue
         blocked_nodes.append(node.name)
