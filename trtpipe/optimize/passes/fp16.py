@@ -96,7 +96,50 @@ def convert_fp16(
         model, keep_io_types=keep_io_fp32, op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | set(UNSAFE_FP16_OPS)),
         node_block_list=blocked_nodes, disable_shape_infer=False,
     )
+    removed = remove_fp16_round_trips(converted)
+    if removed:
+        console.note(f"FP16: {removed} FP32→FP16→FP32 round trip(s) between nodes kept in FP32 removed")
     return converted, report
+
+
+def remove_fp16_round_trips(model: onnx.ModelProto) -> int:
+    """Remove Cast-to-FP16 nodes whose every reader casts straight back to FP32.
+
+    ONNX Runtime's float16 converter casts each FP32-kept node's output to FP16 and back before the next kept
+    node, so a value FP16 cannot hold (the reason the nodes were kept) still overflows between them. The readers
+    of such a round trip are rewired to the FP32 tensor, and both casts go. Returns how many round trips it removed.
+    """
+    graph = model.graph
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+
+    def cast_to(node: onnx.NodeProto) -> int | None:
+        return next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
+
+    dead: set[int] = set()
+    removed = 0
+    for down in graph.node:
+        if cast_to(down) != onnx.TensorProto.FLOAT16 or down.output[0] in outputs:
+            continue
+        ups = readers.get(down.output[0], [])
+        if not ups or any(cast_to(up) != onnx.TensorProto.FLOAT or up.output[0] in outputs for up in ups):
+            continue
+        source = down.input[0]
+        for up in ups:
+            for reader in readers.get(up.output[0], []):
+                for index, name in enumerate(reader.input):
+                    if name == up.output[0]:
+                        reader.input[index] = source
+            dead.add(id(up))
+        dead.add(id(down))
+        removed += 1
+    kept = [n for n in graph.node if id(n) not in dead]
+    del graph.node[:]
+    graph.node.extend(kept)
+    return removed
 
 
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
