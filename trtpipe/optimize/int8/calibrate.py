@@ -23,7 +23,7 @@ from trtpipe.optimize.activations import RunningStats, float_activations, observ
 from trtpipe.vocab import CalibMethod
 
 HISTOGRAM_BINS = 2048
-STREAM_BATCHES = 4  # batches whose activations ONNX Runtime's calibrators hold at once
+STREAM_BATCHES = 1  # batches whose activations ONNX Runtime's calibrators hold at once
 MSE_CANDIDATES = 256
 
 Ranges = dict[str, tuple[float, float]]
