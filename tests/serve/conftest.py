@@ -19,6 +19,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_until_ready(base: str, path: str = "/v2/models/digits/ready", seconds: float = 60) -> None:
+    """Poll a server started as a separate process until ``path`` answers 200."""
+    import httpx
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{base}{path}", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{base} did not answer {path} within {seconds} s")
+
+
 @pytest.fixture(scope="session")
 def repository(tmp_path_factory: pytest.TempPathFactory, digits_onnx: Path) -> Path:
     from trtpipe.optimize import OptimizeOptions, optimize

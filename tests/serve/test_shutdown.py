@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, wait_until_ready
 
 
 def test_sigterm_finishes_in_flight_requests_and_exits_zero(repository: Path) -> None:
@@ -22,13 +22,7 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(repository: Path) ->
                                text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{base}/v2/models/digits/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_until_ready(base)
         body = {"inputs": [{"name": "input", "shape": [1, 1, 32, 32], "datatype": "FP32",
                             "data": np.zeros(1024).tolist()}]}
         statuses: list[object] = []

@@ -6,13 +6,12 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, wait_until_ready
 
 
 def _connect(port: int) -> socket.socket:
@@ -42,13 +41,7 @@ def test_slow_headers_and_bodies_are_cut_off(repository: Path) -> None:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{base}/v2/health/live", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_until_ready(base, "/v2/health/live")
         silent = _connect(port)  # sends nothing at all
         slow_headers = _connect(port)
         slow_headers.sendall(b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n")  # never finishes
