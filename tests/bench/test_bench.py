@@ -99,4 +99,5 @@ def test_bench_labels_optimized_artifacts(digits_onnx: Path, tmp_path: Path, run
     simulated = rows["onnxruntime-int8-trtsim (trt)"]
     assert simulated["precision"] == "int8" and simulated["target"] == "tensorrt"
     assert "latency is not" in simulated["note"]
+    assert simulated["simulated"] and simulated["speedup_vs_torch_fp32"] is None  # no speedup from a simulation
     assert simulated["top1_accuracy"] >= 0.985  # TensorRT arithmetic keeps the accuracy

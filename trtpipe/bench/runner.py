@@ -91,7 +91,8 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
     baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
     for row in rows:
         base = baseline.get((row.batch, row.includes_transfers))
-        row.speedup_vs_torch_fp32 = base / row.p50_ms if base and row.p50_ms > 0 else None
+        if base and row.p50_ms > 0 and not row.simulated:  # a simulation's latency is not the target's
+            row.speedup_vs_torch_fp32 = base / row.p50_ms
     return {
         "schema": BENCH_SCHEMA,
         "trtpipe_version": __version__,
