@@ -4,7 +4,8 @@ For each ImageNet-pretrained registry model that is installed (pip install 'trtp
 ONNX is quantized on the same 256 photo crops by every recipe, and every result is judged on the same 500 other
 crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy):
 
-- trtpipe INT8 for each target (tensorrt, cpu) and calibration method, and trtpipe FP16;
+- trtpipe INT8 for each target (tensorrt, cpu) and calibration method, with bias correction for the best, and
+  trtpipe FP16;
 - ONNX Runtime's quantize_static, QDQ per-channel MinMax: S8S8 symmetric (what TensorRT can take) and U8S8;
 - NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each says how to install it otherwise).
 
@@ -152,6 +153,10 @@ def compare_recipes(loaded: LoadedModel, folder: Path) -> list[dict[str, object]
             row(f"trtpipe INT8 {method}", str(target), lambda out, t=target, m=method: optimize(
                 source, out, OptimizeOptions(precision=Precision.INT8, target=t, calib="photos",
                                              calib_method=m)).path, target is Target.TENSORRT)
+    for target, method in ((Target.TENSORRT, CalibMethod.PERCENTILE), (Target.CPU, CalibMethod.MINMAX)):
+        row(f"trtpipe INT8 {method} + bias correction", str(target), lambda out, t=target, m=method: optimize(
+            source, out, OptimizeOptions(precision=Precision.INT8, target=t, calib="photos", calib_method=m,
+                                         bias_correction=True)).path, target is Target.TENSORRT)
     row("ORT quantize_static S8S8 sym, per-channel, MinMax", "tensorrt",
         lambda out: ort_static(source, out, calib, signed=True), True)
     row("ORT quantize_static U8S8, per-channel, MinMax", "cpu",

@@ -35,6 +35,8 @@ class OptimizeOptions:
     calib_cache: Path | None = option(None, "Calibration range cache (default: OUT.calib.json).", type=Path)
     eval: str | None = option(None, "Labelled data to measure accuracy on: digits, FILE.npz with labels, or a folder "
                               "with one subfolder per class.", metavar="DATA")
+    bias_correction: bool = option(False, "INT8: remove, layer by layer, the output mean shift quantization causes "
+                                   "(empirical bias correction on 64 calibration samples).", type=bool)
     max_accuracy_drop: float | None = option(None, "Top-1 percentage points the result may lose; more sensitive "
                                              "layers fall back to FP32 until it holds.", type=float, minimum=0,
                                              metavar="PP")

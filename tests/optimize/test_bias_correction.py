@@ -1,0 +1,76 @@
+"""Empirical bias correction on tiny graphs: after it, each corrected layer's output mean per channel equals
+FP32's on the calibration data (the reference computation), for a float bias and for an int32 one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from trtpipe.optimize.int8.bias_correction import channel_means, correct_biases
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+B = RNG.standard_normal(4).astype(np.float32)
+
+
+def _graph(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto]) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def _fp32() -> onnx.ModelProto:
+    return _graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+                  [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b")])
+
+
+def _quantized(int32_bias: bool) -> onnx.ModelProto:
+    """Coarse 4-level weights and activations: a visible mean shift to correct."""
+    scale_w = np.abs(W).max(axis=(1, 2, 3)) / 2
+    w_q = np.clip(np.round(W / scale_w[:, None, None, None]), -2, 2).astype(np.int8)
+    inits = [numpy_helper.from_array(w_q, "w_q"), numpy_helper.from_array(scale_w.astype(np.float32), "w_s"),
+             numpy_helper.from_array(np.array(0.4, np.float32), "x_s"), numpy_helper.from_array(np.int8(0), "x_z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["x_q"]),
+             helper.make_node("DequantizeLinear", ["x_q", "x_s", "x_z"], ["x_dq"]),
+             helper.make_node("DequantizeLinear", ["w_q", "w_s"], ["w_dq"], axis=0)]
+    if int32_bias:
+        b_s = (0.4 * scale_w).astype(np.float32)
+        inits += [numpy_helper.from_array(np.round(B / b_s).astype(np.int32), "b_q"),
+                  numpy_helper.from_array(b_s, "b_s")]
+        nodes.append(helper.make_node("DequantizeLinear", ["b_q", "b_s"], ["b_dq"], axis=0))
+        bias = "b_dq"
+    else:
+        inits.append(numpy_helper.from_array(B, "b"))
+        bias = "b"
+    nodes.append(helper.make_node("Conv", ["x_dq", "w_dq", bias], ["y"], name="conv", pads=[1, 1, 1, 1]))
+    return _graph(nodes, inits)
+
+
+@pytest.mark.parametrize("int32_bias", [False, True])
+def test_corrected_layer_means_equal_fp32(int32_bias: bool) -> None:
+    batches = [np.abs(RNG.standard_normal((8, 3, 8, 8))).astype(np.float32) for _ in range(4)]  # mean != 0
+    fp32, quantized = _fp32(), _quantized(int32_bias)
+    reference = channel_means(fp32, ["y"], batches)["y"]
+    before = channel_means(quantized, ["y"], batches)["y"]
+    corrected, shifts = correct_biases(fp32, quantized, batches)
+    after = channel_means(corrected, ["y"], batches)["y"]
+    assert np.abs(before - reference).max() > 0.05  # there was a shift to correct
+    tolerance = 1e-5 if not int32_bias else float((0.4 * np.abs(W).max(axis=(1, 2, 3)) / 2).max())  # one int32 step
+    np.testing.assert_allclose(after, reference, atol=tolerance)
+    assert set(shifts) == {"conv"}
+
+
+def test_bias_correction_option_records_what_it_did(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    out = tmp_path / "bc.onnx"
+    result = run_cli("optimize", digits_onnx, "-o", out, "--precision", "int8", "--target", "tensorrt", "--calib",
+                     "digits", "--eval", "digits", "--bias-correction")
+    assert result.exit_code == 0, result.output
+    section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]
+    assert section["bias_correction"]["layers"] == 10 and section["bias_correction"]["samples"] == 64
+    assert section["final"]["accuracy_drop_pp"] <= 0.5
