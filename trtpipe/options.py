@@ -10,7 +10,7 @@ the file, line and key. Standard library only: importing an options module loads
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,8 +164,3 @@ def to_plain(options: Any) -> dict[str, Any]:
         return value
 
     return {f.name: plain(getattr(options, f.name)) for f in dataclasses.fields(options)}
-
-
-def names(values: Sequence[Any]) -> tuple[str, ...]:
-    """Choice lists from enums or strings."""
-    return tuple(str(v) for v in values)

@@ -7,7 +7,6 @@ naming the flag.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -96,7 +95,3 @@ def options_from(cls: type, param: str, *, only: Iterable[str] | None = None,
 def declared_flags(cls: type) -> dict[str, str]:
     """{field name: CLI flag} of the fields that have one (for tests and documentation)."""
     return {f.name: cli_flag(f, spec).split("/")[0] for f, spec in option_fields(cls) if spec.cli}
-
-
-def field_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]

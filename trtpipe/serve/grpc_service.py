@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.errors import MissingDependency
+from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.serve.app import Metrics, lookup, run_model
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import ProtocolError, datatype_of, parse_infer_request
@@ -78,9 +78,9 @@ def as_protocol_request(request: Any) -> tuple[bytes, int | None]:
     return body + b"".join(raw), len(body)
 
 
-def start_grpc(models: dict[str, dict[str, ServedModel]], settings: ServeOptions, metrics: Metrics,
-               state: dict[str, Any]) -> Any:
-    """Create, bind and start the aio gRPC server on the running loop (a coroutine: await it)."""
+async def start_grpc(models: dict[str, dict[str, ServedModel]], settings: ServeOptions, metrics: Metrics,
+                     state: dict[str, Any]) -> Any:
+    """Create, bind and start the aio gRPC server on the running loop."""
     grpc, service_pb2, service_pb2_grpc = _grpc_modules()
 
     class Service(service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -148,17 +148,11 @@ def start_grpc(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
                 await context.abort(_status(grpc, error.status), error.message)
                 raise  # abort raises; this keeps type checkers content
 
-    async def start() -> Any:
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", settings.max_body_bytes),
-                                          ("grpc.max_send_message_length", settings.max_body_bytes)])
-        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(Service(), server)
-        address = f"{'[::1]' if settings.host == '::1' else settings.host}:{settings.grpc_port}"
-        if server.add_insecure_port(address) == 0:
-            raise MissingDependency(f"port {settings.grpc_port}", "The gRPC service", "choose a free --grpc-port")
-        await server.start()
-        return server
-
-    return start()
-
-
-
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", settings.max_body_bytes),
+                                      ("grpc.max_send_message_length", settings.max_body_bytes)])
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(Service(), server)
+    address = f"{'[::1]' if settings.host == '::1' else settings.host}:{settings.grpc_port}"
+    if server.add_insecure_port(address) == 0:
+        raise BadInput(f"The gRPC service cannot listen on {address}: choose a free --grpc-port.")
+    await server.start()
+    return server
