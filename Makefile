@@ -20,6 +20,11 @@ $(STAMP): pyproject.toml
 	# only from NVIDIA's index. The API checks read the names the extension module defines.
 	-$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/tensorrt-11-bindings \
 		'tensorrt-cu13-bindings==11.4.0.106'
+	# A real Triton Inference Server for the tests and `make loadtest`: the tritonserver binary, its libraries and
+	# the Python backend ship in nvidia-pytriton's wheel (kept as a wheel: its own Python code pins NumPy 1, which
+	# the server's Python-backend stub needs too; tests/serve/tritonserver.py unpacks both).
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/tritonserver \
+		'nvidia-pytriton==0.7.0' 'numpy==1.26.4'
 	touch $(STAMP)
 
 demo: install
@@ -37,13 +42,14 @@ TRTPIPE := $(BIN)/trtpipe
 bench: install
 	$(TRTPIPE) demo --set bench.duration=5 --set bench.threads=$(THREADS)
 
-# Server throughput and latency with and without dynamic batching (README's serving table).
+# Server throughput, latency and CPU: trtpipe serve with and without dynamic batching, and a real Triton server
+# (Python-backend export) on the same artifacts and load (README's serving table).
 models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx: | install
 	mkdir -p $(@D)
 	$(TRTPIPE) convert $(word 2,$(subst /, ,$@)) -o $@
 
 loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
-	$(BIN)/python scripts/serve_bench.py
+	PYTHONPATH=. $(BIN)/python scripts/serve_bench.py
 
 # trtpipe's INT8 against ONNX Runtime's quantize_static (and ModelOpt/NNCF where installed) on the pretrained
 # models and photos (README's peers table; reports/peers.md).

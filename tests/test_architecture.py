@@ -78,7 +78,7 @@ _COMMANDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("bench", "trtpipe.models.options:ModelOptions", ()),
     ("optimize", "trtpipe.optimize.options:OptimizeOptions", ()),
     ("build", "trtpipe.engine.options:EngineOptions", ()),
-    ("serve", "trtpipe.serve.options:ServeOptions", ("instances",)),  # a Triton export setting
+    ("serve", "trtpipe.serve.options:ServeOptions", ("instances", "triton_backend")),  # Triton export settings
     ("run", "trtpipe.pipeline.options:SelectOptions", ()),
 ]
 

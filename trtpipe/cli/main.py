@@ -192,7 +192,7 @@ def doctor() -> None:
 
 @main.command()
 @click.argument("repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"))
-@options_from(ServeOptions, "options", exclude=("instances",))
+@options_from(ServeOptions, "options", exclude=("instances", "triton_backend"))
 def serve(repository: Path, options: ServeOptions) -> None:
     """Serve a model repository over HTTP in the Open Inference Protocol (KServe v2)."""
     from trtpipe.serve.server import serve as run_server
@@ -208,7 +208,7 @@ def serve(repository: Path, options: ServeOptions) -> None:
 @click.option("--repository", type=click.Path(file_okay=False, path_type=Path),
               help="Export the newest version of every model of a trtpipe repository instead.")
 @options_from(ServeOptions, "options", only=("max_batch_size", "max_queue_delay_ms", "preferred_batch_sizes",
-                                             "instances"))
+                                             "instances", "threads", "triton_backend"))
 def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, ...], repository: Path | None,
                   options: ServeOptions) -> None:
     """Write a Triton Inference Server repository (config.pbtxt + model) for ARTIFACTS."""
@@ -240,15 +240,18 @@ def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, .
               help="Seconds per level.")
 @click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON.")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback URL.")
+@click.option("--server-pid", type=click.IntRange(1), help="Also report the CPU the server (and every process under "
+              "it) spends per level, read from /proc: the process id of trtpipe serve or tritonserver.")
 def loadtest(url: str, model: str, concurrency: tuple[int, ...], duration: float, json_path: Path | None,
-             allow_remote: bool) -> None:
+             allow_remote: bool, server_pid: int | None) -> None:
     """Drive a running server with bounded concurrent clients; report throughput and p50/p90/p99."""
     from trtpipe.files import require_parent_dir, write_json_atomic
     from trtpipe.serve.loadtest import print_loadtest, run_loadtest
 
     if json_path:
         require_parent_dir(json_path)
-    report = run_loadtest(url, model, list(concurrency), duration_s=duration, allow_remote=allow_remote)
+    report = run_loadtest(url, model, list(concurrency), duration_s=duration, allow_remote=allow_remote,
+                          server_pid=server_pid)
     print_loadtest(report)
     if json_path:
         write_json_atomic(json_path, report)

@@ -2,7 +2,9 @@
 
 Each concurrency level runs ``concurrency`` clients that send single-item infer requests (binary tensors)
 back to back until the duration or the request cap is reached, and reports throughput and latency
-percentiles. Only loopback addresses are targeted unless ``allow_remote`` is set.
+percentiles. Only loopback addresses are targeted unless ``allow_remote`` is set. Given the server's process id
+(Linux), each level also reports what the server spent: CPU seconds of it and every process under it (a Triton
+server's backend stubs included), per second and per request.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -76,7 +81,32 @@ async def _level(client: Any, url: str, body: bytes, headers: dict[str, str], co
             "throughput": len(latencies) / elapsed, "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99)}
 
 
-async def _run(base: str, model: str, levels: list[int], duration_s: float, warmup_s: float) -> list[dict[str, Any]]:
+def process_tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and every process under it, read from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    if pid not in times:
+        raise BadInput(f"No process {pid} on this machine: give --server-pid the server's process id.")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += times.get(current, 0.0)
+        todo += children.get(current, [])
+    return total
+
+
+async def _run(base: str, model: str, levels: list[int], duration_s: float, warmup_s: float,
+               cpu_seconds: Callable[[], float] | None) -> list[dict[str, Any]]:
     # aiohttp, not httpx: on a small machine the load generator shares the CPU with the server, and aiohttp's
     # client costs several times less per request, so the figures describe the server.
     import aiohttp
@@ -92,21 +122,35 @@ async def _run(base: str, model: str, levels: list[int], duration_s: float, warm
         await _level(client, url, body, headers, max(levels), warmup_s)  # connections and caches warm
         results = []
         for concurrency in levels:
+            cpu_before = cpu_seconds() if cpu_seconds else 0.0
             result = await _level(client, url, body, headers, concurrency, duration_s)
+            cost = ""
+            if cpu_seconds:
+                spent = cpu_seconds() - cpu_before
+                result["server_cpu_cores"] = spent / result["seconds"]
+                result["server_cpu_ms_per_request"] = 1000 * spent / max(result["requests"], 1)
+                cost = f", server {result['server_cpu_cores']:.2f} cores"
             console.note(f"{model} concurrency {concurrency:>3}: {result['throughput']:8.1f} req/s, p50 "
-                         f"{result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms ({result['errors']} errors)")
+                         f"{result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms ({result['errors']} errors"
+                         f"{cost})")
             results.append(result)
         return results
 
 
 def run_loadtest(url: str, model: str, levels: list[int], *, duration_s: float = 10.0, warmup_s: float = 2.0,
-                 allow_remote: bool = False) -> dict[str, Any]:
+                 allow_remote: bool = False, server_pid: int | None = None) -> dict[str, Any]:
     import aiohttp
 
     base = url.rstrip("/")
     _check_target(base, allow_remote)
+    cpu_seconds = None
+    if server_pid is not None:
+        process_tree_cpu_seconds(server_pid)  # a wrong pid fails here, before any load
+
+        def cpu_seconds() -> float:
+            return process_tree_cpu_seconds(server_pid)
     try:
-        results = asyncio.run(_run(base, model, levels, duration_s, warmup_s))
+        results = asyncio.run(_run(base, model, levels, duration_s, warmup_s, cpu_seconds))
     except (OSError, aiohttp.ClientError) as error:
         raise BadInput(f"Cannot reach {base}: {error}. Is 'trtpipe serve' running?") from None
     return {"url": base, "model": model, "duration_s": duration_s, "results": results}
@@ -116,9 +160,12 @@ def print_loadtest(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{report['model']} at {report['url']}", title_justify="left")
-    for header in ("Concurrency", "Requests", "Errors", "Req/s", "p50 ms", "p90 ms", "p99 ms"):
+    with_cpu = all("server_cpu_cores" in r for r in report["results"])
+    headers = ("Concurrency", "Requests", "Errors", "Req/s", "p50 ms", "p90 ms", "p99 ms")
+    for header in headers + (("Server cores", "Server CPU ms/req") if with_cpu else ()):
         table.add_column(header, justify="right")
     for r in report["results"]:
+        cpu = (f"{r['server_cpu_cores']:.2f}", f"{r['server_cpu_ms_per_request']:.2f}") if with_cpu else ()
         table.add_row(str(r["concurrency"]), str(r["requests"]), str(r["errors"]), f"{r['throughput']:.1f}",
-                      f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['p99_ms']:.2f}")
+                      f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['p99_ms']:.2f}", *cpu)
     console.out.print(table)

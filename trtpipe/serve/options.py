@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from trtpipe.options import option
 from trtpipe.shapes import parse_batch_sizes
-from trtpipe.vocab import SERVE_MAX_BATCH
+from trtpipe.vocab import SERVE_MAX_BATCH, TritonBackend
 
 
 @dataclass
@@ -35,6 +35,10 @@ class ServeOptions:
     max_connections: int = option(1024, "Concurrent connections and requests before new ones get 503.", type=int,
                                   minimum=1)
     instances: int = option(1, "Model instances in an exported Triton repository.", type=int, minimum=1)
+    triton_backend: str = option(
+        TritonBackend.NATIVE, "Triton backend of an exported repository: native (Triton's onnxruntime/tensorrt "
+        "backends) or python (Triton's Python backend running trtpipe's runtime).", choices=tuple(TritonBackend),
+        flag="--backend")
 
     @property
     def max_body_bytes(self) -> int:

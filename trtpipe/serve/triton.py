@@ -2,8 +2,13 @@
 
 Each model gets ``<name>/config.pbtxt`` (platform, max_batch_size, inputs and outputs without the batch
 dimension, dynamic batching with preferred sizes from the engine's optimisation profile, instance groups) and
-``<name>/<version>/model.onnx|model.plan``. Every config is parsed back with Triton's own protobuf schema
-(tritonclient's model_config_pb2) before it is written.
+``<name>/<version>/model.onnx|model.plan``. Every config is built as Triton's own protobuf message
+(tritonclient's model_config_pb2) and printed by protobuf's text format.
+
+Two ways to run it: ``native`` names Triton's onnxruntime_onnx/tensorrt_plan platforms (NVIDIA's container has
+those backends); ``python`` writes the same config for Triton's Python backend plus a ``model.py`` that runs the
+artifact through trtpipe's runtime, with its manifest or sidecar beside it (any Triton with the Python backend
+and trtpipe installed: the whole Triton feature set in front of trtpipe's runtimes).
 """
 
 from __future__ import annotations
@@ -18,8 +23,13 @@ from trtpipe import console
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import atomic_path, write_text_atomic
 from trtpipe.serve.options import ServeOptions
-from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, dtype
+from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, TritonBackend, dtype
 
+# The Python-backend model (copied, never imported here: it imports Triton's stub utilities) and the config
+# parameters it reads.
+PYTHON_MODEL = Path(__file__).with_name("triton_python_model.py")
+ARTIFACT_PARAMETER = "trtpipe_artifact"
+THREADS_PARAMETER = "trtpipe_threads"
 SAFE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
@@ -40,6 +50,8 @@ class TritonModel:
     preferred_batch_sizes: tuple[int, ...]
     max_queue_delay_us: int = 1000
     instance_count: int = 1
+    backend: TritonBackend = TritonBackend.NATIVE
+    threads: int | None = None  # Python backend: ONNX Runtime threads per instance
 
     @property
     def platform(self) -> str:
@@ -73,7 +85,14 @@ def config_pbtxt(model: TritonModel) -> str:
     from google.protobuf import text_format
 
     pb = _model_config()
-    config = pb.ModelConfig(name=model.name, platform=model.platform, max_batch_size=model.max_batch_size)
+    config = pb.ModelConfig(name=model.name, max_batch_size=model.max_batch_size)
+    if model.backend is TritonBackend.PYTHON:
+        config.backend = str(TritonBackend.PYTHON)
+        config.parameters[ARTIFACT_PARAMETER].string_value = model.kind.repository_file
+        if model.threads:
+            config.parameters[THREADS_PARAMETER].string_value = str(model.threads)
+    else:
+        config.platform = model.platform
     for target, specs in ((config.input, model.inputs), (config.output, model.outputs)):
         for spec in specs:
             target.add(name=spec.name, data_type=pb.DataType.Value(spec.datatype), dims=list(spec.dims))
@@ -111,7 +130,10 @@ def describe_artifact(name: str, artifact: Path, options: ServeOptions) -> Trito
     else:
         raise BadInput(f"{artifact} is not an artifact Triton can serve ({', '.join(ArtifactKind.all_suffixes())}).")
     if options.preferred_batch_sizes:
-        preferred = tuple(b for b in options.preferred_batch_sizes if b <= batch) or preferred
+        preferred = options.preferred_batch_sizes
+    # Triton refuses a preferred size above max_batch_size (found by loading an engine whose profile reaches 64
+    # with --max-batch-size 32 into a real server).
+    preferred = tuple(b for b in preferred if b <= batch) or (batch,)
 
     def spec(entry: tuple[str, str, list[object]]) -> TensorSpec:
         tensor_name, numpy_name, shape = entry
@@ -123,7 +145,8 @@ def describe_artifact(name: str, artifact: Path, options: ServeOptions) -> Trito
 
     return TritonModel(check_name(name), kind, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
                        preferred if batch > 0 else (), max_queue_delay_us=int(options.max_queue_delay_ms * 1000),
-                       instance_count=options.instances)
+                       instance_count=options.instances, backend=TritonBackend(options.triton_backend),
+                       threads=options.threads)
 
 
 def _numpy_name(tensorrt_name: str) -> str:
@@ -142,18 +165,37 @@ def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | Non
         model = describe_artifact(check_name(name), artifact, options)
         text = config_pbtxt(model)
         model_dir = output / model.name
-        target = model_dir / version / model.kind.repository_file
-        _refuse_links(output, [model_dir, model_dir / version, target, model_dir / "config.pbtxt"])
+        files = _version_files(artifact, model)
+        targets = [model_dir / version / name for name in files]
+        _refuse_links(output, [model_dir, model_dir / version, *targets, model_dir / "config.pbtxt"])
         (model_dir / version).mkdir(parents=True, exist_ok=True)
-        with atomic_path(target) as tmp:
-            shutil.copyfile(artifact, tmp)
+        for target, source in zip(targets, files.values(), strict=True):
+            with atomic_path(target) as tmp:
+                shutil.copyfile(source, tmp)
         write_text_atomic(model_dir / "config.pbtxt", text)
-        written += [model_dir / "config.pbtxt", target]
-        console.success(f"{model.name}: {model.platform}, max_batch_size {model.max_batch_size}, preferred "
+        written += [model_dir / "config.pbtxt", *targets]
+        runs_on = f"python backend ({model.kind.backend})" if model.backend is TritonBackend.PYTHON else model.platform
+        console.success(f"{model.name}: {runs_on}, max_batch_size {model.max_batch_size}, preferred "
                         f"{list(model.preferred_batch_sizes)}")
     write_text_atomic(output / "trtpipe-export.json", json.dumps(
         {name: str(path) for name, path in artifacts.items()}, indent=2) + "\n")
     return written
+
+
+def _version_files(artifact: Path, model: TritonModel) -> dict[str, Path]:
+    """{file name in the version folder: source}: the artifact under Triton's default name; for the Python
+    backend also model.py and the artifact's manifest or sidecar, which tell trtpipe's runtime how to run it."""
+    from trtpipe.manifest import manifest_path
+    from trtpipe.runtime.tensorrt.sidecar import sidecar_path
+    target = Path(model.kind.repository_file)
+    files = {target.name: artifact}
+    if model.backend is TritonBackend.PYTHON:
+        files["model.py"] = PYTHON_MODEL
+        if model.kind is ArtifactKind.TENSORRT_ENGINE:
+            files[sidecar_path(target).name] = sidecar_path(artifact)
+        elif manifest_path(artifact).is_file():
+            files[manifest_path(target).name] = manifest_path(artifact)
+    return files
 
 
 def _refuse_links(root: Path, paths: list[Path]) -> None:
