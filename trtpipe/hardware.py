@@ -9,6 +9,7 @@ from pathlib import Path
 
 _INTERESTING_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile")
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @lru_cache(maxsize=1)
@@ -35,6 +36,11 @@ def cpu_flags() -> list[str]:
 def has_vnni() -> bool:
     """VNNI (AVX-512 VNNI, AVX-VNNI or AMX) gives x86 int8 dot products without 16-bit saturation."""
     return bool(set(_cpuinfo().get("flags", "").split()) & set(VNNI_FLAGS))
+
+
+def has_bf16() -> bool:
+    """BF16 dot products in hardware (AVX512-BF16 or AMX): without them BF16 is emulated, slower than FP32."""
+    return bool(set(_cpuinfo().get("flags", "").split()) & set(BF16_FLAGS))
 
 
 def usable_cores() -> int:

@@ -20,6 +20,7 @@ class Precision(StrEnum):
     FP32 = "fp32"
     TF32 = "tf32"  # PyTorch CUDA baseline only: FP32 storage, TF32 matmuls and convolutions
     FP16 = "fp16"
+    BF16 = "bf16"  # PyTorch autocast baseline (CPUs with AVX512-BF16 or AMX)
     INT8 = "int8"
 
     @property
@@ -55,6 +56,7 @@ _PRECISIONS = {
     Precision.FP32: _PrecisionFacts(False, _ANY_LAYER, True),
     Precision.TF32: _PrecisionFacts(False, _ANY_LAYER, False),
     Precision.FP16: _PrecisionFacts(True, frozenset({"fp16", "bf16", "int8", "fp8"}), True),
+    Precision.BF16: _PrecisionFacts(False, frozenset({"bf16", "fp16", "int8", "fp8"}), False),
     Precision.INT8: _PrecisionFacts(True, frozenset({"int8", "fp8", "int4"}), True),
 }
 
@@ -83,6 +85,13 @@ class CalibMethod(StrEnum):
 class Device(StrEnum):
     CPU = "cpu"
     CUDA = "cuda"
+
+
+class Baseline(StrEnum):
+    """PyTorch rows bench adds beside FP32 eager (the reference): what users would deploy instead of trtpipe."""
+
+    COMPILE = "compile"  # torch.compile (Inductor), FP32
+    AUTOCAST = "autocast"  # eager under autocast: BF16 on a CPU with AVX512-BF16/AMX, FP16 on a GPU
 
 
 class BackendKind(StrEnum):
@@ -148,6 +157,13 @@ class ArtifactKind(StrEnum):
     @classmethod
     def all_suffixes(cls) -> tuple[str, ...]:
         return tuple(s for kind in cls for s in kind.suffixes)
+
+
+class TritonBackend(StrEnum):
+    """How an exported Triton repository runs a model."""
+
+    NATIVE = "native"  # Triton's own onnxruntime/tensorrt backend (NVIDIA's container)
+    PYTHON = "python"  # Triton's Python backend running trtpipe's runtime (any image with trtpipe installed)
 
 
 @dataclass(frozen=True)

@@ -101,3 +101,63 @@ def test_bench_labels_optimized_artifacts(digits_onnx: Path, tmp_path: Path, run
     assert "latency is not" in simulated["note"]
     assert simulated["simulated"] and simulated["speedup_vs_torch_fp32"] is None  # no speedup from a simulation
     assert simulated["top1_accuracy"] >= 0.985  # TensorRT arithmetic keeps the accuracy
+
+
+def test_every_row_says_what_memory_it_needed(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", digits_onnx, "--batch", "1", "--iters", "2", "--warmup", "0",
+                     "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(json_path.read_text())["results"]
+    assert all(r["host_memory_mb"] is not None and r["host_memory_mb"] > 0 for r in rows)
+    assert all(r["device_memory_mb"] is None for r in rows)  # no GPU row
+    assert "Host MB" in result.output
+
+
+def test_memory_probe_sees_what_a_variant_holds_and_not_what_an_earlier_one_freed() -> None:
+    from trtpipe.bench.memory import MemoryProbe
+
+    with MemoryProbe() as big:
+        held = np.ones(200_000_000 // 8)  # 200 MB, touched
+        big.read()
+    del held
+    with MemoryProbe() as small:  # the 200 MB were freed and handed back: they are not this variant's
+        small_array = np.ones(10_000_000 // 8)
+        small.read()
+    del small_array
+    assert big.host_mb is not None and 195 <= big.host_mb <= 260
+    assert small.host_mb is not None and small.host_mb < 40
+
+
+def test_pytorch_baselines_are_rows_beside_the_reference(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """torch.compile and autocast rows are measured against eager FP32 and never taken for the reference."""
+    from trtpipe.hardware import has_bf16
+
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", "--batch", "1", "--iters", "3", "--warmup", "2", "--baselines",
+                     "compile,autocast", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = {r["variant"]: r for r in json.loads(json_path.read_text())["results"]}
+    assert rows["pytorch-fp32"]["baseline"] is None and rows["pytorch-fp32"]["speedup_vs_torch_fp32"] == 1.0
+    compiled = rows["pytorch-fp32-compile"]
+    assert compiled["baseline"] == "compile" and compiled["precision"] == "fp32"
+    assert compiled["speedup_vs_torch_fp32"] == pytest.approx(rows["pytorch-fp32"]["p50_ms"] / compiled["p50_ms"])
+    assert compiled["max_abs_err"] < 1e-3 and compiled["top1_agreement"] == 1.0
+    if has_bf16():
+        autocast = rows["pytorch-bf16-autocast"]
+        assert autocast["precision"] == "bf16" and autocast["baseline"] == "autocast"
+        assert 1e-4 < autocast["max_abs_err"] < 1.0 and autocast["top1_agreement"] > 0.97  # BF16 arithmetic
+    else:
+        assert "pytorch-bf16-autocast" not in rows and "neither AVX512-BF16 nor AMX" in result.output
+
+
+def test_bf16_autocast_is_skipped_with_one_line_where_the_cpu_lacks_it(monkeypatch, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                         run_cli) -> None:
+    import trtpipe.bench.runner as runner
+
+    monkeypatch.setattr(runner, "has_bf16", lambda: False)  # this machine's CPU flags, as a CPU without BF16
+    result = run_cli("bench", "digits_resnet", "--batch", "1", "--iters", "2", "--warmup", "0", "--baselines",
+                     "autocast", "--json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output
+    assert "pytorch-bf16-autocast skipped: this CPU has neither AVX512-BF16 nor AMX" in result.output
+    assert [r["variant"] for r in json.loads((tmp_path / "r.json").read_text())["results"]] == ["pytorch-fp32"]

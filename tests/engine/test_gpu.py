@@ -194,3 +194,17 @@ def test_onnxruntime_gpu_providers_really_run(digits_onnx: Path, tmp_path: Path,
     assert result.exit_code == 0, result.output
     rows = [r for r in json.loads(json_path.read_text())["results"] if r["backend"] == "onnxruntime"]
     assert rows and all(r["device"] == "cuda" and not r["simulated"] for r in rows)
+
+
+@needs_gpu
+def test_cuda_rows_carry_device_memory_and_autocast_runs_in_fp16(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    json_path = tmp_path / "bench.json"
+    result = run_cli("bench", "digits_resnet", "--device", "cuda", "--batch", "1,32", "--iters", "10",
+                     "--baselines", "autocast,compile", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(json_path.read_text())["results"]
+    assert {r["variant"] for r in rows} >= {"pytorch-fp32", "pytorch-tf32", "pytorch-fp16-autocast",
+                                            "pytorch-fp32-compile"}
+    assert all(r["device"] == "cuda" and r["device_memory_mb"] and r["device_memory_mb"] > 0 for r in rows)
+    autocast = [r for r in rows if r["variant"].startswith("pytorch-fp16-autocast")]
+    assert all(r["precision"] == "fp16" and r["top1_agreement"] > 0.98 for r in autocast)

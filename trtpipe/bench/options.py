@@ -6,17 +6,25 @@ from dataclasses import dataclass
 
 from trtpipe.options import option
 from trtpipe.shapes import parse_batch_sizes
-from trtpipe.vocab import BENCH_DURATION_S, BENCH_WARMUP, DEFAULT_BATCHES, Device, OnnxExecution
+from trtpipe.vocab import BENCH_DURATION_S, BENCH_WARMUP, DEFAULT_BATCHES, Baseline, Device, OnnxExecution
 
 
-def _format_batches(batches: tuple[int, ...]) -> str:
+def _format_list(batches: tuple[int, ...]) -> str:
     return ",".join(map(str, batches))
+
+
+def _parse_baselines(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in tuple(Baseline)]
+    if unknown:
+        raise ValueError(f"unknown baseline {', '.join(unknown)}: choose from {', '.join(Baseline)}")
+    return names
 
 
 @dataclass
 class BenchOptions:
     batches: tuple[int, ...] = option(DEFAULT_BATCHES, "Batch sizes to sweep.", parse=parse_batch_sizes,
-                                      format=_format_batches, metavar="LIST", flag="--batch")
+                                      format=_format_list, metavar="LIST", flag="--batch")
     threads: int | None = option(None, "CPU threads for every backend (default: all cores).", type=int, minimum=1)
     warmup: int = option(BENCH_WARMUP, "Runs discarded before timing.", type=int, minimum=0)
     iters: int | None = option(None, "Timed runs per variant and batch (instead of --duration).", type=int,
@@ -24,5 +32,8 @@ class BenchOptions:
     duration: float = option(BENCH_DURATION_S, "Seconds of timed runs per variant and batch.", type=float,
                              minimum=0.1)
     device: str = option(Device.CPU, "Where the PyTorch baseline runs (cuda adds a TF32 row).", choices=tuple(Device))
+    baselines: tuple[str, ...] = option((), "More PyTorch rows beside FP32 eager: compile (torch.compile FP32), "
+                                        "autocast (BF16 on a CPU with AVX512-BF16/AMX, FP16 on a GPU).",
+                                        parse=_parse_baselines, format=_format_list, metavar="LIST")
     backend: str = option(OnnxExecution.CPU, "How ONNX artifacts run (ONNX Runtime CPU, CUDA EP, TensorRT EP).",
                           choices=tuple(OnnxExecution))

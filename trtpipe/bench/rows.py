@@ -45,11 +45,14 @@ class BenchRow:
     agreement_samples: int = 0
     model_size_mb: float | None = None
     build_seconds: float | None = None
+    baseline: str | None = None  # Baseline: a PyTorch row beside the reference (torch.compile, autocast)
+    host_memory_mb: float | None = None  # peak resident memory the variant added while loading and running
+    device_memory_mb: float | None = None  # GPU memory it held (engine, weights, activations, workspace)
 
     @property
     def is_reference(self) -> bool:
         """PyTorch FP32 eager: the row every speedup and accuracy drop is measured against."""
-        return self.backend == BackendKind.TORCH and self.precision == Precision.FP32
+        return self.backend == BackendKind.TORCH and self.precision == Precision.FP32 and self.baseline is None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

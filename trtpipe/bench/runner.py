@@ -17,19 +17,20 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.bench import environment
+from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import BadInput
-from trtpipe.hardware import usable_cores
+from trtpipe.hardware import has_bf16, usable_cores
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
 from trtpipe.runtime.artifacts import ArtifactProfile, artifact_name, artifact_profile
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.registry import open_artifact
 from trtpipe.runtime.torch.backend import TorchBackend
-from trtpipe.vocab import ArtifactKind, Device, OnnxExecution, Precision, __version__
+from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision, __version__
 
 RANDOM_AGREEMENT_SAMPLES = 32
 AGREEMENT_CHUNK = 64  # capped by each backend's max batch (a TensorRT profile's maximum)
@@ -64,19 +65,27 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
         check_providers(provider_list(execution))
     samples = _samples(loaded, options.batches)
     rows: list[BenchRow] = []
-    reference = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads)
-    _set_tf32(options.device, enabled=False)  # the baseline is true FP32
-    reference_outputs = reference.run_chunked(samples.agreement, AGREEMENT_CHUNK)
+    # PyTorch's weights are in memory before its probe starts: they are added to its host figure on the CPU.
+    weights_mb = _module_bytes(loaded.module) / 1e6 if options.device == Device.CPU else 0.0
+    with MemoryProbe(options.device) as reference_memory:
+        reference = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads)
+        _set_tf32(options.device, enabled=False)  # the baseline is true FP32
+        reference_outputs = reference.run_chunked(samples.agreement, AGREEMENT_CHUNK)
     labels = _dedupe([_label(path, profile, execution) for path, profile in zip(artifacts, profiles, strict=True)])
     with console.progress() as bar:
-        rows += _bench_variant(reference, "pytorch-fp32", None, None, samples, reference_outputs, options, bar)
+        rows += _bench_variant(reference, "pytorch-fp32", None, None, samples, reference_outputs, options, bar,
+                               reference_memory, weights_mb)
         if options.device == Device.CUDA:
             _set_tf32(options.device, enabled=True)
-            tf32 = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, options, bar)
+            tf32 = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, options, bar,
+                                  reference_memory, weights_mb)
             _set_tf32(options.device, enabled=False)
             for row in tf32:
                 row.precision, row.note = Precision.TF32, "PyTorch eager with TF32 matmuls and convolutions"
             rows += tf32
+        for baseline in options.baselines:
+            rows += _bench_baseline(loaded, Baseline(baseline), samples, reference_outputs, options, bar, threads,
+                                    weights_mb)
         for path, profile, label in zip(artifacts, profiles, labels, strict=True):
             if profile.note:
                 console.note(f"{label}: {profile.note}")
@@ -85,8 +94,10 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
                 from trtpipe.runtime.onnxruntime.providers import provider_list
 
                 backend_options["providers"] = provider_list(execution, trt_profile=_trt_profile(loaded, options))
-            with open_artifact(path, threads=threads, **backend_options) as backend:
-                rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar)
+            with MemoryProbe(options.device) as memory, \
+                    open_artifact(path, threads=threads, **backend_options) as backend:
+                rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar,
+                                       memory)
     # Like with like: a row without host-device copies is compared with PyTorch's row without them.
     baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
     for row in rows:
@@ -118,7 +129,7 @@ def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
 
 def _bench_variant(
     backend: Backend, label: str, artifact: Path | None, profile: ArtifactProfile | None, samples: _Samples,
-    reference_outputs: np.ndarray, options: BenchOptions, bar: Any,
+    reference_outputs: np.ndarray, options: BenchOptions, bar: Any, memory: MemoryProbe, extra_host_mb: float = 0.0,
 ) -> list[BenchRow]:
     fixed_batch = backend.static_batch
     batches = [b for b in options.batches if fixed_batch is None or b == fixed_batch]
@@ -151,6 +162,10 @@ def _bench_variant(
             measured.append((f"{label} [no transfers]", LatencyStats.from_samples(timings, batch), False))
         for variant, stats, transfers in measured:
             rows.append(_row(variant, backend, artifact, profile, batch, stats, comparison, transfers))
+    memory.read()  # the peak over loading and every batch: what deploying the variant at these batches needs
+    for row in rows:
+        row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
+        row.device_memory_mb = memory.device_mb
     return rows
 
 
@@ -170,6 +185,34 @@ def _row(label: str, backend: Backend, artifact: Path | None, profile: ArtifactP
         model_size_mb=profile.size_bytes / 1e6 if profile else None,
         build_seconds=profile.build_seconds if profile else None,
     )
+
+
+def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, reference_outputs: np.ndarray,
+                    options: BenchOptions, bar: Any, threads: int, weights_mb: float) -> list[BenchRow]:
+    """A PyTorch row users would deploy instead: torch.compile FP32, or eager under BF16/FP16 autocast."""
+    cuda = options.device == Device.CUDA
+    autocast = None
+    if baseline is Baseline.AUTOCAST:
+        autocast = Precision.FP16 if cuda else Precision.BF16
+        if not cuda and not has_bf16():
+            console.warn("pytorch-bf16-autocast skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would be "
+                         "emulated, slower than FP32).")
+            return []
+    label = f"pytorch-{autocast}-autocast" if autocast else "pytorch-fp32-compile"
+    with MemoryProbe(options.device) as memory:
+        backend = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads,
+                               compile=baseline is Baseline.COMPILE, autocast=autocast)
+        rows = _bench_variant(backend, label, None, None, samples, reference_outputs, options, bar, memory,
+                              weights_mb)
+    for row in rows:
+        row.baseline = str(baseline)
+    return rows
+
+
+def _module_bytes(module: Any) -> int:
+    """Bytes of a PyTorch module's parameters and buffers."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _trt_profile(loaded: LoadedModel, options: BenchOptions) -> tuple[str, str, str]:

@@ -33,6 +33,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("Top-1 agree", "top1_agreement", "{:.2%}"),
     Column("Accuracy", "top1_accuracy", "{:.2%}"),
     Column("Size MB", "model_size_mb", "{:.2f}"),
+    Column("Host MB", "host_memory_mb", "{:.0f}"),
+    Column("GPU MB", "device_memory_mb", "{:.0f}"),
     Column("Build s", "build_seconds", "{:.1f}"),
 )
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from trtpipe.errors import BadInput
 from trtpipe.runtime.base import Backend, TensorInfo
-from trtpipe.vocab import BackendKind, Device
+from trtpipe.vocab import BackendKind, Device, Precision
 
 
 class TorchBackend(Backend):
@@ -24,6 +24,8 @@ class TorchBackend(Backend):
         device: str = Device.CPU,
         threads: int | None = None,
         input_name: str = "input",
+        compile: bool = False,
+        autocast: Precision | None = None,
     ) -> None:
         if device.startswith(Device.CUDA) and not torch.cuda.is_available():
             raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
@@ -32,6 +34,12 @@ class TorchBackend(Backend):
         self.device = Device.CUDA if device.startswith(Device.CUDA) else Device.CPU
         self._torch_device = device
         self.module = module.eval().to(device)
+        # Autocast: matmuls and convolutions in BF16/FP16, the rest in FP32, as PyTorch users deploy it.
+        self._autocast = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(autocast)  # type: ignore[arg-type]
+        self.precision = Precision(autocast) if self._autocast is not None else Precision.FP32
+        self.compiled = compile
+        if compile:  # Inductor compiles on the first call of each new shape (the probe below, then warm-up)
+            self.module = torch.compile(self.module)
         self._inputs = [TensorInfo(input_name, "float32", ("batch", *sample_shape))]
         probe = self._forward(np.zeros((1, *sample_shape), dtype=np.float32))
         names = ["output"] if len(probe) == 1 else [f"output_{i}" for i in range(len(probe))]
@@ -40,15 +48,22 @@ class TorchBackend(Backend):
             for name, array in zip(names, probe, strict=True)
         ]
 
+    def _call(self, tensor: torch.Tensor) -> object:
+        if self._autocast is None:
+            return self.module(tensor)
+        with torch.autocast(str(self.device), dtype=self._autocast):
+            return self.module(tensor)
+
     def _forward(self, array: np.ndarray) -> list[np.ndarray]:
         with torch.inference_mode():
-            result = self.module(torch.from_numpy(array).to(self._torch_device))
+            result = self._call(torch.from_numpy(array).to(self._torch_device))
             tensors = flatten_outputs(result)
             # .cpu() waits for the GPU; synchronize anyway so timings never count queued work as done.
             if self.device is Device.CUDA:
                 torch.cuda.synchronize()
-            return [t.detach().float().cpu().numpy() if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
-                    for t in tensors]
+            # Autocast outputs (BF16/FP16) are compared and returned as FP32, like every other row's.
+            return [t.detach().float().cpu().numpy() if t.dtype in (torch.bfloat16, torch.float16)
+                    else t.detach().cpu().numpy() for t in tensors]
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return self._forward(feeds[self._inputs[0].name])
@@ -62,7 +77,7 @@ class TorchBackend(Backend):
 
         def run() -> None:
             with torch.inference_mode():
-                self.module(tensor)
+                self._call(tensor)
             torch.cuda.synchronize()
 
         return run

@@ -1,0 +1,87 @@
+"""What a variant costs in memory, measured around its load and its timed runs.
+
+Host: the peak resident memory the variant adds to this process (Linux: the peak, VmHWM, is reset through
+/proc/self/clear_refs before the variant loads, and the resident size before it is subtracted; memory freed by
+the previous variant is handed back to the system first, so it is not reused unseen). Device: on a GPU, the
+device memory in use beyond what was in use before the variant loaded (cudaMemGetInfo, so TensorRT's and ONNX
+Runtime's own allocations count, not only PyTorch's), and PyTorch's own peak (max_memory_reserved) when larger.
+Where a figure cannot be read it is None, never a guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+from pathlib import Path
+
+from trtpipe.vocab import Device
+
+MB = 1e6
+STATUS = Path("/proc/self/status")
+CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_kb(field: str) -> int | None:
+    try:
+        for line in STATUS.read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _release_freed_memory() -> None:
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: freed memory may be reused uncounted
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _reset_peak() -> bool:
+    try:
+        CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident size (Linux 4.0+)
+        return True
+    except OSError:
+        return False
+
+
+class MemoryProbe:
+    """``with MemoryProbe(device) as probe: load and run`` → ``probe.host_mb``, ``probe.device_mb``."""
+
+    def __init__(self, device: str = Device.CPU) -> None:
+        self.device = Device(device)
+        self.host_mb: float | None = None
+        self.device_mb: float | None = None
+
+    def __enter__(self) -> MemoryProbe:
+        _release_freed_memory()
+        self._host_start = _status_kb("VmRSS")
+        self._host_ok = self._host_start is not None and _reset_peak()
+        if self.device is Device.CUDA:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            free, total = torch.cuda.mem_get_info()
+            self._device_used_start = total - free
+            self._torch_start = torch.cuda.memory_reserved()
+        return self
+
+    def read(self) -> None:
+        """Take the figures now (call after the last timed run, before the variant is closed)."""
+        peak = _status_kb("VmHWM")
+        if self._host_ok and peak is not None and self._host_start is not None:
+            self.host_mb = max(peak - self._host_start, 0) * 1024 / MB
+        if self.device is Device.CUDA:
+            import torch
+
+            torch.cuda.synchronize()
+            free, total = torch.cuda.mem_get_info()
+            used = (total - free) - self._device_used_start
+            torch_peak = torch.cuda.max_memory_reserved() - self._torch_start
+            self.device_mb = max(used, torch_peak, 0) / MB
+
+    def __exit__(self, *exc: object) -> None:
+        return None
