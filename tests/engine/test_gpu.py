@@ -22,6 +22,16 @@ def _full_tensorrt() -> bool:
         return False
 
 
+def _loadable(library: str) -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL(library)
+        return True
+    except OSError:
+        return False
+
+
 def _cuda() -> bool:
     import torch
 
@@ -182,6 +192,8 @@ def test_onnxruntime_gpu_providers_really_run(digits_onnx: Path, tmp_path: Path,
     wanted = "CUDAExecutionProvider" if backend.endswith("cuda") else "TensorrtExecutionProvider"
     if wanted not in _ort_providers():
         pytest.skip(f"{wanted} is not installed (pip install onnxruntime-gpu)")
+    if wanted == "TensorrtExecutionProvider" and not _loadable("libnvinfer.so.10"):
+        pytest.skip("onnxruntime-gpu lists its TensorRT provider, but TensorRT 10's libnvinfer.so.10 is not here")
     from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
     from trtpipe.runtime.onnxruntime.providers import provider_list
     from trtpipe.vocab import OnnxExecution

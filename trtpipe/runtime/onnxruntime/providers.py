@@ -59,5 +59,7 @@ def check_active(requested: Providers, active: list[str], label: str) -> None:
     wanted = [p if isinstance(p, str) else p[0] for p in requested]
     first = wanted[0] if wanted else None
     if first and first != "CPUExecutionProvider" and first not in active:
+        needs = (" (the TensorRT provider of onnxruntime-gpu needs TensorRT 10's libnvinfer.so.10 on the library "
+                 "path)") if first == "TensorrtExecutionProvider" else ""
         raise BadInput(f"ONNX Runtime did not use {first} for {label} (active providers: {', '.join(active)}): "
-                       "check 'trtpipe doctor' for the CUDA/TensorRT libraries it needs.")
+                       f"check 'trtpipe doctor' for the CUDA/TensorRT libraries it needs{needs}.")
