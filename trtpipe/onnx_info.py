@@ -77,10 +77,13 @@ def check_external_data(model: onnx.ModelProto, path: Path) -> None:
 
 
 def detect_precision(model: onnx.ModelProto) -> Precision:
-    """int8 when the graph holds Q/DQ or integer ops, fp16 when it computes in half precision, else fp32."""
+    """int8 when the graph holds Q/DQ or integer ops, bf16 with BF16 weights, fp16 when it computes in half
+    precision, else fp32."""
     ops = {node.op_type for node in model.graph.node}
     if ops & QUANTIZED_OPS:
         return Precision.INT8
+    if any(init.data_type == onnx.TensorProto.BFLOAT16 for init in model.graph.initializer):
+        return Precision.BF16
     half = onnx.TensorProto.FLOAT16
     if any(init.data_type == half for init in model.graph.initializer) or any(
         node.op_type == "Cast" and any(a.name == "to" and a.i == half for a in node.attribute)

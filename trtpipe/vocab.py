@@ -20,7 +20,7 @@ class Precision(StrEnum):
     FP32 = "fp32"
     TF32 = "tf32"  # PyTorch CUDA baseline only: FP32 storage, TF32 matmuls and convolutions
     FP16 = "fp16"
-    BF16 = "bf16"  # PyTorch autocast baseline (CPUs with AVX512-BF16 or AMX)
+    BF16 = "bf16"  # CPUs with AVX512-BF16 or AMX: OpenVINO's BF16 kernels; PyTorch's autocast baseline
     INT8 = "int8"
 
     @property
@@ -56,7 +56,7 @@ _PRECISIONS = {
     Precision.FP32: _PrecisionFacts(False, _ANY_LAYER, True),
     Precision.TF32: _PrecisionFacts(False, _ANY_LAYER, False),
     Precision.FP16: _PrecisionFacts(True, frozenset({"fp16", "bf16", "int8", "fp8"}), True),
-    Precision.BF16: _PrecisionFacts(False, frozenset({"bf16", "fp16", "int8", "fp8"}), False),
+    Precision.BF16: _PrecisionFacts(False, frozenset({"bf16", "fp16", "int8", "fp8"}), True),
     Precision.INT8: _PrecisionFacts(True, frozenset({"int8", "fp8", "int4"}), True),
 }
 
@@ -99,6 +99,7 @@ class BackendKind(StrEnum):
 
     TORCH = "torch"
     ONNXRUNTIME = "onnxruntime"
+    OPENVINO = "openvino"  # optional extra [openvino]: ONNX artifacts on Intel's CPU runtime
     TENSORRT = "tensorrt"
 
     @property
@@ -113,7 +114,7 @@ class BackendKind(StrEnum):
 
 
 _BACKEND_CLASSES = {BackendKind.TORCH: "TorchBackend", BackendKind.ONNXRUNTIME: "OnnxRuntimeBackend",
-                    BackendKind.TENSORRT: "TensorRTBackend"}
+                    BackendKind.OPENVINO: "OpenVinoBackend", BackendKind.TENSORRT: "TensorRTBackend"}
 
 
 class ArtifactKind(StrEnum):
@@ -129,6 +130,11 @@ class ArtifactKind(StrEnum):
     @property
     def backend(self) -> BackendKind:
         return _ARTIFACTS[self].backend
+
+    @property
+    def runtimes(self) -> tuple[BackendKind, ...]:
+        """Every backend that can run it; ``backend`` is the default."""
+        return _ARTIFACTS[self].runtimes
 
     @property
     def triton_platform(self) -> str:
@@ -174,32 +180,44 @@ class _ArtifactFacts:
     triton_instance_kind: str
     repository_file: str
     metadata: str
+    runtimes: tuple[BackendKind, ...]
 
 
 _ARTIFACTS = {
     ArtifactKind.ONNX: _ArtifactFacts((".onnx",), BackendKind.ONNXRUNTIME, "onnxruntime_onnx", "KIND_CPU",
-                                      "model.onnx", "manifest"),
+                                      "model.onnx", "manifest", (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO)),
     ArtifactKind.TENSORRT_ENGINE: _ArtifactFacts((".plan", ".engine"), BackendKind.TENSORRT, "tensorrt_plan",
-                                                 "KIND_GPU", "model.plan", "sidecar"),
+                                                 "KIND_GPU", "model.plan", "sidecar", (BackendKind.TENSORRT,)),
 }
 
 
 class OnnxExecution(StrEnum):
-    """How bench runs ONNX artifacts: ONNX Runtime with which execution providers."""
+    """How bench runs ONNX artifacts: ONNX Runtime with which execution providers, or OpenVINO."""
 
     CPU = "onnxruntime"
     CUDA = "onnxruntime-cuda"
     TENSORRT = "onnxruntime-tensorrt"
+    OPENVINO = "openvino"
 
     @property
     def providers(self) -> tuple[str, ...]:
+        """ONNX Runtime's execution providers (none for OpenVINO)."""
         return _ONNX_EXECUTION[self]
+
+    @property
+    def backend(self) -> BackendKind:
+        return BackendKind.OPENVINO if self is OnnxExecution.OPENVINO else BackendKind.ONNXRUNTIME
+
+    @property
+    def on_gpu(self) -> bool:
+        return bool(set(self.providers) & GPU_PROVIDERS)
 
 
 _ONNX_EXECUTION = {
     OnnxExecution.CPU: ("CPUExecutionProvider",),
     OnnxExecution.CUDA: ("CUDAExecutionProvider", "CPUExecutionProvider"),
     OnnxExecution.TENSORRT: ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
+    OnnxExecution.OPENVINO: (),
 }
 GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
 

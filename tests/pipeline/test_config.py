@@ -57,7 +57,7 @@ def test_a_good_file_and_its_defaults(tmp_path: Path) -> None:
     (("calib = \"digits\"\n", ""), "variant 'int8': INT8 calibration needs --calib DATA"),
     (("source = \"digits_resnet\"", "src = \"digits_resnet\""), "unknown key 'src' in [model]"),
     (("precision = \"int8\"", "precision = \"int4\""), "pipeline.toml:10: 'precision' in [variants] must be one of "
-                                                          "fp32, fp16, int8, not 'int4'"),
+                                                          "fp32, fp16, bf16, int8, not 'int4'"),
     (("batches = [1, 4]", "batches = [0, 4]"), "'batches' in [bench] '0,4' is not a list of positive batch sizes"),
     (("[bench]", "[build]\nworkspace = \"lots\"\n\n[bench]"), "pipeline.toml:14: 'workspace' in [build] 'lots' is "
                                                                 "not a size"),

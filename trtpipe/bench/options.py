@@ -13,6 +13,14 @@ def _format_list(batches: tuple[int, ...]) -> str:
     return ",".join(map(str, batches))
 
 
+def _parse_executions(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in tuple(OnnxExecution)]
+    if unknown or not names:
+        raise ValueError(f"unknown backend {', '.join(unknown) or '(none)'}: choose from {', '.join(OnnxExecution)}")
+    return names
+
+
 def _parse_baselines(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in tuple(Baseline)]
@@ -35,5 +43,7 @@ class BenchOptions:
     baselines: tuple[str, ...] = option((), "More PyTorch rows beside FP32 eager: compile (torch.compile FP32), "
                                         "autocast (BF16 on a CPU with AVX512-BF16/AMX, FP16 on a GPU).",
                                         parse=_parse_baselines, format=_format_list, metavar="LIST")
-    backend: str = option(OnnxExecution.CPU, "How ONNX artifacts run (ONNX Runtime CPU, CUDA EP, TensorRT EP).",
-                          choices=tuple(OnnxExecution))
+    backend: tuple[str, ...] = option((str(OnnxExecution.CPU),), "How ONNX artifacts run, one row set each: "
+                                      "onnxruntime (CPU), onnxruntime-cuda, onnxruntime-tensorrt, openvino; e.g. "
+                                      "onnxruntime,openvino.", parse=_parse_executions, format=_format_list,
+                                      metavar="LIST")

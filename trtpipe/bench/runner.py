@@ -30,7 +30,7 @@ from trtpipe.runtime.artifacts import ArtifactProfile, artifact_name, artifact_p
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.registry import open_artifact
 from trtpipe.runtime.torch.backend import TorchBackend
-from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision, __version__
+from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision, Target, __version__
 
 RANDOM_AGREEMENT_SAMPLES = 32
 AGREEMENT_CHUNK = 64  # capped by each backend's max batch (a TensorRT profile's maximum)
@@ -56,13 +56,18 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
         if not path.is_file():
             raise BadInput(f"Artifact {path} does not exist.")
     profiles = [artifact_profile(p) for p in artifacts]  # engines are checked against their sidecar here
-    execution = OnnxExecution(options.backend)
-    if execution is not OnnxExecution.CPU:  # a GPU provider runs Q/DQ itself: nothing is simulated
-        profiles = [replace(p, options={}, simulated=False, note=None) for p in profiles]
-    if execution is not OnnxExecution.CPU and any(p.kind is ArtifactKind.ONNX for p in profiles):
+    executions = [OnnxExecution(e) for e in options.backend]
+    if OnnxExecution.OPENVINO in executions and len(executions) > 1 and not _installed(str(BackendKind.OPENVINO)):
+        console.warn("OpenVINO rows skipped: OpenVINO is not installed (pip install 'trtpipe[openvino]').")
+        executions.remove(OnnxExecution.OPENVINO)
+    if any(p.kind is ArtifactKind.ONNX for p in profiles):
         from trtpipe.runtime.onnxruntime.providers import check_providers, provider_list
 
-        check_providers(provider_list(execution))
+        for execution in executions:
+            if execution.on_gpu:
+                check_providers(provider_list(execution))
+    runs = [run for path, profile in zip(artifacts, profiles, strict=True)
+            for run in _runs(path, profile, executions)]
     samples = _samples(loaded, options.batches)
     rows: list[BenchRow] = []
     # PyTorch's weights are in memory before its probe starts: they are added to its host figure on the CPU.
@@ -71,7 +76,7 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
         reference = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads)
         _set_tf32(options.device, enabled=False)  # the baseline is true FP32
         reference_outputs = reference.run_chunked(samples.agreement, AGREEMENT_CHUNK)
-    labels = _dedupe([_label(path, profile, execution) for path, profile in zip(artifacts, profiles, strict=True)])
+    labels = _dedupe([_label(path, profile, execution) for path, profile, execution in runs])
     with console.progress() as bar:
         rows += _bench_variant(reference, "pytorch-fp32", None, None, samples, reference_outputs, options, bar,
                                reference_memory, weights_mb)
@@ -86,14 +91,16 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
         for baseline in options.baselines:
             rows += _bench_baseline(loaded, Baseline(baseline), samples, reference_outputs, options, bar, threads,
                                     weights_mb)
-        for path, profile, label in zip(artifacts, profiles, labels, strict=True):
+        for (path, profile, execution), label in zip(runs, labels, strict=True):
             if profile.note:
                 console.note(f"{label}: {profile.note}")
             backend_options = dict(profile.options)
-            if profile.kind is ArtifactKind.ONNX and execution is not OnnxExecution.CPU:
+            if profile.kind is ArtifactKind.ONNX and execution.on_gpu:
                 from trtpipe.runtime.onnxruntime.providers import provider_list
 
                 backend_options["providers"] = provider_list(execution, trt_profile=_trt_profile(loaded, options))
+            elif execution is OnnxExecution.OPENVINO and profile.kind is ArtifactKind.ONNX:
+                backend_options["runtime"] = str(BackendKind.OPENVINO)
             with MemoryProbe(options.device) as memory, \
                     open_artifact(path, threads=threads, **backend_options) as backend:
                 rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar,
@@ -209,6 +216,15 @@ def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, 
     return rows
 
 
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # in sys.modules as None: an import of it fails
+        return False
+
+
 def _module_bytes(module: Any) -> int:
     """Bytes of a PyTorch module's parameters and buffers."""
     tensors = [*module.parameters(), *module.buffers()]
@@ -228,6 +244,28 @@ def _set_tf32(device: str, *, enabled: bool) -> None:
 
         torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
+
+
+def _runs(path: Path, profile: ArtifactProfile,
+          executions: list[OnnxExecution]) -> list[tuple[Path, ArtifactProfile, OnnxExecution]]:
+    """(artifact, how it is run, execution) for each row set an artifact gets: an engine and a file pinned to one
+    runtime (BF16 on OpenVINO) once; an ONNX file once per execution asked for, except a TensorRT-target INT8 on
+    OpenVINO (its Q/DQ are made for TensorRT: OpenVINO's integer kernels would not run TensorRT's arithmetic)."""
+    if profile.kind is not ArtifactKind.ONNX or profile.pinned_runtime:
+        pinned = OnnxExecution.OPENVINO if profile.backend is BackendKind.OPENVINO else executions[0]
+        return [(path, profile, pinned)]
+    runs = []
+    for execution in executions:
+        if execution.on_gpu:  # a GPU provider runs Q/DQ itself: nothing is simulated
+            runs.append((path, replace(profile, options={}, simulated=False, note=None), execution))
+        elif execution is OnnxExecution.OPENVINO:
+            if profile.precision is Precision.INT8 and profile.target is Target.TENSORRT:
+                console.note(f"{artifact_name(path)}: a TensorRT-target INT8 file is not run on OpenVINO.")
+                continue
+            runs.append((path, replace(profile, options={}, simulated=False, note=None), execution))
+        else:
+            runs.append((path, profile, execution))
+    return runs
 
 
 def _label(path: Path, profile: ArtifactProfile, execution: OnnxExecution) -> str:

@@ -208,7 +208,7 @@ def serve(repository: Path, options: ServeOptions) -> None:
 @click.option("--repository", type=click.Path(file_okay=False, path_type=Path),
               help="Export the newest version of every model of a trtpipe repository instead.")
 @options_from(ServeOptions, "options", only=("max_batch_size", "max_queue_delay_ms", "preferred_batch_sizes",
-                                             "instances", "threads", "triton_backend"))
+                                             "instances", "threads", "runtime", "triton_backend"))
 def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, ...], repository: Path | None,
                   options: ServeOptions) -> None:
     """Write a Triton Inference Server repository (config.pbtxt + model) for ARTIFACTS."""

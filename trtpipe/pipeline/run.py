@@ -19,7 +19,7 @@ from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
 from trtpipe.pipeline.select import batch_advice, choose
-from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, __version__
+from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Precision, __version__
 
 
 def _artifact_path(repository: Path, name: str, kind: ArtifactKind = ArtifactKind.ONNX) -> Path:
@@ -89,6 +89,11 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     # optimize, one stage per variant
     artifacts: list[Path] = [converted]
     for variant in pipeline.variants:
+        skip = _unavailable(variant)
+        if skip:
+            console.warn(f"Variant {variant.name} skipped: {skip}")
+            manifest.record(StageRecord(f"optimize:{variant.name}", "", "skipped", note=skip))
+            continue
         artifacts.append(_optimize_stage(manifest, pipeline, variant, converted, converted_sha, versions))
 
     # build: TensorRT engines where TensorRT and a GPU exist
@@ -142,14 +147,18 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     triton = pipeline.output.triton
     if triton:
         triton_key = stage_key(stage="export-triton", artifacts=[sha256_file(a) for a in artifacts],
-                               output=str(triton), serve=to_plain(pipeline.serve))
+                               output=str(triton), serve=to_plain(pipeline.serve),
+                               chosen=choice.__dict__ if choice else None)
 
         def do_export() -> list[Path]:
             from trtpipe.runtime.artifacts import artifact_name
             from trtpipe.serve.triton import export
 
             named = {artifact_name(a): a for a in artifacts}
-            return [p for p in export(named, triton, pipeline.serve) if p.is_file()]
+            chosen_runtime = {}  # the chosen pair is exported to run on the runtime it was chosen on
+            if choice and choice.artifact and choice.runtime in map(str, ArtifactKind.ONNX.runtimes):
+                chosen_runtime[artifact_name(Path(choice.artifact))] = str(choice.runtime)
+            return [p for p in export(named, triton, pipeline.serve, runtimes=chosen_runtime) if p.is_file()]
 
         _stage(manifest, "export-triton", triton_key, do_export)
 
@@ -162,6 +171,21 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     console.success(f"{pipeline.name}: {ran} stage(s) ran, {len(manifest.stages) - ran} reused or skipped, "
                     f"in {total:.1f} s; run manifest {manifest.path}")
     return {**content, "stages": [s.__dict__ for s in manifest.stages]}
+
+
+def _unavailable(variant: Variant) -> str | None:
+    """Why a variant cannot be made useful on this machine, or None: BF16 needs BF16 hardware and OpenVINO."""
+    if Precision(variant.options.precision) is not Precision.BF16:
+        return None
+    from trtpipe.hardware import has_bf16
+
+    if not has_bf16():
+        return "this CPU has neither AVX512-BF16 nor AMX, so BF16 would be emulated (slower than FP32)"
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return "BF16 kernels come from OpenVINO, which is not installed (pip install 'trtpipe[openvino]')"
+    return None
 
 
 def _optimize_stage(manifest: RunManifest, pipeline: Pipeline, variant: Variant, converted: Path,
@@ -190,11 +214,13 @@ def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pa
         manifest.record(StageRecord("build", "", "skipped", note=missing.message))
         return []
     from trtpipe.engine.build import build_engine
-    from trtpipe.runtime.artifacts import artifact_name
+    from trtpipe.runtime.artifacts import artifact_name, artifact_profile
 
     repository = pipeline.output.repository
     engines = []
     for onnx_path in onnx_files:
+        if artifact_profile(onnx_path).pinned_runtime:  # a BF16 file is OpenVINO's
+            continue
         name = f"{artifact_name(onnx_path)}_trt"
         output = _artifact_path(repository, name, ArtifactKind.TENSORRT_ENGINE)
         options = pipeline.build

@@ -15,6 +15,7 @@ class Choice:
     reason: str
     p99_ms: float | None = None
     throughput: float | None = None
+    runtime: str | None = None  # what ran the chosen artifact (onnxruntime, openvino, tensorrt)
 
 
 def accuracy_drop_pp(row: BenchRow) -> float | None:
@@ -29,8 +30,9 @@ def accuracy_drop_pp(row: BenchRow) -> float | None:
 
 def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
            max_accuracy_drop: float | None) -> Choice | None:
-    """The fastest deployable artifact at ``batch`` whose p99 fits the budget and whose accuracy drop fits the
-    limit. Simulated rows (another runtime's arithmetic, measured here) and device-resident timings are not
+    """The fastest deployable (runtime, artifact) pair at ``batch`` whose p99 fits the budget and whose accuracy
+    drop fits the limit (the same file on ONNX Runtime and on OpenVINO are two candidates). Simulated rows
+    (another runtime's arithmetic, measured here) and device-resident timings are not
     deployable latencies, so they are never chosen."""
     candidates = [r for r in rows if r.batch == batch and not r.is_reference and r.artifact
                   and r.includes_transfers and not r.simulated]
@@ -58,7 +60,7 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
     reason = (f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms, {row.speedup_vs_torch_fp32 or 0:.2f}x "
               f"PyTorch FP32) among {len(fitting)} of {len(candidates)} variants meeting the limits"
               + (f"; {', '.join(limits)}" if limits else ""))
-    return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput)
+    return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput, row.backend)
 
 
 def batch_advice(rows: list[BenchRow], variant: str, latency_budget_ms: float | None) -> dict[str, Any] | None:

@@ -20,6 +20,10 @@ TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated with float Q/DQ on the CP
                        "latency is not")
 
 
+# A BF16 ONNX keeps FP32 activations in the graph (BF16 weights behind Casts): OpenVINO runs it in BF16 kernels.
+BF16_RUN = {"runtime": str(BackendKind.OPENVINO), "inference_precision": str(Precision.BF16)}
+
+
 def artifact_name(path: Path) -> str:
     """A model's name from its path: ``models/<name>/<version>/model.onnx`` -> name, else the file's stem."""
     path = Path(path)
@@ -40,7 +44,12 @@ class ArtifactProfile:
 
     @property
     def backend(self) -> BackendKind:
-        return self.kind.backend
+        return BackendKind(self.options.get("runtime", self.kind.backend))
+
+    @property
+    def pinned_runtime(self) -> bool:
+        """Whether the artifact must run on one runtime (a BF16 file: OpenVINO's BF16 kernels)."""
+        return "runtime" in self.options
 
 
 def artifact_profile(path: Path) -> ArtifactProfile:
@@ -61,6 +70,9 @@ def artifact_profile(path: Path) -> ArtifactProfile:
         from trtpipe.onnx_info import detect_precision, load_onnx
 
         precision, target, seconds, fp32_nodes = detect_precision(load_onnx(path, load_weights=False)), None, None, ()
+    if precision is Precision.BF16:
+        return ArtifactProfile(kind, precision, None, dict(BF16_RUN), size_bytes=size, build_seconds=seconds,
+                               fp32_nodes=fp32_nodes)
     if precision is Precision.INT8 and target is Target.TENSORRT:
         return ArtifactProfile(kind, precision, target, {"optimization": "disable"}, True, TRT_SIMULATION_NOTE,
                                size, seconds, fp32_nodes)

@@ -26,6 +26,12 @@ def artifact_kind(path: Path) -> ArtifactKind:
     return kind
 
 
-def open_artifact(path: Path, **options: Any) -> Backend:
-    """Open an artifact file with the backend its kind calls for."""
-    return backend_class(artifact_kind(path).backend)(Path(path), **options)
+def open_artifact(path: Path, *, runtime: str | None = None, **options: Any) -> Backend:
+    """Open an artifact file with the backend its kind calls for, or with ``runtime`` where that can run it (an
+    ONNX file on OpenVINO)."""
+    kind = artifact_kind(path)
+    backend = BackendKind(runtime) if runtime else kind.backend
+    if backend not in kind.runtimes:
+        raise BadInput(f"{path} cannot run on {backend}: a {kind} artifact runs on "
+                       f"{', '.join(map(str, kind.runtimes))}.")
+    return backend_class(backend)(Path(path), **options)

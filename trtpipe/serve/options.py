@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from trtpipe.options import option
 from trtpipe.shapes import parse_batch_sizes
-from trtpipe.vocab import SERVE_MAX_BATCH, TritonBackend
+from trtpipe.vocab import SERVE_MAX_BATCH, ArtifactKind, TritonBackend
 
 
 @dataclass
@@ -27,7 +27,10 @@ class ServeOptions:
     max_queue: int = option(1024, "Requests waiting per model before 503.", type=int, minimum=1)
     timeout_ms: float | None = option(None, "Per-request inference timeout (504 past it).", type=float, minimum=1)
     max_body_mb: float = option(64.0, "Largest request body accepted (413 past it).", type=float, minimum=0.001)
-    threads: int | None = option(None, "ONNX Runtime threads per model.", type=int, minimum=1)
+    threads: int | None = option(None, "ONNX Runtime (or OpenVINO) threads per model.", type=int, minimum=1)
+    runtime: str = option(ArtifactKind.ONNX.backend, "What runs ONNX models: onnxruntime or openvino "
+                          "(pip install 'trtpipe[openvino]'). A BF16 file always runs on OpenVINO.",
+                          choices=tuple(map(str, ArtifactKind.ONNX.runtimes)))
     header_timeout_s: float = option(10.0, "Seconds a client may take to send a request's headers before the "
                                      "connection is closed.", type=float, minimum=0.1)
     body_timeout_s: float = option(30.0, "Seconds a client may take to send a request's body (408 past it).",

@@ -97,7 +97,7 @@ def _linked(path: Path) -> bool:
 def load_repository(repository: Path, options: ServeOptions,
                     on_batch: object = None) -> dict[str, dict[str, ServedModel]]:
     """Load every version of every model; returns {name: {version: ServedModel}}."""
-    batching, threads = batching_options(options), options.threads
+    batching, threads, serve_options = batching_options(options), options.threads, options
     served: dict[str, dict[str, ServedModel]] = {}
     for name, versions in discover(repository).items():
         served[name] = {}
@@ -107,6 +107,8 @@ def load_repository(repository: Path, options: ServeOptions,
                 options: dict[str, object] = {}
                 if ArtifactKind.for_path(path.name) is ArtifactKind.ONNX:
                     options = {"spinning": False} | ({"threads": threads} if threads else {})
+                    if serve_options.runtime != ArtifactKind.ONNX.backend:
+                        options["runtime"] = serve_options.runtime
                 entry.model = load(path, **options)
                 entry.max_batch_size = _max_batch(entry.model, batching)
                 if batching and entry.model.dynamic_batch:

@@ -23,13 +23,14 @@ from trtpipe import console
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import atomic_path, write_text_atomic
 from trtpipe.serve.options import ServeOptions
-from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, TritonBackend, dtype
+from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, BackendKind, Precision, TritonBackend, dtype
 
 # The Python-backend model (copied, never imported here: it imports Triton's stub utilities) and the config
 # parameters it reads.
 PYTHON_MODEL = Path(__file__).with_name("triton_python_model.py")
 ARTIFACT_PARAMETER = "trtpipe_artifact"
 THREADS_PARAMETER = "trtpipe_threads"
+RUNTIME_PARAMETER = "trtpipe_runtime"
 SAFE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
@@ -51,7 +52,9 @@ class TritonModel:
     max_queue_delay_us: int = 1000
     instance_count: int = 1
     backend: TritonBackend = TritonBackend.NATIVE
-    threads: int | None = None  # Python backend: ONNX Runtime threads per instance
+    threads: int | None = None  # ONNX Runtime / OpenVINO threads per instance
+    runtime: BackendKind = BackendKind.ONNXRUNTIME  # what runs it: the artifact kind's default, or OpenVINO
+    bf16: bool = False  # a BF16 file: OpenVINO with BF16 inference precision
 
     @property
     def platform(self) -> str:
@@ -89,8 +92,17 @@ def config_pbtxt(model: TritonModel) -> str:
     if model.backend is TritonBackend.PYTHON:
         config.backend = str(TritonBackend.PYTHON)
         config.parameters[ARTIFACT_PARAMETER].string_value = model.kind.repository_file
+        config.parameters[RUNTIME_PARAMETER].string_value = str(model.runtime)
         if model.threads:
             config.parameters[THREADS_PARAMETER].string_value = str(model.threads)
+    elif model.runtime is BackendKind.OPENVINO:
+        # Triton's OpenVINO backend reads ONNX given its file name; its parameters go to OpenVINO's CPU plugin,
+        # which computes in BF16 by default on CPUs that can: the precision is always named.
+        config.backend = str(BackendKind.OPENVINO)
+        config.default_model_filename = model.kind.repository_file
+        config.parameters["INFERENCE_PRECISION_HINT"].string_value = str(Precision.BF16) if model.bf16 else "f32"
+        if model.threads:
+            config.parameters["INFERENCE_NUM_THREADS"].string_value = str(model.threads)
     else:
         config.platform = model.platform
     for target, specs in ((config.input, model.inputs), (config.output, model.outputs)):
@@ -143,10 +155,17 @@ def describe_artifact(name: str, artifact: Path, options: ServeOptions) -> Trito
             raise BadInput(f"{artifact}: tensor '{tensor_name}' has type {numpy_name}, which Triton has no type for.")
         return TensorSpec(tensor_name, found.triton, tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims))
 
+    runtime, bf16 = kind.backend, False
+    if kind is ArtifactKind.ONNX:
+        from trtpipe.runtime.artifacts import artifact_profile
+
+        profile = artifact_profile(artifact)
+        bf16 = profile.precision is Precision.BF16
+        runtime = profile.backend if profile.pinned_runtime else BackendKind(options.runtime)
     return TritonModel(check_name(name), kind, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
                        preferred if batch > 0 else (), max_queue_delay_us=int(options.max_queue_delay_ms * 1000),
                        instance_count=options.instances, backend=TritonBackend(options.triton_backend),
-                       threads=options.threads)
+                       threads=options.threads, runtime=runtime, bf16=bf16)
 
 
 def _numpy_name(tensorrt_name: str) -> str:
@@ -156,13 +175,17 @@ def _numpy_name(tensorrt_name: str) -> str:
 
 
 def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | None = None, *,
-           version: str = REPOSITORY_VERSION) -> list[Path]:
-    """Write a Triton repository at ``output`` with one model per (name, artifact)."""
+           version: str = REPOSITORY_VERSION, runtimes: dict[str, str] | None = None) -> list[Path]:
+    """Write a Triton repository at ``output`` with one model per (name, artifact); ``runtimes`` names the
+    runtime of some ONNX models (the pipeline's chosen pair), the others take ``options.runtime``."""
+    from dataclasses import replace
+
     options = options or ServeOptions()
     output.mkdir(parents=True, exist_ok=True)
     written = []
     for name, artifact in artifacts.items():
-        model = describe_artifact(check_name(name), artifact, options)
+        own = replace(options, runtime=runtimes[name]) if runtimes and name in runtimes else options
+        model = describe_artifact(check_name(name), artifact, own)
         text = config_pbtxt(model)
         model_dir = output / model.name
         files = _version_files(artifact, model)
@@ -174,12 +197,17 @@ def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | Non
                 shutil.copyfile(source, tmp)
         write_text_atomic(model_dir / "config.pbtxt", text)
         written += [model_dir / "config.pbtxt", *targets]
-        runs_on = f"python backend ({model.kind.backend})" if model.backend is TritonBackend.PYTHON else model.platform
+        runs_on = (f"python backend ({model.runtime})" if model.backend is TritonBackend.PYTHON
+                   else config_runs_on(model))
         console.success(f"{model.name}: {runs_on}, max_batch_size {model.max_batch_size}, preferred "
                         f"{list(model.preferred_batch_sizes)}")
     write_text_atomic(output / "trtpipe-export.json", json.dumps(
         {name: str(path) for name, path in artifacts.items()}, indent=2) + "\n")
     return written
+
+
+def config_runs_on(model: TritonModel) -> str:
+    return f"{BackendKind.OPENVINO} backend" if model.runtime is BackendKind.OPENVINO else model.platform
 
 
 def _version_files(artifact: Path, model: TritonModel) -> dict[str, Path]:

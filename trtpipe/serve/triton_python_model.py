@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
 import trtpipe  # noqa: E402
-from trtpipe.serve.triton import ARTIFACT_PARAMETER, THREADS_PARAMETER  # noqa: E402
+from trtpipe.serve.triton import ARTIFACT_PARAMETER, RUNTIME_PARAMETER, THREADS_PARAMETER  # noqa: E402
 
 
 class TritonPythonModel:
@@ -44,6 +44,8 @@ class TritonPythonModel:
         options: dict[str, Any] = {"spinning": False}
         if parameters.get(THREADS_PARAMETER):
             options["threads"] = int(parameters[THREADS_PARAMETER])
+        if parameters.get(RUNTIME_PARAMETER) and artifact.suffix == ".onnx":
+            options["runtime"] = parameters[RUNTIME_PARAMETER]  # onnxruntime or openvino
         if args.get("model_instance_kind") == "GPU":
             # Each instance on the GPU Triton placed it on: trtpipe's TensorRT runtime uses torch's current device.
             import torch

@@ -1,0 +1,1 @@
+"""OpenVINO execution of ONNX artifacts (optional extra: pip install 'trtpipe[openvino]')."""
