@@ -161,3 +161,28 @@ def test_bf16_autocast_is_skipped_with_one_line_where_the_cpu_lacks_it(monkeypat
     assert result.exit_code == 0, result.output
     assert "pytorch-bf16-autocast skipped: this CPU has neither AVX512-BF16 nor AMX" in result.output
     assert [r["variant"] for r in json.loads((tmp_path / "r.json").read_text())["results"]] == ["pytorch-fp32"]
+
+
+def test_peers_are_rows_of_the_same_run_and_never_chosen(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """bench --peers quantizes the FP32 ONNX with ONNX Runtime's quantize_static (and NNCF for OpenVINO where
+    installed) on the model's calibration split and measures them beside trtpipe's rows."""
+    import importlib.util
+
+    from trtpipe.bench.rows import BenchRow
+    from trtpipe.pipeline.select import choose
+
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", digits_onnx, "--peers", "--batch", "1", "--iters", "3", "--warmup",
+                     "1", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    rows = [BenchRow.from_dict(r) for r in json.loads(json_path.read_text())["results"]]
+    peers = {r.peer: r for r in rows if r.peer}
+    assert "onnxruntime.quantization" in peers
+    ort = peers["onnxruntime.quantization"]
+    assert ort.precision == "int8" and ort.artifact is None and ort.top1_accuracy > 0.97
+    assert ort.speedup_vs_torch_fp32 is not None and ort.agreement_samples == 847
+    if importlib.util.find_spec("nncf") and importlib.util.find_spec("openvino"):
+        nncf = next(r for tool, r in peers.items() if tool.startswith("nncf"))
+        assert nncf.backend == "openvino" and nncf.precision == "int8" and nncf.top1_accuracy > 0.97
+    choice = choose(rows, batch=1, latency_budget_ms=None, max_accuracy_drop=None)
+    assert choice is not None and choice.artifact == str(digits_onnx)

@@ -43,6 +43,8 @@ class BenchOptions:
     baselines: tuple[str, ...] = option((), "More PyTorch rows beside FP32 eager: compile (torch.compile FP32), "
                                         "autocast (BF16 on a CPU with AVX512-BF16/AMX, FP16 on a GPU).",
                                         parse=_parse_baselines, format=_format_list, metavar="LIST")
+    peers: bool = option(False, "Also bench the INT8 quantizers users would pick instead (ONNX Runtime "
+                         "quantize_static; OpenVINO + NNCF where installed) on the first FP32 ONNX.", type=bool)
     backend: tuple[str, ...] = option((str(OnnxExecution.CPU),), "How ONNX artifacts run, one row set each: "
                                       "onnxruntime (CPU), onnxruntime-cuda, onnxruntime-tensorrt, openvino; e.g. "
                                       "onnxruntime,openvino.", parse=_parse_executions, format=_format_list,

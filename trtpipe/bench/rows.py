@@ -46,6 +46,7 @@ class BenchRow:
     model_size_mb: float | None = None
     build_seconds: float | None = None
     baseline: str | None = None  # Baseline: a PyTorch row beside the reference (torch.compile, autocast)
+    peer: str | None = None  # the quantizer users would pick instead that made this row (bench --peers)
     host_memory_mb: float | None = None  # peak resident memory the variant added while loading and running
     device_memory_mb: float | None = None  # GPU memory it held (engine, weights, activations, workspace)
 

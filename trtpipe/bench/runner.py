@@ -105,6 +105,8 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
                     open_artifact(path, threads=threads, **backend_options) as backend:
                 rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar,
                                        memory)
+        if options.peers:
+            rows += _bench_peers(loaded, artifacts, profiles, samples, reference_outputs, options, bar, threads)
     # Like with like: a row without host-device copies is compared with PyTorch's row without them.
     baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
     for row in rows:
@@ -213,6 +215,30 @@ def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, 
                               weights_mb)
     for row in rows:
         row.baseline = str(baseline)
+    return rows
+
+
+def _bench_peers(loaded: LoadedModel, artifacts: list[Path], profiles: list[ArtifactProfile], samples: _Samples,
+                 reference_outputs: np.ndarray, options: BenchOptions, bar: Any, threads: int) -> list[BenchRow]:
+    """Rows of the quantizers users would pick instead, made from the first FP32 ONNX artifact."""
+    import tempfile
+
+    from trtpipe.bench.peers import make_peers
+
+    fp32 = next((path for path, profile in zip(artifacts, profiles, strict=True)
+                 if profile.kind is ArtifactKind.ONNX and profile.precision is Precision.FP32), None)
+    if fp32 is None:
+        console.warn("Peers skipped: they quantize an FP32 ONNX, and none is among the artifacts.")
+        return []
+    rows: list[BenchRow] = []
+    with tempfile.TemporaryDirectory(prefix="trtpipe-peers-") as folder:
+        for peer in make_peers(fp32, loaded.calibration_data(), Path(folder), threads):
+            with MemoryProbe(options.device) as memory, peer.open() as backend:
+                peer_rows = _bench_variant(backend, peer.label, None, None, samples, reference_outputs, options, bar,
+                                           memory)
+            for row in peer_rows:
+                row.peer = peer.tool
+            rows += peer_rows
     return rows
 
 

@@ -103,6 +103,20 @@ class LoadedModel:
                                   f"{len(split)} held-out images of the '{self.dataset}' data set")
         return None
 
+    def calibration_data(self, count: int = 256) -> np.ndarray:
+        """Up to ``count`` real calibration samples, disjoint from :meth:`evaluation_data` (the bundled data set's
+        calibration split, or photo crops made for calibration); seeded random inputs for a model with no data."""
+        if self.dataset == PHOTOS:
+            from trtpipe.models.photos import photo_crops
+
+            prep = self.extra["preprocessing"]
+            return photo_crops("calibration", self.sample_shape, tuple(prep["mean"]), tuple(prep["std"]), count)
+        if self.dataset:
+            from trtpipe.models.data import load_split
+
+            return load_split(self.dataset, "calibration").images[:count]
+        return np.random.default_rng(1).standard_normal((min(count, 64), *self.sample_shape), dtype=np.float32)
+
     def check_runs(self, batch: int = 1) -> None:
         """Run one forward pass, so a wrong input shape fails here with a clear line, not deep in export."""
         shape = (batch, *self.sample_shape)

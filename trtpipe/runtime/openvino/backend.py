@@ -41,19 +41,21 @@ class OpenVinoBackend(Backend):
                  inference_precision: str = "f32", **_: Any) -> None:
         ov = import_openvino("Running an ONNX artifact on OpenVINO")
         self.path = Path(path)
-        manifest = read_manifest(self.path)
-        if manifest and manifest.precision is Precision.INT8 and manifest.target is Target.TENSORRT:
-            raise BadInput(f"{self.path} is TensorRT-target INT8: OpenVINO's integer kernels would not compute "
-                           "TensorRT's arithmetic. Run it on onnxruntime, or optimize with --target cpu.")
-        model = load_onnx(self.path, load_weights=False)  # trtpipe's external-data path checks come first
-        precision = detect_precision(model)
-        del model
+        ir = self.path.suffix.lower() == ".xml"  # OpenVINO's own format: what bench --peers has NNCF write
+        precision = Precision.FP32
+        if not ir:
+            manifest = read_manifest(self.path)
+            if manifest and manifest.precision is Precision.INT8 and manifest.target is Target.TENSORRT:
+                raise BadInput(f"{self.path} is TensorRT-target INT8: OpenVINO's integer kernels would not compute "
+                               "TensorRT's arithmetic. Run it on onnxruntime, or optimize with --target cpu.")
+            model = load_onnx(self.path, load_weights=False)  # trtpipe's external-data path checks come first
+            precision = detect_precision(model)
+            del model
         if hint not in HINTS:
             raise BadInput(f"Unknown OpenVINO hint '{hint}': choose {' or '.join(HINTS)}.")
         if inference_precision not in INFERENCE_PRECISIONS:
             raise BadInput(f"Unknown OpenVINO inference precision '{inference_precision}': choose "
                            f"{' or '.join(INFERENCE_PRECISIONS)}.")
-        self.precision = Precision.BF16 if inference_precision == Precision.BF16 else precision
         config: dict[str, Any] = {"PERFORMANCE_HINT": HINTS[hint],
                                   "INFERENCE_PRECISION_HINT": INFERENCE_PRECISIONS[inference_precision]}
         if threads:
@@ -61,10 +63,14 @@ class OpenVinoBackend(Backend):
         self.threads, self.hint = threads, hint
         try:
             core = ov.Core()
-            self.compiled = core.compile_model(core.read_model(str(self.path)), "CPU", config)
+            model = core.read_model(str(self.path))
+            if ir and any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
+                precision = Precision.INT8
+            self.compiled = core.compile_model(model, "CPU", config)
         except Exception as error:  # OpenVINO raises its own RuntimeError subclasses
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BadInput(f"OpenVINO cannot load {self.path}: {message}") from None
+        self.precision = Precision.BF16 if inference_precision == Precision.BF16 else precision
         self._request = self.compiled.create_infer_request()
         self._inputs = [_info(port) for port in self.compiled.inputs]
         self._outputs = [_info(port) for port in self.compiled.outputs]

@@ -1,0 +1,85 @@
+"""``bench --peers``: the INT8 quantizers users would pick instead of trtpipe, as rows of the same run.
+
+Each peer quantizes the same FP32 ONNX on the same calibration samples (the model's own, disjoint from the
+agreement samples) with its authors' defaults, and runs where its users run it:
+
+- ONNX Runtime's ``quantize_static`` (QDQ, U8S8, per-channel, MinMax), on ONNX Runtime;
+- NNCF's post-training quantization of the OpenVINO model (``nncf.quantize``, default preset), on OpenVINO,
+  when both are installed (``pip install 'trtpipe[peers]'``); otherwise one line says so and the rest runs.
+
+Peer rows carry ``peer`` (which tool) and no artifact, so the selection never picks one: they are there so every
+report says where trtpipe stands against the alternatives, measured, not claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trtpipe import console
+from trtpipe.runtime.base import Backend
+
+CALIBRATION_BATCH = 16
+INSTALL = "pip install 'trtpipe[peers]'"
+
+
+@dataclass(frozen=True)
+class Peer:
+    label: str
+    tool: str
+    open: Callable[[], Backend]
+
+
+class _Reader:
+    """ONNX Runtime's CalibrationDataReader over the calibration samples."""
+
+    def __init__(self, name: str, images: np.ndarray) -> None:
+        self._batches = iter([{name: images[i:i + CALIBRATION_BATCH]}
+                              for i in range(0, len(images), CALIBRATION_BATCH)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._batches, None)
+
+
+def onnxruntime_quantize_static(fp32: Path, calibration: np.ndarray, folder: Path, threads: int | None) -> Peer:
+    import onnx
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+
+    output = folder / "onnxruntime_u8s8.onnx"
+    name = onnx.load(str(fp32), load_external_data=False).graph.input[0].name
+    quantize_static(str(fp32), str(output), _Reader(name, calibration), quant_format=QuantFormat.QDQ,
+                    per_channel=True, calibrate_method=CalibrationMethod.MinMax,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return Peer("peer: onnxruntime-int8 (quantize_static U8S8)", "onnxruntime.quantization",
+                lambda: OnnxRuntimeBackend(output, threads=threads))
+
+
+def openvino_nncf(fp32: Path, calibration: np.ndarray, folder: Path, threads: int | None) -> Peer | None:
+    try:
+        import nncf
+        import openvino as ov
+    except ImportError:
+        console.warn(f"Peer OpenVINO + NNCF skipped: NNCF or OpenVINO is not installed ({INSTALL}).")
+        return None
+    from trtpipe.runtime.openvino.backend import OpenVinoBackend
+
+    output = folder / "openvino_nncf_int8.xml"
+    model = ov.Core().read_model(str(fp32))
+    name = model.inputs[0].get_any_name()
+    dataset = nncf.Dataset([calibration[i:i + 1] for i in range(len(calibration))], lambda x: {name: x})
+    ov.save_model(nncf.quantize(model, dataset, subset_size=len(calibration)), str(output))
+    return Peer("peer: openvino-int8 (NNCF PTQ)", f"nncf {nncf.__version__}",
+                lambda: OpenVinoBackend(output, threads=threads))
+
+
+def make_peers(fp32: Path, calibration: np.ndarray, folder: Path, threads: int | None) -> list[Peer]:
+    """Every installed peer, quantized from ``fp32`` into ``folder``."""
+    console.note(f"Peers: quantizing {fp32.name} on {len(calibration)} calibration samples")
+    peers = [onnxruntime_quantize_static(fp32, calibration, folder, threads),
+             openvino_nncf(fp32, calibration, folder, threads)]
+    return [p for p in peers if p is not None]
