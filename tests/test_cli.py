@@ -45,3 +45,4 @@ def test_models_lists_the_registry_with_shapes_and_parameters(run_cli) -> None: 
         assert name in result.output
     assert "1x3x224x224" in result.output
     assert "25.56 M" in result.output  # ResNet-50's parameter count
+    assert "pip install 'trtpipe[pretrained]'" in " ".join(result.output.split())  # not eaten as markup

