@@ -37,10 +37,13 @@ test: install
 
 TRTPIPE := $(BIN)/trtpipe
 
-# The README's results tables: the bundled pipeline files (what `make demo` runs), with 5 s of timed runs per
-# variant and batch. Reports land in reports/<model>/ (bench.md, report.html).
+# The README's results tables: the bundled pipeline files (what `make demo` runs) and the pretrained
+# depthwise-separable EfficientNet-Lite0, with 5 s of timed runs per variant and batch, both CPU runtimes, the
+# PyTorch baselines and the peer quantizers. Reports land in reports/<model>/ (bench.md, report.html).
 bench: install
 	$(TRTPIPE) demo --set bench.duration=5 --set bench.threads=$(THREADS)
+	$(TRTPIPE) run trtpipe/pipeline/examples/efficientnet_lite0.toml --set bench.duration=5 \
+		--set bench.threads=$(THREADS)
 
 # Server throughput, latency and CPU: trtpipe serve with and without dynamic batching, and a real Triton server
 # (Python-backend export) on the same artifacts and load (README's serving table).

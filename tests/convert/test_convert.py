@@ -40,7 +40,7 @@ def test_cli_convert_with_dynamic_and_static_batch(tmp_path: Path, run_cli) -> N
     dynamic, static = tmp_path / "dynamic.onnx", tmp_path / "static.onnx"
     result = run_cli("convert", "resnet18", "--input-shape", "1x3x64x64", "-o", dynamic)
     assert result.exit_code == 0, result.output
-    assert "Verified: max abs error" in result.output
+    assert "Verified on onnxruntime: max abs error" in result.output
     assert run_cli("convert", "resnet18", "--input-shape", "4x3x64x64", "--static-batch", "-o", static).exit_code == 0
     batch = np.random.default_rng(0).standard_normal((3, 3, 64, 64), dtype=np.float32)
     assert ort.InferenceSession(str(dynamic)).run(None, {"input": batch})[0].shape == (3, 1000)

@@ -139,3 +139,76 @@ def test_without_openvino_one_line_says_how_to_install(digits_onnx: Path, monkey
     result = run_cli("bench", "digits_resnet", digits_onnx, "--backend", "openvino", "--iters", "2")
     assert result.exit_code == 3
     assert "pip install 'trtpipe[openvino]'" in error_line(result.output)
+
+
+PIPELINE = """\
+[model]
+source = "digits_resnet"
+
+[data]
+calib = "digits"
+eval = "digits"
+calib_samples = 64
+
+[[variants]]
+name = "int8_cpu"
+precision = "int8"
+target = "cpu"
+
+[[variants]]
+name = "bf16"
+precision = "bf16"
+
+[bench]
+batches = [1]
+iters = 5
+warmup = 1
+backend = ["onnxruntime", "openvino"]
+
+[output]
+repository = "models"
+reports = "reports"
+triton = "triton"
+"""
+
+
+def test_run_chooses_a_runtime_and_artifact_pair_and_exports_it_for_that_runtime(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "pipeline.toml").write_text(PIPELINE)
+    result = run_cli("run", tmp_path / "pipeline.toml")
+    assert result.exit_code == 0, result.output
+    bench = json.loads((tmp_path / "reports" / "digits_resnet" / "bench.json").read_text())["results"]
+    runtimes = {(r["backend"], Path(r["artifact"]).parent.parent.name) for r in bench if r["artifact"]}
+    assert ("openvino", "digits_resnet_int8_cpu") in runtimes and ("onnxruntime", "digits_resnet_int8_cpu") in runtimes
+    if has_bf16():
+        assert ("openvino", "digits_resnet_bf16") in runtimes
+    choice = json.loads((tmp_path / "models" / "digits_resnet" / "chosen.json").read_text())["choice"]
+    assert choice["runtime"] in ("onnxruntime", "openvino")
+    fastest = min((r for r in bench if r["artifact"] and not r["simulated"]), key=lambda r: r["p50_ms"])
+    assert (choice["runtime"], choice["artifact"]) == (fastest["backend"], fastest["artifact"])
+    name = Path(choice["artifact"]).parent.parent.name
+    config = text_format.Parse((tmp_path / "triton" / name / "config.pbtxt").read_text(),
+                               model_config_pb2.ModelConfig())
+    if choice["runtime"] == "openvino":
+        assert config.backend == "openvino" and not config.platform
+    else:
+        assert config.platform == "onnxruntime_onnx"
+
+
+def test_a_bf16_variant_is_skipped_with_one_line_where_the_cpu_lacks_bf16(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import trtpipe.hardware
+    from trtpipe.pipeline.config import Variant
+    from trtpipe.pipeline.run import _unavailable
+
+    variant = Variant("bf16", OptimizeOptions(precision="bf16"))
+    monkeypatch.setattr(trtpipe.hardware, "has_bf16", lambda: False)  # this CPU's flags, as one without BF16
+    assert "neither AVX512-BF16 nor AMX" in str(_unavailable(variant))
+    monkeypatch.setattr(trtpipe.hardware, "has_bf16", lambda: True)
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    assert "pip install 'trtpipe[openvino]'" in str(_unavailable(variant))
+    assert _unavailable(Variant("int8", OptimizeOptions(precision="int8"))) is None
+
+
+def test_verify_checks_an_onnx_file_on_openvino_too(digits_onnx: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("verify", "digits_resnet", digits_onnx, "--runtime", "openvino")
+    assert result.exit_code == 0, result.output
+    assert "on openvino" in result.output and "top-1 agreement 100.00%" in result.output

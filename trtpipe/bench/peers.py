@@ -13,6 +13,7 @@ report says where trtpipe stands against the alternatives, measured, not claimed
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +53,13 @@ def onnxruntime_quantize_static(fp32: Path, calibration: np.ndarray, folder: Pat
 
     output = folder / "onnxruntime_u8s8.onnx"
     name = onnx.load(str(fp32), load_external_data=False).graph.input[0].name
-    quantize_static(str(fp32), str(output), _Reader(name, calibration), quant_format=QuantFormat.QDQ,
-                    per_channel=True, calibrate_method=CalibrationMethod.MinMax,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    logging.disable(logging.WARNING)  # its advice to pre-process, logged on the root logger, is not the user's
+    try:
+        quantize_static(str(fp32), str(output), _Reader(name, calibration), quant_format=QuantFormat.QDQ,
+                        per_channel=True, calibrate_method=CalibrationMethod.MinMax,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    finally:
+        logging.disable(logging.NOTSET)
     return Peer("peer: onnxruntime-int8 (quantize_static U8S8)", "onnxruntime.quantization",
                 lambda: OnnxRuntimeBackend(output, threads=threads))
 

@@ -21,7 +21,7 @@ from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.timing import LatencyStats, measure
-from trtpipe.comparison import Comparison, compare
+from trtpipe.comparison import compare
 from trtpipe.errors import BadInput
 from trtpipe.hardware import has_bf16, usable_cores
 from trtpipe.models.loader import LoadedModel
@@ -75,15 +75,15 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
     with MemoryProbe(options.device) as reference_memory:
         reference = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads)
         _set_tf32(options.device, enabled=False)  # the baseline is true FP32
-        reference_outputs = reference.run_chunked(samples.agreement, AGREEMENT_CHUNK)
     labels = _dedupe([_label(path, profile, execution) for path, profile, execution in runs])
     with console.progress() as bar:
-        rows += _bench_variant(reference, "pytorch-fp32", None, None, samples, reference_outputs, options, bar,
-                               reference_memory, weights_mb)
+        reference_rows, reference_outputs = _bench_variant(reference, "pytorch-fp32", None, None, samples, None,
+                                                           options, bar, reference_memory, weights_mb)
+        rows += reference_rows
         if options.device == Device.CUDA:
             _set_tf32(options.device, enabled=True)
-            tf32 = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, options, bar,
-                                  reference_memory, weights_mb)
+            tf32, _ = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, options, bar,
+                                     reference_memory, weights_mb)
             _set_tf32(options.device, enabled=False)
             for row in tf32:
                 row.precision, row.note = Precision.TF32, "PyTorch eager with TF32 matmuls and convolutions"
@@ -104,7 +104,7 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
             with MemoryProbe(options.device) as memory, \
                     open_artifact(path, threads=threads, **backend_options) as backend:
                 rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar,
-                                       memory)
+                                       memory)[0]
         if options.peers:
             rows += _bench_peers(loaded, artifacts, profiles, samples, reference_outputs, options, bar, threads)
     # Like with like: a row without host-device copies is compared with PyTorch's row without them.
@@ -138,19 +138,20 @@ def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
 
 def _bench_variant(
     backend: Backend, label: str, artifact: Path | None, profile: ArtifactProfile | None, samples: _Samples,
-    reference_outputs: np.ndarray, options: BenchOptions, bar: Any, memory: MemoryProbe, extra_host_mb: float = 0.0,
-) -> list[BenchRow]:
+    reference_outputs: np.ndarray | None, options: BenchOptions, bar: Any, memory: MemoryProbe,
+    extra_host_mb: float = 0.0,
+) -> tuple[list[BenchRow], np.ndarray]:
+    """Rows of one variant, smallest batch first, and its outputs on the agreement samples (compared with
+    ``reference_outputs``; the reference passes None). Memory is read after each batch, before the agreement run:
+    a row's figure is what loading and running up to that batch needed (the advice's memory budget uses it)."""
     fixed_batch = backend.static_batch
-    batches = [b for b in options.batches if fixed_batch is None or b == fixed_batch]
+    batches = sorted(b for b in options.batches if fixed_batch is None or b == fixed_batch)
     if not batches:
         console.warn(f"{label} has a static batch of {fixed_batch}, which is not among the batch sizes asked "
                      f"for ({', '.join(map(str, options.batches))}); it is skipped.")
-        return []
+        return [], np.empty(0)
     if fixed_batch is not None and len(options.batches) > 1:
         console.note(f"{label} has a static batch of {fixed_batch}: it is measured at that size only.")
-
-    outputs = backend.run_chunked(samples.agreement, AGREEMENT_CHUNK)
-    comparison = compare(reference_outputs[: len(outputs)], outputs, samples.labels)
 
     rows = []
     duration = None if options.iters else options.duration
@@ -169,17 +170,24 @@ def _bench_variant(
                               min_iters=MIN_ITERS, on_iteration=lambda task=task: bar.advance(task))
             bar.remove_task(task)
             measured.append((f"{label} [no transfers]", LatencyStats.from_samples(timings, batch), False))
+        memory.read()
         for variant, stats, transfers in measured:
-            rows.append(_row(variant, backend, artifact, profile, batch, stats, comparison, transfers))
-    memory.read()  # the peak over loading and every batch: what deploying the variant at these batches needs
+            row = _row(variant, backend, artifact, profile, batch, stats, transfers)
+            row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
+            row.device_memory_mb = memory.device_mb
+            rows.append(row)
+    outputs = backend.run_chunked(samples.agreement, AGREEMENT_CHUNK)
+    reference = outputs if reference_outputs is None else reference_outputs
+    comparison = compare(reference[: len(outputs)], outputs, samples.labels)
     for row in rows:
-        row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
-        row.device_memory_mb = memory.device_mb
-    return rows
+        row.max_abs_err, row.max_rel_err, row.cosine = comparison.max_abs_err, comparison.max_rel_err, comparison.cosine
+        row.top1_agreement, row.top1_accuracy = comparison.top1_agreement, comparison.accuracy
+        row.reference_accuracy, row.agreement_samples = comparison.reference_accuracy, comparison.samples
+    return rows, outputs
 
 
 def _row(label: str, backend: Backend, artifact: Path | None, profile: ArtifactProfile | None, batch: int,
-         stats: LatencyStats, comparison: Comparison, transfers: bool) -> BenchRow:
+         stats: LatencyStats, transfers: bool) -> BenchRow:
     console.note(f"{label} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} ms  "
                  f"{stats.throughput:9.1f} items/s  ({stats.iters} runs)")
     return BenchRow(
@@ -187,10 +195,7 @@ def _row(label: str, backend: Backend, artifact: Path | None, profile: ArtifactP
         batch=batch, **stats.to_dict(), artifact=str(artifact) if artifact else None,
         target=str(profile.target) if profile and profile.target else None,
         simulated=bool(profile and profile.simulated), includes_transfers=transfers,
-        note=profile.note if profile else None, max_abs_err=comparison.max_abs_err,
-        max_rel_err=comparison.max_rel_err, cosine=comparison.cosine, top1_agreement=comparison.top1_agreement,
-        top1_accuracy=comparison.accuracy, reference_accuracy=comparison.reference_accuracy,
-        agreement_samples=comparison.samples,
+        note=profile.note if profile else None,
         model_size_mb=profile.size_bytes / 1e6 if profile else None,
         build_seconds=profile.build_seconds if profile else None,
     )
@@ -212,7 +217,7 @@ def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, 
         backend = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads,
                                compile=baseline is Baseline.COMPILE, autocast=autocast)
         rows = _bench_variant(backend, label, None, None, samples, reference_outputs, options, bar, memory,
-                              weights_mb)
+                              weights_mb)[0]
     for row in rows:
         row.baseline = str(baseline)
     return rows
@@ -234,8 +239,8 @@ def _bench_peers(loaded: LoadedModel, artifacts: list[Path], profiles: list[Arti
     with tempfile.TemporaryDirectory(prefix="trtpipe-peers-") as folder:
         for peer in make_peers(fp32, loaded.calibration_data(), Path(folder), threads):
             with MemoryProbe(options.device) as memory, peer.open() as backend:
-                peer_rows = _bench_variant(backend, peer.label, None, None, samples, reference_outputs, options, bar,
-                                           memory)
+                peer_rows = _bench_variant(backend, peer.label, None, None, samples, reference_outputs, options,
+                                           bar, memory)[0]
             for row in peer_rows:
                 row.peer = peer.tool
             rows += peer_rows

@@ -98,7 +98,7 @@ def convert(model: str, output: Path, options: ConvertOptions, source: ModelOpti
 @main.command()
 @click.argument("model")
 @click.argument("onnx_file", type=OUTPUT_FILE)
-@options_from(ConvertOptions, "options", only=("atol", "rtol", "min_cosine"))
+@options_from(ConvertOptions, "options", only=("atol", "rtol", "min_cosine", "runtime"))
 @options_from(ModelOptions, "source")
 def verify(model: str, onnx_file: Path, options: ConvertOptions, source: ModelOptions) -> None:
     """Check that ONNX_FILE computes what MODEL computes (exit 1 when it does not)."""

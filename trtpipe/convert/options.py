@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trtpipe.options import option
-from trtpipe.vocab import DEFAULT_OPSET
+from trtpipe.vocab import DEFAULT_OPSET, ArtifactKind
 
 
 @dataclass
@@ -17,3 +17,5 @@ class ConvertOptions:
     rtol: float = option(1e-4, "Error allowed relative to the largest reference output.", type=float, minimum=0)
     min_cosine: float = option(0.9999, "Lowest cosine similarity allowed between outputs.", type=float, minimum=-1,
                                maximum=1)
+    runtime: str = option(ArtifactKind.ONNX.backend, "What runs the ONNX for the check: onnxruntime or openvino "
+                          "(pip install 'trtpipe[openvino]').", choices=tuple(map(str, ArtifactKind.ONNX.runtimes)))

@@ -15,7 +15,7 @@ from trtpipe.files import atomic_path, require_parent_dir
 from trtpipe.manifest import ArtifactManifest, write_manifest
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import TensorInfo
-from trtpipe.vocab import Precision
+from trtpipe.vocab import BackendKind, Precision
 
 
 @dataclass
@@ -40,11 +40,12 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
             exported = export_onnx(loaded, tmp, opset=options.opset, dynamic_batch=options.dynamic_batch)
         console.success(f"Exported {loaded.name} with the {exported.exporter} exporter in {exported.seconds:.1f} s "
                         f"(opset {exported.opset}, {'dynamic' if options.dynamic_batch else 'static'} batch)")
-        with console.step("Verifying against PyTorch FP32 with ONNX Runtime CPU..."):
-            report, inputs, outputs = _verify_file(loaded, tmp, options.dynamic_batch, Tolerance.of(options))
+        with console.step(f"Verifying against PyTorch FP32 on {options.runtime} (CPU)..."):
+            report, inputs, outputs = _verify_file(loaded, tmp, options.dynamic_batch, Tolerance.of(options),
+                                                   options.runtime)
         if not report.passed:
             raise VerificationFailed(report.failure_message("The exported ONNX") + " Nothing was written.")
-    console.success(_verification_line(report))
+    console.success(_verification_line(report, options.runtime))
     manifest = ArtifactManifest.describe(output, Precision.FP32, seconds=exported.seconds,
                                          details=_details(loaded, exported, report, inputs, outputs))
     return ConvertResult(output, write_manifest(output, manifest), report)
@@ -52,22 +53,23 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
 
 def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None = None) -> VerificationReport:
     """Check an existing ONNX file against the PyTorch model; raises VerificationFailed when it differs."""
-    tolerance = Tolerance.of(options or ConvertOptions())
-    with console.step(f"Verifying {onnx_path} against PyTorch FP32..."):
-        report, _, _ = _verify_file(loaded, Path(onnx_path), None, tolerance)
+    options = options or ConvertOptions()
+    with console.step(f"Verifying {onnx_path} against PyTorch FP32 on {options.runtime}..."):
+        report, _, _ = _verify_file(loaded, Path(onnx_path), None, Tolerance.of(options), options.runtime)
     if not report.passed:
         raise VerificationFailed(report.failure_message(str(onnx_path)))
-    console.success(_verification_line(report))
+    console.success(_verification_line(report, options.runtime))
     return report
 
 
 def _verify_file(
-    loaded: LoadedModel, path: Path, dynamic_batch: bool | None, tolerance: Tolerance
+    loaded: LoadedModel, path: Path, dynamic_batch: bool | None, tolerance: Tolerance, runtime: str
 ) -> tuple[VerificationReport, list[TensorInfo], list[TensorInfo]]:
-    from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+    from trtpipe.runtime.registry import backend_class
     from trtpipe.runtime.torch.backend import TorchBackend
 
-    with OnnxRuntimeBackend(path) as candidate:
+    # By runtime, not by suffix: convert checks its temporary file before renaming it into place.
+    with backend_class(BackendKind(runtime))(path) as candidate:
         if dynamic_batch is None:  # an existing file: its own batch axis decides
             dynamic_batch = candidate.static_batch is None
         reference = TorchBackend(loaded.module, loaded.sample_shape)
@@ -75,9 +77,9 @@ def _verify_file(
         return report, candidate.inputs, candidate.outputs
 
 
-def _verification_line(report: VerificationReport) -> str:
+def _verification_line(report: VerificationReport, runtime: str) -> str:
     overall = report.overall
-    line = (f"Verified: max abs error {overall.max_abs_err:.2e}, max rel error {overall.max_rel_err:.2e}, "
+    line = (f"Verified on {runtime}: max abs error {overall.max_abs_err:.2e}, max rel error {overall.max_rel_err:.2e}, "
             f"cosine {overall.cosine:.6f}")
     if overall.top1_agreement is not None:
         line += f", top-1 agreement {100 * overall.top1_agreement:.2f}%"

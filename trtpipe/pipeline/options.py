@@ -17,6 +17,9 @@ class SelectOptions:
                                              metavar="PP")
     batch: int | None = option(None, "Batch size the choice is made at (default: the smallest benched).", type=int,
                                minimum=1, flag="--select-batch")
+    memory_budget_mb: float | None = option(None, "Largest memory the chosen variant may need at its batch, in MB: "
+                                            "host memory on the CPU, device memory on a GPU (as bench measured "
+                                            "it).", type=float, minimum=0, metavar="MB", flag="--memory-budget")
 
 
 @dataclass

@@ -121,8 +121,8 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     select = pipeline.select
     select_batch = select.batch or min(r.batch for r in rows)
     choice = choose(rows, batch=select_batch, latency_budget_ms=select.latency_budget_ms,
-                    max_accuracy_drop=select.max_accuracy_drop)
-    advice = batch_advice(rows, choice.variant, select.latency_budget_ms) if choice else None
+                    max_accuracy_drop=select.max_accuracy_drop, memory_budget_mb=select.memory_budget_mb)
+    advice = batch_advice(rows, choice.variant, select.latency_budget_ms, select.memory_budget_mb) if choice else None
     summary: dict[str, Any] = {"choice": choice.__dict__ if choice else None, "batch_advice": advice}
     if choice:
         (console.success if choice.artifact else console.warn)(f"Chosen: {choice.variant} — {choice.reason}")

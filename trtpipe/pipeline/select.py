@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtpipe.bench.rows import BenchRow
+from trtpipe.vocab import Device
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,18 @@ def accuracy_drop_pp(row: BenchRow) -> float | None:
     return None
 
 
+def memory_mb(row: BenchRow) -> float | None:
+    """What a row needed where it ran: device memory for a GPU row, host memory otherwise."""
+    return row.device_memory_mb if row.device == Device.CUDA else row.host_memory_mb
+
+
+def _over_memory(row: BenchRow, budget: float | None) -> bool:
+    needed = memory_mb(row)
+    return budget is not None and needed is not None and needed > budget
+
+
 def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
-           max_accuracy_drop: float | None) -> Choice | None:
+           max_accuracy_drop: float | None, memory_budget_mb: float | None = None) -> Choice | None:
     """The fastest deployable (runtime, artifact) pair at ``batch`` whose p99 fits the budget and whose accuracy
     drop fits the limit (the same file on ONNX Runtime and on OpenVINO are two candidates). Simulated rows
     (another runtime's arithmetic, measured here) and device-resident timings are not
@@ -46,6 +57,8 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
             rejected.append(f"{row.variant} p99 {row.p99_ms:.2f} ms > {latency_budget_ms} ms")
         elif max_accuracy_drop is not None and drop is not None and drop > max_accuracy_drop:
             rejected.append(f"{row.variant} loses {drop:.2f} pp > {max_accuracy_drop} pp")
+        elif _over_memory(row, memory_budget_mb):
+            rejected.append(f"{row.variant} needs {memory_mb(row):.0f} MB > {memory_budget_mb} MB")
         else:
             fitting.append((row, drop))
     if not fitting:
@@ -57,22 +70,32 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
     if drop is not None:
         limits.append(f"accuracy drop {drop:+.2f} pp" + (f" within {max_accuracy_drop} pp"
                                                           if max_accuracy_drop is not None else ""))
+    if memory_budget_mb is not None and memory_mb(row) is not None:
+        limits.append(f"{memory_mb(row):.0f} MB within {memory_budget_mb} MB")
     reason = (f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms, {row.speedup_vs_torch_fp32 or 0:.2f}x "
               f"PyTorch FP32) among {len(fitting)} of {len(candidates)} variants meeting the limits"
               + (f"; {', '.join(limits)}" if limits else ""))
     return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput, row.backend)
 
 
-def batch_advice(rows: list[BenchRow], variant: str, latency_budget_ms: float | None) -> dict[str, Any] | None:
-    """The largest benched batch whose p99 fits the budget, with its throughput."""
+def batch_advice(rows: list[BenchRow], variant: str, latency_budget_ms: float | None,
+                 memory_budget_mb: float | None = None) -> dict[str, Any] | None:
+    """The largest benched batch whose p99 and memory fit the budgets, with its throughput."""
     own = sorted((r for r in rows if r.variant == variant), key=lambda r: r.batch)
     if not own:
         return None
-    fitting = [r for r in own if latency_budget_ms is None or r.p99_ms <= latency_budget_ms]
+    fitting = [r for r in own if (latency_budget_ms is None or r.p99_ms <= latency_budget_ms)
+               and not _over_memory(r, memory_budget_mb)]
     if not fitting:
-        return {"batch": None, "reason": f"no benched batch of {variant} has p99 within {latency_budget_ms} ms"}
+        limits = " and ".join(f for f in (f"p99 within {latency_budget_ms} ms" if latency_budget_ms is not None
+                                          else "", f"memory within {memory_budget_mb} MB"
+                                          if memory_budget_mb is not None else "") if f)
+        return {"batch": None, "reason": f"no benched batch of {variant} has {limits}"}
     best = fitting[-1]
-    return {"batch": best.batch, "p99_ms": best.p99_ms, "throughput": best.throughput,
+    needed = memory_mb(best)
+    return {"batch": best.batch, "p99_ms": best.p99_ms, "throughput": best.throughput, "memory_mb": needed,
             "reason": f"largest benched batch of {variant} with p99 {best.p99_ms:.2f} ms"
                       + (f" within {latency_budget_ms} ms" if latency_budget_ms is not None else "")
+                      + (f" and {needed:.0f} MB within {memory_budget_mb} MB"
+                         if memory_budget_mb is not None and needed is not None else "")
                       + f": {best.throughput:.0f} items/s"}
