@@ -41,7 +41,8 @@ TRTPIPE := $(BIN)/trtpipe
 # depthwise-separable EfficientNet-Lite0, with 5 s of timed runs per variant and batch, both CPU runtimes, the
 # PyTorch baselines and the peer quantizers. Reports land in reports/<model>/ (bench.md, report.html).
 bench: install
-	$(TRTPIPE) demo --set bench.duration=5 --set bench.threads=$(THREADS)
+	$(TRTPIPE) demo --set bench.duration=5 --set bench.threads=$(THREADS) --set bench.baselines=compile,autocast \
+		--set bench.peers=true
 	$(TRTPIPE) run trtpipe/pipeline/examples/efficientnet_lite0.toml --set bench.duration=5 \
 		--set bench.threads=$(THREADS)
 

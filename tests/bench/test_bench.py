@@ -25,6 +25,10 @@ def test_bench_json_markdown_and_table(digits_onnx: Path, tmp_path: Path, run_cl
     report = json.loads(json_path.read_text())
     assert {"environment", "model", "results"} <= set(report)
     assert report["environment"]["threads"] == 1 and report["environment"]["cpu"]
+    from importlib.util import find_spec
+
+    if find_spec("openvino"):  # the optional runtimes' versions are named too (their rows depend on them)
+        assert report["environment"]["versions"]["openvino"]
     assert report["model"]["name"] == "digits_resnet"
     rows = report["results"]
     assert [(r["backend"], r["batch"]) for r in rows] == [("torch", 1), ("torch", 4), ("onnxruntime", 1),

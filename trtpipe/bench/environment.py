@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from importlib import metadata
 from typing import Any
 
 from trtpipe.hardware import cpu_flags, cpu_model, usable_cores
@@ -27,6 +28,17 @@ def collect(threads: int) -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__,
-                     "onnxruntime": onnxruntime.__version__},
+                     "onnxruntime": onnxruntime.__version__, **_optional_versions()},
         "onnxruntime_providers": onnxruntime.get_available_providers(),
     }
+
+
+def _optional_versions() -> dict[str, str]:
+    """Versions of the optional runtimes and peer tools that are installed (their rows depend on them)."""
+    found = {}
+    for name in ("openvino", "nncf", "tensorrt"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found

@@ -18,8 +18,10 @@ def machine_line(report: dict[str, Any]) -> str:
     env = report["environment"]
     gpu = f", GPU {env['gpu']['name']}" if env.get("gpu") else ", no GPU"
     flags = f"{', '.join(env['cpu_flags'])}; " if env.get("cpu_flags") else ""
+    versions = env["versions"]
+    optional = "".join(f", {name} {versions[name]}" for name in ("openvino", "nncf", "tensorrt") if name in versions)
     return (f"{env['cpu']} ({flags}{env['cores']} cores, {env['threads']} threads used{gpu}); torch "
-            f"{env['versions']['torch']}, onnxruntime {env['versions']['onnxruntime']}")
+            f"{versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
 
 
 def print_table(report: dict[str, Any]) -> None:
