@@ -7,6 +7,10 @@ from importlib import metadata
 from typing import Any
 
 from trtpipe.hardware import cpu_flags, cpu_model, usable_cores
+from trtpipe.vocab import BackendKind
+
+# Optional packages whose versions decide some rows: the OpenVINO and TensorRT runtimes, the NNCF peer.
+OPTIONAL_PACKAGES = (str(BackendKind.OPENVINO), "nncf", str(BackendKind.TENSORRT))
 
 
 def collect(threads: int) -> dict[str, Any]:
@@ -36,7 +40,7 @@ def collect(threads: int) -> dict[str, Any]:
 def _optional_versions() -> dict[str, str]:
     """Versions of the optional runtimes and peer tools that are installed (their rows depend on them)."""
     found = {}
-    for name in ("openvino", "nncf", "tensorrt"):
+    for name in OPTIONAL_PACKAGES:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

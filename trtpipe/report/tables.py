@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trtpipe import console
+from trtpipe.bench.environment import OPTIONAL_PACKAGES
 from trtpipe.files import write_json_atomic, write_text_atomic
 from trtpipe.report.columns import cell, markdown_table, present_columns
 
@@ -19,7 +20,7 @@ def machine_line(report: dict[str, Any]) -> str:
     gpu = f", GPU {env['gpu']['name']}" if env.get("gpu") else ", no GPU"
     flags = f"{', '.join(env['cpu_flags'])}; " if env.get("cpu_flags") else ""
     versions = env["versions"]
-    optional = "".join(f", {name} {versions[name]}" for name in ("openvino", "nncf", "tensorrt") if name in versions)
+    optional = "".join(f", {name} {versions[name]}" for name in OPTIONAL_PACKAGES if name in versions)
     return (f"{env['cpu']} ({flags}{env['cores']} cores, {env['threads']} threads used{gpu}); torch "
             f"{versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
 
