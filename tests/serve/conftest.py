@@ -13,6 +13,24 @@ from pathlib import Path
 import pytest
 
 
+def fake_engine(folder: Path, name: str = "resnet.plan") -> Path:
+    """A plan file with the sidecar trtpipe writes for it (profile 1/8/64 at 3x224x224): enough for export-triton,
+    which reads only the sidecar (no TensorRT here to read the plan itself)."""
+    import hashlib
+    import json
+
+    engine = folder / name
+    engine.write_bytes(b"engine")
+    sidecar = {"schema": "trtpipe.engine/1", "tensorrt_version": "10.13.0.35", "gpu_name": "H100",
+               "compute_capability": "9.0", "engine_sha256": hashlib.sha256(b"engine").hexdigest(),
+               "inputs": [{"name": "input", "dtype": "float32", "shape": [-1, 3, 224, 224]}],
+               "outputs": [{"name": "output", "dtype": "float32", "shape": [-1, 1000]}],
+               "profiles": [[{"input": "input", "min": [1, 3, 224, 224], "opt": [8, 3, 224, 224],
+                              "max": [64, 3, 224, 224]}]]}
+    Path(f"{engine}.json").write_text(json.dumps(sidecar))
+    return engine
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

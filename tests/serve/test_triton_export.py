@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from pathlib import Path
 
@@ -12,6 +10,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from tests.conftest import error_line
+from tests.serve.conftest import fake_engine
 from trtpipe.errors import BadInput
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.triton import check_name, describe_artifact
@@ -39,15 +38,7 @@ def test_export_from_a_repository(repository: Path, tmp_path: Path, run_cli) -> 
 
 
 def test_engine_config_takes_preferred_sizes_from_its_profile(tmp_path: Path) -> None:
-    engine = tmp_path / "m.plan"
-    engine.write_bytes(b"engine")
-    sidecar = {"schema": "trtpipe.engine/1", "tensorrt_version": "10.13.0.35", "gpu_name": "H100",
-               "compute_capability": "9.0", "engine_sha256": hashlib.sha256(b"engine").hexdigest(),
-               "inputs": [{"name": "input", "dtype": "float32", "shape": [-1, 3, 224, 224]}],
-               "outputs": [{"name": "output", "dtype": "float32", "shape": [-1, 1000]}],
-               "profiles": [[{"input": "input", "min": [1, 3, 224, 224], "opt": [8, 3, 224, 224],
-                              "max": [64, 3, 224, 224]}]]}
-    Path(f"{engine}.json").write_text(json.dumps(sidecar))
+    engine = fake_engine(tmp_path, "m.plan")
     model = describe_artifact("resnet", engine, ServeOptions(max_batch_size=128, instances=2))
     assert model.platform == "tensorrt_plan" and model.max_batch_size == 64
     assert model.preferred_batch_sizes == (8, 64) and model.instance_kind == "KIND_GPU"

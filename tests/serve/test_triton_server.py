@@ -7,8 +7,6 @@ export's configs pass Triton's own validation (its only complaint here: no onnxr
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ import numpy as np
 import pytest
 
 import trtpipe
+from tests.serve.conftest import fake_engine
 from tests.serve.tritonserver import TritonServer, unavailable
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.triton import export
@@ -124,28 +123,13 @@ def test_trtpipe_loadtest_drives_triton_and_reads_its_cpu(triton: TritonServer) 
         assert level["server_cpu_cores"] > 0
 
 
-def _fake_engine(folder: Path) -> Path:
-    """A plan file with the sidecar trtpipe writes: enough for export (Triton has no TensorRT backend here to
-    read the plan itself)."""
-    engine = folder / "resnet.plan"
-    engine.write_bytes(b"engine")
-    sidecar = {"schema": "trtpipe.engine/1", "tensorrt_version": "10.13.0.35", "gpu_name": "H100",
-               "compute_capability": "9.0", "engine_sha256": hashlib.sha256(b"engine").hexdigest(),
-               "inputs": [{"name": "input", "dtype": "float32", "shape": [-1, 3, 224, 224]}],
-               "outputs": [{"name": "output", "dtype": "float32", "shape": [-1, 1000]}],
-               "profiles": [[{"input": "input", "min": [1, 3, 224, 224], "opt": [8, 3, 224, 224],
-                              "max": [64, 3, 224, 224]}]]}
-    Path(f"{engine}.json").write_text(json.dumps(sidecar))
-    return engine
-
-
 def test_native_export_passes_triton_validation(artifacts: dict[str, Path], tmp_path: Path) -> None:
     """Loaded one by one with explicit model control: Triton's only complaint about each native config is the
     backend library this build lacks. A config Triton finds wrong (a preferred batch size above the maximum) is
     refused for that instead, so the check can fail."""
     repository = tmp_path / "native"
     export({"digits": artifacts["digits"], "digits_int8_cpu": artifacts["digits_int8_cpu"],
-            "resnet": _fake_engine(tmp_path)}, repository, ServeOptions(instances=2))
+            "resnet": fake_engine(tmp_path)}, repository, ServeOptions(instances=2))
     shutil.copytree(repository / "digits", repository / "broken_config")
     config = (repository / "broken_config" / "config.pbtxt").read_text()
     (repository / "broken_config" / "config.pbtxt").write_text(
