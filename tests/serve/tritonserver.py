@@ -29,7 +29,6 @@ import httpx
 
 import trtpipe
 from tests.serve.conftest import free_port
-from trtpipe.serve.loadtest import process_tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = Path(os.environ.get("TRTPIPE_TRITONSERVER_WHEELS", ROOT / ".venv" / "tritonserver"))
@@ -158,8 +157,3 @@ class TritonServer:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the server and every process under it (the Python-backend stubs)."""
-        assert self.process is not None
-        return process_tree_cpu_seconds(self.process.pid)

@@ -287,15 +287,13 @@ def _runs(path: Path, profile: ArtifactProfile,
         return [(path, profile, pinned)]
     runs = []
     for execution in executions:
-        if execution.on_gpu:  # a GPU provider runs Q/DQ itself: nothing is simulated
-            runs.append((path, replace(profile, options={}, simulated=False, note=None), execution))
-        elif execution is OnnxExecution.OPENVINO:
-            if profile.precision is Precision.INT8 and profile.target is Target.TENSORRT:
-                console.note(f"{artifact_name(path)}: a TensorRT-target INT8 file is not run on OpenVINO.")
-                continue
-            runs.append((path, replace(profile, options={}, simulated=False, note=None), execution))
-        else:
+        if execution is OnnxExecution.CPU:
             runs.append((path, profile, execution))
+        elif execution is OnnxExecution.OPENVINO and profile.precision is Precision.INT8 \
+                and profile.target is Target.TENSORRT:
+            console.note(f"{artifact_name(path)}: a TensorRT-target INT8 file is not run on OpenVINO.")
+        else:  # a GPU provider or OpenVINO runs the Q/DQ itself: nothing is simulated
+            runs.append((path, replace(profile, options={}, simulated=False, note=None), execution))
     return runs
 
 
