@@ -67,6 +67,8 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         context.fp32_nodes += fallback.excluded
         console.success(f"Within budget with {len(fallback.excluded)} layer(s) in FP32 "
                         f"({', '.join(fallback.excluded)}): {check.line()}")
+    if options.adaround:
+        quantized, check, section["adaround"] = _learn_rounding(fp32, quantized, context, judge, profile)
     if options.bias_correction:
         quantized, check, section["bias_correction"] = _correct_biases(fp32, quantized, context, judge, profile)
     section["final"] = check.to_dict()
@@ -75,6 +77,26 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
 
 
 BIAS_CORRECTION_SAMPLES = 64
+ADAROUND_SAMPLES = 64
+
+
+def _learn_rounding(fp32: onnx.ModelProto, quantized: onnx.ModelProto, context: PassContext, judge: Dataset,
+                    profile: QuantProfile) -> tuple[onnx.ModelProto, Comparison, dict[str, Any]]:
+    """The chosen INT8 mix with AdaRound's learned weight rounding, and the figures after."""
+    from trtpipe.optimize.int8.adaround import adaround, rounded_layers
+
+    assert context.calib is not None
+    batches = context.batches(Dataset(context.calib.images[:ADAROUND_SAMPLES], None, context.calib.source))
+    with console.progress() as bar:
+        task = bar.add_task("AdaRound: learning each layer's weight rounding", total=len(rounded_layers(quantized)))
+        rounded, flipped = adaround(fp32, quantized, batches, iterations=context.options.adaround_iterations,
+                                    on_layer=lambda: bar.advance(task))
+    check = context.compare(fp32, rounded, judge, profile.evaluation_optimization)
+    share = sum(flipped.values()) / max(1, len(flipped))
+    console.success(f"AdaRound ({len(flipped)} layers, {100 * share:.1f} % of weights rounded the other way): "
+                    f"{check.line()}")
+    return rounded, check, {"layers": len(flipped), "samples": sum(len(b) for b in batches),
+                            "iterations": context.options.adaround_iterations, "flipped_share": flipped}
 
 
 def _correct_biases(fp32: onnx.ModelProto, quantized: onnx.ModelProto, context: PassContext, judge: Dataset,

@@ -1,0 +1,105 @@
+"""Cross-layer equalization on tiny graphs: the network computes the same function (a ReLU6 included), each pair's
+per-channel weight ranges end equal as the closed form says, and INT8 of the equalized graph is closer to FP32."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.optimize.conftest import run
+from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.passes.equalize import equalize, find_pairs
+from trtpipe.vocab import Target
+
+RNG = np.random.default_rng(1)
+# Output channels of the first layer span four decades: what per-tensor activation scales cannot take.
+SPREAD = np.logspace(-2, 1.5, 8).astype(np.float32)
+
+
+def _model() -> onnx.ModelProto:
+    """Conv 3->8 (channel ranges 0.01..30) -> ReLU6 -> depthwise 3x3 -> Relu -> Conv 1x1 8->4."""
+    w1 = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32) * SPREAD[:, None, None, None]
+    b1 = RNG.standard_normal(8).astype(np.float32) * SPREAD
+    w2 = RNG.standard_normal((8, 1, 3, 3)).astype(np.float32) / SPREAD[:, None, None, None]
+    w3 = RNG.standard_normal((4, 8, 1, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in
+             ((w1, "w1"), (b1, "b1"), (w2, "w2"), (np.zeros(8, np.float32), "b2"), (w3, "w3"),
+              (np.array(0, np.float32), "lo"), (np.array(6, np.float32), "hi"))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c1", "lo", "hi"], ["a1"], name="relu6"),
+        helper.make_node("Conv", ["a1", "w2", "b2"], ["c2"], name="depthwise", pads=[1, 1, 1, 1], group=8),
+        helper.make_node("Relu", ["c2"], ["a2"], name="relu"),
+        helper.make_node("Conv", ["a2", "w3"], ["y"], name="project"),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def _weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+def test_both_pairs_found_through_relu6_and_relu() -> None:
+    pairs = find_pairs(_model())
+    assert [(p.first.name, p.second.name) for p in pairs] == [("conv1", "depthwise"), ("depthwise", "project")]
+    assert pairs[0].clip_bound == 6.0 and pairs[1].clip_bound is None
+
+
+def test_same_function_with_the_relu6_clipping() -> None:
+    model = _model()
+    x = RNG.standard_normal((4, 3, 8, 8)).astype(np.float32) * 3
+    before = run(model, x)
+    equalized, _ = equalize(model)
+    onnx.checker.check_model(equalized)
+    # The ReLU6 really clips on these inputs, so a plain Relu in its place would change the result.
+    activations = np.abs(_weights(model)["w1"]).sum(axis=(1, 2, 3)) * 3
+    assert (activations > 6).any()
+    assert "Clip" not in {n.op_type for n in equalized.graph.node}
+    np.testing.assert_allclose(run(equalized, x), before, rtol=1e-4, atol=1e-4 * np.abs(before).max())
+
+
+def test_one_round_matches_the_closed_form() -> None:
+    """s_i = sqrt(r1_i / r2_i): after one round of the first pair, both layers' channel ranges are sqrt(r1 r2)."""
+    model = _model()
+    w = _weights(model)
+    r1 = np.abs(w["w1"]).max(axis=(1, 2, 3))
+    r2 = np.abs(w["w2"]).max(axis=(1, 2, 3))
+    equalized, pairs = equalize(model, rounds=1)
+    after = _weights(equalized)
+    expected = np.sqrt(r1 * r2)
+    np.testing.assert_allclose(np.abs(after["w1"]).max(axis=(1, 2, 3)), expected, rtol=1e-5)
+    np.testing.assert_allclose(after["b1"], w["b1"] / np.sqrt(r1 / r2), rtol=1e-5)
+    # The depthwise layer was rescaled as the first pair's second layer, then as the second pair's first.
+    np.testing.assert_allclose(pairs[0].scale, np.sqrt(r1 / r2), rtol=1e-5)
+
+
+def test_int8_of_the_equalized_graph_is_closer_to_fp32() -> None:
+    model = _model()
+    calib = [RNG.standard_normal((8, 3, 8, 8)).astype(np.float32) for _ in range(2)]
+    x = RNG.standard_normal((16, 3, 8, 8)).astype(np.float32)
+    reference = run(model, x)
+    profile = profile_for(Target.TENSORRT)
+    errors = []
+    for candidate in (model, equalize(model)[0]):
+        ranges = calibrate(candidate, calib, "minmax", symmetric=profile.symmetric_activations)
+        errors.append(np.abs(run(quantize(candidate, ranges, profile), x, "disable") - reference).mean())
+    assert errors[1] < 0.5 * errors[0]
+
+
+def test_pass_records_what_it_did(digits_onnx: Path, tmp_path: Path) -> None:
+    from trtpipe.manifest import read_manifest
+    from trtpipe.optimize.options import OptimizeOptions
+    from trtpipe.optimize.stage import optimize
+
+    out = tmp_path / "eq.onnx"
+    optimize(digits_onnx, out, OptimizeOptions(passes=("fuse", "equalize"), eval="digits"))
+    details = read_manifest(out).details["equalize"]
+    assert details["pairs"] > 0
+    assert details["verification"]["cosine"] > 0.99999
