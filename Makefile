@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 THREADS ?= 2
+QUARK_VENV  := .venv-quark
+QUARK_STAMP := $(QUARK_VENV)/.installed-stamp
 
 .PHONY: install demo test bench peers loadtest conformance lint format retrain clean
 
@@ -55,10 +57,21 @@ models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx: | install
 loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
 	PYTHONPATH=. $(BIN)/python scripts/serve_bench.py
 
-# trtpipe's INT8 against ONNX Runtime's quantize_static (and ModelOpt/NNCF where installed) on the pretrained
-# models and photos (README's peers table; reports/peers.md).
-peers: install
-	$(BIN)/python scripts/peers.py
+# trtpipe's INT8 against ONNX Runtime's quantize_static, NNCF, AMD Quark (and ModelOpt where installed) on the
+# pretrained models and photos (README's peers table; reports/peers.md).
+peers: install $(QUARK_STAMP)
+	TRTPIPE_QUARK_PYTHON=$(QUARK_VENV)/bin/python $(BIN)/python scripts/peers.py
+
+# AMD Quark's ONNX quantizer in an environment of its own: it pins an older onnx than trtpipe's and brings
+# datasets, pandas and pyarrow. Its AdaRound needs torch, which it borrows from .venv (a .pth entry placed after
+# its own site-packages) rather than installing another 6 GB of CUDA wheels.
+$(QUARK_STAMP): | install
+	$(PYTHON) -m venv $(QUARK_VENV)
+	$(QUARK_VENV)/bin/python -m pip install --quiet 'amd-quark==0.13' "onnxruntime==$$($(BIN)/python -c 'import onnxruntime; print(onnxruntime.__version__)')"
+	$(QUARK_VENV)/bin/python -c 'import site, sys; print(sys.argv[1], file=open(site.getsitepackages()[0] + "/zz-trtpipe-torch.pth", "w"))' \
+		"$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')"
+	$(QUARK_VENV)/bin/python -c 'import quark.onnx, torch'
+	touch $@
 
 # Every registry model's TensorRT-target INT8 and FP16 ONNX through `trtpipe check` (README's conformance line).
 conformance: install
@@ -75,5 +88,5 @@ retrain: install
 	$(BIN)/python -m trtpipe.models.train_digits
 
 clean:
-	rm -rf $(VENV) reports .pytest_cache
+	rm -rf $(VENV) $(QUARK_VENV) reports .pytest_cache
 	find models -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +

@@ -4,10 +4,13 @@ For each ImageNet-pretrained registry model that is installed (pip install 'trtp
 ONNX is quantized on the same 256 photo crops by every recipe, and every result is judged on the same 500 other
 crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy):
 
-- trtpipe INT8 for each target (tensorrt, cpu) and calibration method, with bias correction for the best, and
-  trtpipe FP16;
+- trtpipe INT8 for each target (tensorrt, cpu) and calibration method; then, on one method per target, what each
+  algorithm adds alone (cross-layer equalization, AdaRound, bias correction) and all three together; the
+  sensitivity fallback under a 2-point budget (FP32 nodes it needed); and trtpipe FP16;
 - ONNX Runtime's quantize_static, QDQ per-channel MinMax: S8S8 symmetric (what TensorRT can take) and U8S8;
-- NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each says how to install it otherwise).
+- AMD Quark's ONNX PTQ (S8S8 and U8S8, plain and with its CLE + AdaRound), run in its own environment
+  (TRTPIPE_QUARK_PYTHON, which `make peers` builds); NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each
+  says how to install it otherwise).
 
 TensorRT-target files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU latency means nothing
 and is not shown. Writes reports/peers.md and reports/peers.json. A benchmark, not a test.
@@ -16,6 +19,8 @@ and is not shown. Writes reports/peers.md and reports/peers.json. A benchmark, n
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +45,7 @@ from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.vocab import CalibMethod, Precision, Target
 
 WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+FALLBACK_BUDGET_PP = 2.0
 
 
 def weighted_fp32(path: Path) -> str:
@@ -69,6 +75,20 @@ def ort_static(source: Path, out: Path, calib: np.ndarray, *, signed: bool) -> P
                     quant_format=QuantFormat.QDQ, per_channel=True, calibrate_method=CalibrationMethod.MinMax,
                     activation_type=QuantType.QInt8 if signed else QuantType.QUInt8, weight_type=QuantType.QInt8,
                     extra_options={"ActivationSymmetric": signed, "WeightSymmetric": True})
+    return out
+
+
+def quark(source: Path, out: Path, calib: np.ndarray, *, signed: bool, algorithms: tuple[str, ...]) -> Path:
+    """AMD Quark in its own environment (scripts/quark_peer.py), on the same ONNX and calibration crops."""
+    python = os.environ.get("TRTPIPE_QUARK_PYTHON")
+    if not python or not Path(python).exists():
+        raise MissingDependency("amd-quark", "The AMD Quark peer", "make .venv-quark/.installed-stamp, then "
+                                "TRTPIPE_QUARK_PYTHON=.venv-quark/bin/python (make peers does both)")
+    calib_path = out.with_suffix(".calib.npy")
+    np.save(calib_path, calib)
+    worker = Path(__file__).with_name("quark_peer.py")
+    subprocess.run([python, str(worker), str(source), str(out), str(calib_path), "s8s8" if signed else "u8s8",
+                    *algorithms], check=True, stdout=subprocess.DEVNULL)
     return out
 
 
@@ -148,22 +168,53 @@ def compare_recipes(loaded: LoadedModel, folder: Path) -> list[dict[str, object]
     row("FP32 (ONNX Runtime)", "cpu", lambda out: source, False)
     row("trtpipe FP16", "tensorrt", lambda out: optimize(source, out, OptimizeOptions(
         precision=Precision.FP16, calib="photos")).path, False)
+    def trtpipe(target: Target, method: str, **extra: object) -> Callable[[Path], Path]:
+        passes = ("fuse", "equalize") if extra.pop("equalize", False) else ("fuse",)
+        cache = folder / f"{target}-{method}-{'-'.join(passes)}.calib.json"  # rows of one graph calibrate once
+        return lambda out: optimize(source, out, OptimizeOptions(
+            precision=Precision.INT8, target=target, calib="photos", calib_method=method, passes=passes,
+            calib_cache=cache, **extra)).path  # type: ignore[arg-type]
+
     for target in Target:
         for method in CalibMethod:
-            row(f"trtpipe INT8 {method}", str(target), lambda out, t=target, m=method: optimize(
-                source, out, OptimizeOptions(precision=Precision.INT8, target=t, calib="photos",
-                                             calib_method=m)).path, target is Target.TENSORRT)
+            row(f"trtpipe INT8 {method}", str(target), trtpipe(target, method), target is Target.TENSORRT)
     for target, method in ((Target.TENSORRT, CalibMethod.PERCENTILE), (Target.CPU, CalibMethod.MINMAX)):
-        row(f"trtpipe INT8 {method} + bias correction", str(target), lambda out, t=target, m=method: optimize(
-            source, out, OptimizeOptions(precision=Precision.INT8, target=t, calib="photos", calib_method=m,
-                                         bias_correction=True)).path, target is Target.TENSORRT)
+        simulated = target is Target.TENSORRT
+        row(f"trtpipe INT8 {method} + equalization", str(target), trtpipe(target, method, equalize=True), simulated)
+        row(f"trtpipe INT8 {method} + AdaRound", str(target), trtpipe(target, method, adaround=True), simulated)
+        row(f"trtpipe INT8 {method} + bias correction", str(target), trtpipe(target, method, bias_correction=True),
+            simulated)
+        row(f"trtpipe INT8 {method} + equalization + AdaRound + bias correction", str(target),
+            trtpipe(target, method, equalize=True, adaround=True, bias_correction=True), simulated)
+    row(f"trtpipe INT8 minmax, sensitivity fallback (--max-accuracy-drop {FALLBACK_BUDGET_PP})", "cpu",
+        trtpipe(Target.CPU, CalibMethod.MINMAX, eval="photos", max_accuracy_drop=FALLBACK_BUDGET_PP), False)
     row("ORT quantize_static S8S8 sym, per-channel, MinMax", "tensorrt",
         lambda out: ort_static(source, out, calib, signed=True), True)
     row("ORT quantize_static U8S8, per-channel, MinMax", "cpu",
         lambda out: ort_static(source, out, calib, signed=False), False)
+    for signed, target in ((True, "tensorrt"), (False, "cpu")):
+        flavour = "S8S8 sym" if signed else "U8S8"
+        row(f"AMD Quark {flavour}, per-channel, MinMax", target,
+            lambda out, s=signed: quark(source, out, calib, signed=s, algorithms=()), signed)
+        row(f"AMD Quark {flavour}, per-channel, MinMax + CLE + AdaRound", target,
+            lambda out, s=signed: quark(source, out, calib, signed=s, algorithms=("cle", "adaround")), signed)
     row("NVIDIA ModelOpt ONNX PTQ (max)", "tensorrt", lambda out: modelopt(source, out, calib), True)
     row("NNCF PTQ", "cpu", lambda out: nncf(source, out, calib), False)
     return rows
+
+
+def verdicts(rows: list[dict[str, object]]) -> list[str]:
+    """Per target: trtpipe's best INT8 recipe with no weighted op in FP32 against the best peer recipe."""
+    lines = []
+    for target in Target:
+        mine = [r for r in rows if r["target"] == target and str(r["recipe"]).startswith("trtpipe INT8")
+                and str(r["fp32_weighted_ops"]).startswith("0/")]
+        theirs = [r for r in rows if r["target"] == target and not str(r["recipe"]).startswith(("trtpipe", "FP32"))]
+        if mine and theirs:
+            best, peer = (max(group, key=lambda r: float(r["top1_agreement"] or 0)) for group in (mine, theirs))
+            lines.append(f"- `{target}`: trtpipe {100 * float(best['top1_agreement'] or 0):.1f} % ({best['recipe']}) "
+                         f"against the best peer's {100 * float(peer['top1_agreement'] or 0):.1f} % ({peer['recipe']})")
+    return lines
 
 
 def write(report: dict[str, list[dict[str, object]]]) -> None:
@@ -181,7 +232,7 @@ def write(report: dict[str, list[dict[str, object]]]) -> None:
             lines.append(f"| {r['recipe']} | {r['target']} | {100 * float(r['top1_agreement'] or 0):.1f} % | "
                          f"{float(r['mean_logit_err']):.3f} / {float(r['max_logit_err']):.2f} | "
                          f"{r['fp32_weighted_ops'] if quantized else '–'} | {latency} |")
-        lines.append("")
+        lines += ["", *verdicts(rows), ""]
     Path("reports/peers.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.optimize.conftest import run
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.passes.equalize import equalize, find_pairs
+from trtpipe.optimize.passes.equalize import channel_ranges, equalize, find_pairs, pair_ranges
 from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(1)
@@ -80,15 +81,31 @@ def test_one_round_matches_the_closed_form() -> None:
     np.testing.assert_allclose(pairs[0].scale, np.sqrt(r1 / r2), rtol=1e-5)
 
 
-def test_int8_of_the_equalized_graph_is_closer_to_fp32() -> None:
+CALIB = [RNG.standard_normal((8, 3, 8, 8)).astype(np.float32) for _ in range(2)]
+
+
+def test_data_aware_mode_gives_the_depthwise_input_one_range() -> None:
+    """Into a depthwise layer every channel is scaled to the widest one: the first layer's output channels (their
+    positive part, before the ReLU6) end with one range."""
     model = _model()
-    calib = [RNG.standard_normal((8, 3, 8, 8)).astype(np.float32) for _ in range(2)]
+    ranges = pair_ranges(model, CALIB)
+    equalized, pairs = equalize(model, activation_ranges=ranges)
+    first_output = pairs[0].first.output[0]
+    after = channel_ranges(equalized, [first_output], CALIB, positive={first_output})
+    np.testing.assert_allclose(after[first_output], ranges[first_output].max(), rtol=1e-4)
+    x = RNG.standard_normal((4, 3, 8, 8)).astype(np.float32) * 3
+    np.testing.assert_allclose(run(equalized, x), run(model, x), rtol=1e-4, atol=1e-4 * np.abs(run(model, x)).max())
+
+
+@pytest.mark.parametrize("target", [Target.TENSORRT, Target.CPU])
+def test_int8_of_the_equalized_graph_is_closer_to_fp32(target: Target) -> None:
+    model = _model()
     x = RNG.standard_normal((16, 3, 8, 8)).astype(np.float32)
     reference = run(model, x)
-    profile = profile_for(Target.TENSORRT)
+    profile = profile_for(target)
     errors = []
-    for candidate in (model, equalize(model)[0]):
-        ranges = calibrate(candidate, calib, "minmax", symmetric=profile.symmetric_activations)
+    for candidate in (model, equalize(model, activation_ranges=pair_ranges(model, CALIB))[0]):
+        ranges = calibrate(candidate, CALIB, "minmax", symmetric=profile.symmetric_activations)
         errors.append(np.abs(run(quantize(candidate, ranges, profile), x, "disable") - reference).mean())
     assert errors[1] < 0.5 * errors[0]
 
@@ -101,5 +118,5 @@ def test_pass_records_what_it_did(digits_onnx: Path, tmp_path: Path) -> None:
     out = tmp_path / "eq.onnx"
     optimize(digits_onnx, out, OptimizeOptions(passes=("fuse", "equalize"), eval="digits"))
     details = read_manifest(out).details["equalize"]
-    assert details["pairs"] > 0
+    assert details["pairs"] > 0 and "digits" in details["probe"]
     assert details["verification"]["cosine"] > 0.99999

@@ -79,7 +79,30 @@ def _session(model: onnx.ModelProto, names: list[str]):
                                 providers=["CPUExecutionProvider"])
 
 
+def upstream(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:
+    """The part of ``model`` that computes ``tensor``, with ``tensor`` as its only output: a layer's input needs
+    only the layers before it, so the early layers (the largest activations) cost a fraction of a full run."""
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output}
+    needed, stack, seen = set(), [tensor], set()
+    while stack:
+        name = stack.pop()
+        node = producer.get(name)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        needed.add(id(node))
+        stack.extend(i for i in node.input if i)
+    inputs = {i for n in graph.node if id(n) in needed for i in n.input}
+    sub = helper.make_graph(
+        [n for n in graph.node if id(n) in needed], graph.name, list(graph.input),
+        [helper.make_empty_tensor_value_info(tensor)], [t for t in graph.initializer if t.name in inputs])
+    return helper.make_model(sub, opset_imports=model.opset_import, ir_version=model.ir_version)
+
+
 def _tensors(model: onnx.ModelProto, names: list[str], batches: list[np.ndarray]) -> list[np.ndarray]:
+    if len(names) == 1:
+        model = upstream(model, names[0])
     session = _session(model, names)
     feed = session.get_inputs()[0].name
     runs = [session.run(names, {feed: batch}) for batch in batches]
