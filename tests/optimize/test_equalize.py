@@ -120,3 +120,15 @@ def test_pass_records_what_it_did(digits_onnx: Path, tmp_path: Path) -> None:
     details = read_manifest(out).details["equalize"]
     assert details["pairs"] > 0 and "digits" in details["probe"]
     assert details["verification"]["cosine"] > 0.99999
+
+
+def test_a_shared_weight_is_left_alone() -> None:
+    """Two convolutions reading one weight initializer: rescaling it for one pair would change the other."""
+    model = _model()
+    model.graph.node[4].input[1] = "w1_again"
+    w1 = _weights(model)["w1"]
+    model.graph.initializer.append(numpy_helper.from_array(w1[:4, :1].repeat(8, axis=1)[:, :8], "w1_again"))
+    assert [(p.first.name, p.second.name) for p in find_pairs(model)] == [("conv1", "depthwise"),
+                                                                          ("depthwise", "project")]
+    model.graph.node[2].input[1] = "w1"  # depthwise now shares conv1's weight (shape aside: never run)
+    assert find_pairs(model) == []

@@ -39,7 +39,7 @@ class OptimizeOptions:
                                    "(empirical bias correction on 64 calibration samples).", type=bool)
     adaround: bool = option(False, "INT8: learn each weight's rounding, layer by layer, so layer outputs match FP32 "
                             "(AdaRound on 64 calibration samples; minutes on a CPU).", type=bool)
-    adaround_iterations: int = option(500, "AdaRound: optimisation steps per layer (more: slower, closer to FP32).",
+    adaround_iterations: int = option(100, "AdaRound: optimisation steps per layer (more: slower, closer to FP32).",
                                       type=int, minimum=1, metavar="N")
     max_accuracy_drop: float | None = option(None, "Top-1 percentage points the result may lose; more sensitive "
                                              "layers fall back to FP32 until it holds.", type=float, minimum=0,

@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 
 from trtpipe.optimize.activations import with_outputs
 
-ITERATIONS = 500
+ITERATIONS = 100
 BATCH = 8
 LEARNING_RATE = 1e-2
 REGULARIZATION = 0.01
@@ -204,9 +204,6 @@ def adaround(fp32: onnx.ModelProto, quantized: onnx.ModelProto, batches: list[np
              ) -> tuple[onnx.ModelProto, dict[str, float]]:
     """``quantized`` with every eligible layer's weight rounding learned; {layer: share of weights that round the
     other way than nearest}."""
-    import torch
-
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     result = onnx.ModelProto()
     result.CopyFrom(quantized)
     fp32_nodes = {n.name: n for n in fp32.graph.node}
@@ -239,11 +236,13 @@ def adaround(fp32: onnx.ModelProto, quantized: onnx.ModelProto, batches: list[np
         (target,) = _tensors(fp32, [(activation or original).output[0]], batches)
         constants = {t.name: numpy_helper.to_array(t) for t in result.graph.initializer}
         integers = constants[layer.integers]
-        info = np.iinfo(integers.dtype)
+        # Stay within the integers the quantizer used: 7-bit weights (reduce_range, CPUs without VNNI) must
+        # not grow an eighth bit, or int8 dot products saturate again.
+        limit = int(np.abs(integers.astype(np.int64)).max())
         zero_point = constants[layer.zero_point] if layer.zero_point else np.zeros(1, integers.dtype)
         scale = constants[layer.scale]
         learned = _optimise_rounding(fn, weight, scale, zero_point.astype(np.float32), layer.axis,
-                                     (int(info.min), int(info.max)), bias, inputs, target, iterations, seed)
+                                     (-limit, limit), bias, inputs, target, iterations, seed)
         learned = learned.astype(integers.dtype)
         flipped[layer.node.name] = float(np.mean(learned != integers))
         _replace(result, layer.integers, learned)

@@ -94,6 +94,8 @@ def find_pairs(model: onnx.ModelProto) -> list[Pair]:
     def equalizable(conv: onnx.NodeProto) -> bool:
         if conv.op_type != "Conv" or len(conv.input) < 2 or conv.input[1] not in constants:
             return False
+        if any(len(readers.get(name, [])) != 1 for name in conv.input[1:3] if name):
+            return False  # a weight or bias another node shares cannot be rescaled for this pair alone
         weight = constants[conv.input[1]]
         group = _attribute(conv, "group", 1)
         return group == 1 or (weight.shape[1] == 1 and group == weight.shape[0])  # ungrouped or depthwise
@@ -185,7 +187,8 @@ def _rewrite_clips(model: onnx.ModelProto, pairs: list[Pair]) -> None:
         assert pair.scale is not None
         clip, name = pair.activation, pair.activation.name or pair.activation.output[0]
         bound_name = f"{name}_equalized_bound"
-        bounds = (pair.clip_bound / pair.scale).astype(np.float32).reshape(1, -1, 1, 1)
+        spatial = len(next(t.dims for t in graph.initializer if t.name == pair.first.input[1])) - 2
+        bounds = (pair.clip_bound / pair.scale).astype(np.float32).reshape(1, -1, *([1] * spatial))
         graph.initializer.append(numpy_helper.from_array(bounds, bound_name))
         relu_out = f"{clip.output[0]}_relu"
         replacements[clip.output[0]] = [
