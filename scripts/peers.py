@@ -6,7 +6,7 @@ crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy
 
 - trtpipe INT8 for each target (tensorrt, cpu) and calibration method; then, on one method per target, what each
   algorithm adds alone (cross-layer equalization, AdaRound, bias correction) and all three together; the
-  sensitivity fallback under a 2-point budget (FP32 nodes it needed); and trtpipe FP16;
+  sensitivity fallback under a 5-point budget (FP32 nodes it needed); and trtpipe FP16;
 - ONNX Runtime's quantize_static, QDQ per-channel MinMax: S8S8 symmetric (what TensorRT can take) and U8S8;
 - AMD Quark's ONNX PTQ (S8S8 and U8S8, plain and with its CLE + AdaRound), run in its own environment
   (TRTPIPE_QUARK_PYTHON, which `make peers` builds); NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each
@@ -45,7 +45,7 @@ from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.vocab import CalibMethod, Precision, Target
 
 WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
-FALLBACK_BUDGET_PP = 2.0
+FALLBACK_BUDGET_PP = 5.0  # the figure: the old schedule needed 46 nodes in FP32 for it
 
 
 def weighted_fp32(path: Path) -> str:
