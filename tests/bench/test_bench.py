@@ -173,6 +173,7 @@ def test_peers_are_rows_of_the_same_run_and_never_chosen(digits_onnx: Path, tmp_
     import importlib.util
 
     from trtpipe.bench.rows import BenchRow
+    from trtpipe.hardware import has_vnni
     from trtpipe.pipeline.select import choose
 
     json_path = tmp_path / "r.json"
@@ -183,7 +184,11 @@ def test_peers_are_rows_of_the_same_run_and_never_chosen(digits_onnx: Path, tmp_
     peers = {r.peer: r for r in rows if r.peer}
     assert "onnxruntime.quantization" in peers
     ort = peers["onnxruntime.quantization"]
-    assert ort.precision == "int8" and ort.artifact is None and ort.top1_accuracy > 0.97
+    # ORT's U8S8 peer uses full 8-bit weights: without VNNI, AVX2's int8 dot product (vpmaddubsw) saturates at
+    # 16 bits and the peer really loses accuracy (82 % on digits on a Zen 3; trtpipe's cpu target uses 7-bit
+    # weights there for this reason). With VNNI it keeps the model's accuracy.
+    floor = 0.97 if has_vnni() else 0.5
+    assert ort.precision == "int8" and ort.artifact is None and ort.top1_accuracy > floor
     assert ort.speedup_vs_torch_fp32 is not None and ort.agreement_samples == 847
     if importlib.util.find_spec("nncf") and importlib.util.find_spec("openvino"):
         nncf = next(r for tool, r in peers.items() if tool.startswith("nncf"))
