@@ -88,7 +88,7 @@ def test_data_aware_mode_gives_the_depthwise_input_one_range() -> None:
     """Into a depthwise layer every channel is scaled to the widest one: the first layer's output channels (their
     positive part, before the ReLU6) end with one range."""
     model = _model()
-    ranges = pair_ranges(model, CALIB)
+    ranges = pair_ranges(model, CALIB, after_activation=False)
     equalized, pairs = equalize(model, activation_ranges=ranges)
     first_output = pairs[0].first.output[0]
     after = channel_ranges(equalized, [first_output], CALIB, positive={first_output})
@@ -104,7 +104,8 @@ def test_int8_of_the_equalized_graph_is_closer_to_fp32(target: Target) -> None:
     reference = run(model, x)
     profile = profile_for(target)
     errors = []
-    for candidate in (model, equalize(model, activation_ranges=pair_ranges(model, CALIB))[0]):
+    ranges = pair_ranges(model, CALIB, after_activation=target is Target.TENSORRT)
+    for candidate in (model, equalize(model, activation_ranges=ranges)[0]):
         ranges = calibrate(candidate, CALIB, "minmax", symmetric=profile.symmetric_activations)
         errors.append(np.abs(run(quantize(candidate, ranges, profile), x, "disable") - reference).mean())
     assert errors[1] < 0.5 * errors[0]
@@ -132,3 +133,14 @@ def test_a_shared_weight_is_left_alone() -> None:
                                                                           ("depthwise", "project")]
     model.graph.node[2].input[1] = "w1"  # depthwise now shares conv1's weight (shape aside: never run)
     assert find_pairs(model) == []
+
+
+def test_tensorrt_mode_gives_the_quantized_depthwise_input_one_range() -> None:
+    """For TensorRT the quantized tensor is the depthwise layer's input, after the ReLU6: its channels end equal."""
+    model = _model()
+    ranges = pair_ranges(model, CALIB, after_activation=True)
+    equalized, pairs = equalize(model, activation_ranges=ranges)
+    middle = pairs[0].second.input[0]
+    after = channel_ranges(equalized, [middle], CALIB)[middle]
+    np.testing.assert_allclose(after, after.max(), rtol=1e-4)
+    np.testing.assert_allclose(after.max(), ranges[pairs[0].first.output[0]].max(), rtol=1e-4)

