@@ -12,7 +12,8 @@ crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy
   (TRTPIPE_QUARK_PYTHON, which `make peers` builds); NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each
   says how to install it otherwise).
 
-TensorRT-target files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU latency means nothing
+`scripts/peers.py MODEL --only TEXT` re-runs the recipes whose name contains TEXT and merges them into the last
+report. TensorRT-target files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU latency means nothing
 and is not shown. Writes reports/peers.md and reports/peers.json. A benchmark, not a test.
 """
 
@@ -119,7 +120,10 @@ def main() -> int:
     if sys.argv[1:] == ["--table"]:
         write(json.loads(Path("reports/peers.json").read_text())["models"])
         return 0
-    models = [n for n in (sys.argv[1:] or [a.name for a in ARCHITECTURES.values() if a.weights])]
+    args = sys.argv[1:]
+    only = [args.pop(i + 1) for i in reversed(range(len(args))) if args[i] == "--only"]
+    args = [a for a in args if a != "--only"]
+    models = args or [a.name for a in ARCHITECTURES.values() if a.weights]
     report: dict[str, list[dict[str, object]]] = {}
     for name in models:
         try:
@@ -128,12 +132,20 @@ def main() -> int:
             print(f"{name}: skipped ({missing.message})", flush=True)
             continue
         with tempfile.TemporaryDirectory(prefix="trtpipe-peers-") as folder:
-            report[name] = compare_recipes(loaded, Path(folder))
+            report[name] = compare_recipes(loaded, Path(folder), only)
+    if only:  # re-run rows replace their namesakes in the last report; the others are kept
+        previous = json.loads(Path("reports/peers.json").read_text())["models"]
+        for name, rows in report.items():
+            fresh = {(r["recipe"], r["target"]): r for r in rows}
+            kept = [fresh.pop((r["recipe"], r["target"]), r) for r in previous.get(name, [])]
+            previous[name] = kept + list(fresh.values())
+        report = previous
     write(report)
     return 0
 
 
-def compare_recipes(loaded: LoadedModel, folder: Path) -> list[dict[str, object]]:
+def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[dict[str, object]]:
+    """Every recipe's row (with ``only``: the recipes whose name contains one of those texts)."""
     prep = loaded.extra["preprocessing"]
     calib = photo_crops("calibration", loaded.sample_shape, tuple(prep["mean"]), tuple(prep["std"]))
     evaluation = photo_crops("eval", loaded.sample_shape, tuple(prep["mean"]), tuple(prep["std"]))
@@ -143,7 +155,9 @@ def compare_recipes(loaded: LoadedModel, folder: Path) -> list[dict[str, object]
     reference = logits(onnx.load(str(source)), evaluation)
 
     def row(recipe: str, target: str, make: Callable[[Path], Path], float_qdq: bool) -> None:
-        out = folder / f"{len(rows)}.onnx"
+        if only and not any(text in recipe for text in only):
+            return
+        out = folder / f"{len(rows)}-{abs(hash(recipe))}.onnx"
         start = time.perf_counter()
         try:
             path = make(out)
