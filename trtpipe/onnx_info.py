@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import onnx
+from onnx import helper
 
 from trtpipe.errors import BadInput
 from trtpipe.files import require_file
@@ -132,3 +135,25 @@ def name_nodes(model: onnx.ModelProto) -> None:
                 name += "_"
             node.name = name
             used.add(name)
+
+
+def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    """A node attribute's value, or ``default`` when the node does not set it."""
+    for found in node.attribute:
+        if found.name == name:
+            return helper.get_attribute_value(found)
+    return default
+
+
+def clip_bounds(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> tuple[float, float] | None:
+    """(min, max) of a Clip whose bounds are constants (attributes before opset 11, inputs since); an absent
+    bound is infinite. None when a bound is computed at run time."""
+    low, high = float(attribute(node, "min", -np.inf)), float(attribute(node, "max", np.inf))
+    for index, name in enumerate(node.input[1:3], start=1):
+        if not name:
+            continue
+        if name not in constants or constants[name].size != 1:
+            return None
+        value = float(constants[name].reshape(()))
+        low, high = (value, high) if index == 1 else (low, value)
+    return low, high

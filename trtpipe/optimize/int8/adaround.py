@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.onnx_info import attribute, clip_bounds
 from trtpipe.optimize.activations import with_outputs
 
 ITERATIONS = 100
@@ -44,13 +45,6 @@ class RoundedLayer:
     axis: int
 
 
-def _attribute(node: onnx.NodeProto, name: str, default: object) -> object:
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
-
-
 def rounded_layers(model: onnx.ModelProto) -> list[RoundedLayer]:
     """Conv and Gemm nodes whose weight is an INT8 initializer behind a DequantizeLinear, in graph order."""
     graph = model.graph
@@ -65,7 +59,7 @@ def rounded_layers(model: onnx.ModelProto) -> list[RoundedLayer]:
                 or dq.input[1] not in initializers:
             continue
         zero_point = dq.input[2] if len(dq.input) > 2 and dq.input[2] else None
-        layers.append(RoundedLayer(node, dq.input[0], dq.input[1], zero_point, int(_attribute(dq, "axis", 1))))
+        layers.append(RoundedLayer(node, dq.input[0], dq.input[1], zero_point, int(attribute(dq, "axis", 1))))
     return layers
 
 
@@ -109,16 +103,6 @@ def _tensors(model: onnx.ModelProto, names: list[str], batches: list[np.ndarray]
     return [np.concatenate([run[i] for run in runs]) for i in range(len(names))]
 
 
-def _clip_bounds(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> tuple[float | None, float | None]:
-    low = _attribute(node, "min", None)
-    high = _attribute(node, "max", None)
-    for index, name in enumerate(node.input[1:3], start=1):
-        if name and name in constants:
-            value = float(constants[name].reshape(()))
-            low, high = (value, high) if index == 1 else (low, value)
-    return (None if low is None else float(low)), (None if high is None else float(high))
-
-
 def _layer_function(node: onnx.NodeProto, activation: onnx.NodeProto | None,
                     constants: dict[str, np.ndarray]) -> Callable:
     """The node (and the activation after it) as a torch function of (input, weight, bias)."""
@@ -126,11 +110,11 @@ def _layer_function(node: onnx.NodeProto, activation: onnx.NodeProto | None,
     import torch.nn.functional as F
 
     if node.op_type == "Conv":
-        pads = list(_attribute(node, "pads", []) or [])
-        strides = list(_attribute(node, "strides", []) or [1])
-        dilations = list(_attribute(node, "dilations", []) or [1])
-        group = int(_attribute(node, "group", 1))
-        if str(_attribute(node, "auto_pad", b"NOTSET")) not in ("NOTSET", "b'NOTSET'"):
+        pads = list(attribute(node, "pads", []) or [])
+        strides = list(attribute(node, "strides", []) or [1])
+        dilations = list(attribute(node, "dilations", []) or [1])
+        group = int(attribute(node, "group", 1))
+        if str(attribute(node, "auto_pad", b"NOTSET")) not in ("NOTSET", "b'NOTSET'"):
             raise ValueError("auto_pad")
         half = len(pads) // 2
         symmetric = pads[:half] == pads[half:]
@@ -142,8 +126,8 @@ def _layer_function(node: onnx.NodeProto, activation: onnx.NodeProto | None,
             convolve = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[w.ndim - 2]
             return convolve(x, w, b, stride=strides, padding=padding, dilation=dilations, groups=group)
     else:
-        alpha, beta = float(_attribute(node, "alpha", 1.0)), float(_attribute(node, "beta", 1.0))
-        trans_a, trans_b = int(_attribute(node, "transA", 0)), int(_attribute(node, "transB", 0))
+        alpha, beta = float(attribute(node, "alpha", 1.0)), float(attribute(node, "beta", 1.0))
+        trans_a, trans_b = int(attribute(node, "transA", 0)), int(attribute(node, "transB", 0))
 
         def linear(x, w, b):
             y = alpha * ((x.T if trans_a else x) @ (w.T if trans_b else w))
@@ -153,7 +137,10 @@ def _layer_function(node: onnx.NodeProto, activation: onnx.NodeProto | None,
         return linear
     if activation.op_type == "Relu":
         return lambda x, w, b: torch.relu(linear(x, w, b))
-    low, high = _clip_bounds(activation, constants)
+    bounds = clip_bounds(activation, constants)
+    if bounds is None:
+        raise ValueError("the Clip's bounds are computed at run time")
+    low, high = bounds
     return lambda x, w, b: torch.clamp(linear(x, w, b), min=low, max=high)
 
 

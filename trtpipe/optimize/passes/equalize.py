@@ -31,6 +31,7 @@ from onnx import helper, numpy_helper
 
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
+from trtpipe.onnx_info import attribute, clip_bounds
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.vocab import Target
 
@@ -49,31 +50,6 @@ class Pair:
     activation: onnx.NodeProto | None
     clip_bound: float | None = None  # a ReLU6-style Clip(0, bound) between them
     scale: np.ndarray | None = field(default=None, repr=False)  # accumulated s over the rounds
-
-
-def _attribute(node: onnx.NodeProto, name: str, default: int) -> int:
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return int(helper.get_attribute_value(attribute))
-    return default
-
-
-def _clip_bounds(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> tuple[float, float] | None:
-    """(min, max) of a Clip whose bounds are constants (attributes before opset 11, inputs since)."""
-    low, high = -np.inf, np.inf
-    for attribute in node.attribute:
-        if attribute.name == "min":
-            low = float(helper.get_attribute_value(attribute))
-        elif attribute.name == "max":
-            high = float(helper.get_attribute_value(attribute))
-    for index, name in enumerate(node.input[1:3], start=1):
-        if not name:
-            continue
-        if name not in constants or constants[name].size != 1:
-            return None
-        value = float(constants[name].reshape(()))
-        low, high = (value, high) if index == 1 else (low, value)
-    return low, high
 
 
 def find_pairs(model: onnx.ModelProto) -> list[Pair]:
@@ -98,7 +74,7 @@ def find_pairs(model: onnx.ModelProto) -> list[Pair]:
         if any(len(readers.get(name, [])) != 1 for name in conv.input[1:3] if name):
             return False  # a weight or bias another node shares cannot be rescaled for this pair alone
         weight = constants[conv.input[1]]
-        group = _attribute(conv, "group", 1)
+        group = int(attribute(conv, "group", 1))
         return group == 1 or (weight.shape[1] == 1 and group == weight.shape[0])  # ungrouped or depthwise
 
     pairs = []
@@ -110,7 +86,7 @@ def find_pairs(model: onnx.ModelProto) -> list[Pair]:
         if after is not None and after.op_type in HOMOGENEOUS:
             activation, after = after, only_reader(after.output[0])
         elif after is not None and after.op_type == "Clip":
-            clip = _clip_bounds(after, constants)
+            clip = clip_bounds(after, constants)
             if clip is None or clip[0] != 0.0 or not np.isfinite(clip[1]):
                 continue
             activation, bound, after = after, clip[1], only_reader(after.output[0])
@@ -118,7 +94,7 @@ def find_pairs(model: onnx.ModelProto) -> list[Pair]:
             continue
         channels = constants[first.input[1]].shape[0]
         second_weight = constants[after.input[1]]
-        depthwise = _attribute(after, "group", 1) > 1
+        depthwise = int(attribute(after, "group", 1)) > 1
         if (second_weight.shape[0] if depthwise else second_weight.shape[1]) != channels:
             continue
         pairs.append(Pair(first, after, activation, bound, np.ones(channels)))
@@ -149,7 +125,7 @@ def equalize(model: onnx.ModelProto, rounds: int = ROUNDS,
     for _ in range(1 if activation_ranges is not None else rounds):
         for pair in pairs:
             w1, w2 = weights[pair.first.input[1]], weights[pair.second.input[1]]
-            depthwise = _attribute(pair.second, "group", 1) > 1
+            depthwise = int(attribute(pair.second, "group", 1)) > 1
             r1 = np.abs(w1).reshape(w1.shape[0], -1).max(axis=1)
             r2 = np.abs(w2).reshape(w2.shape[0], -1).max(axis=1) if depthwise else \
                 np.abs(np.moveaxis(w2, 1, 0)).reshape(w2.shape[1], -1).max(axis=1)
