@@ -34,6 +34,12 @@ class QuantProfile:
     extra_options: dict[str, Any] = field(default_factory=dict)
     residual_branch_only: bool = False  # on an Add fed by a weighted op, drop that input's Q/DQ
 
+    @property
+    def int8_outputs(self) -> bool:
+        """Whether a quantized node writes its output through Q/DQ too (ONNX Runtime's QLinearConv needs it;
+        TensorRT's placement never does)."""
+        return not self.extra_options.get("OpTypesToExcludeOutputQuantization")
+
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "activations": "int8 symmetric" if self.signed_activations else "uint8",
                 "weights": "int8 symmetric per-channel" + (" (7-bit)" if self.reduce_range else ""),

@@ -1,5 +1,9 @@
 """The accuracy budget: when full INT8 loses too much, keep as few layers as possible in FP32.
 
+Every mix is the chosen INT8 model (after AdaRound and bias correction, when asked for) with some nodes taken
+back to FP32 by graph surgery (:mod:`keep_fp32`): no re-quantization, so a try costs one evaluation, and what was
+learned for the other layers stays.
+
 1. Units: the quantised nodes that read one activation tensor fall back together, because a tensor's Q/DQ only
    disappears when none of its readers is quantised (the two convolutions after a residual block, say).
 2. Rank: each unit is measured alone, from full INT8: keep only it in FP32 and see how much of full INT8's
@@ -22,9 +26,9 @@ from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import TrtpipeError
 from trtpipe.optimize.evaluate import logits
-from trtpipe.optimize.int8.calibrate import Ranges
+from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32, reads_quantized
 from trtpipe.optimize.int8.profiles import QuantProfile
-from trtpipe.optimize.int8.quantize import quantizable_nodes, quantize
+from trtpipe.optimize.int8.quantize import quantizable_nodes
 
 PROBE_SAMPLES = 64
 TRIES_PER_KEPT_NODE = 3  # the greedy pass tries at most this many candidates per node the limit allows
@@ -43,10 +47,14 @@ def _error(out: np.ndarray, reference: np.ndarray) -> float:
     return float(np.mean((out - reference[: len(out)]) ** 2))
 
 
-def fallback_units(model: onnx.ModelProto, profile: QuantProfile) -> list[tuple[str, ...]]:
+def fallback_units(model: onnx.ModelProto, profile: QuantProfile,
+                   quantized: onnx.ModelProto | None = None) -> list[tuple[str, ...]]:
     """Groups of quantisable nodes that read the same activation tensor, in graph order; a node whose inputs are
-    all weights or graph constants is a unit of its own."""
+    all weights or graph constants is a unit of its own. With ``quantized``: only the nodes that read a
+    dequantized tensor there (an activation the quantizer folded into its layer has nothing to give back)."""
     quantizable = quantizable_nodes(model, profile)
+    if quantized is not None:
+        quantizable = [name for name in quantizable if reads_quantized(quantized, name)]
     wanted = set(quantizable)
     constants = {i.name for i in model.graph.initializer}
     readers: dict[str, list[str]] = {}
@@ -60,19 +68,19 @@ def fallback_units(model: onnx.ModelProto, profile: QuantProfile) -> list[tuple[
     return units + [(n,) for n in quantizable if n not in covered]
 
 
-def rank_layers(model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, probe: np.ndarray,
+def rank_layers(fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, probe: np.ndarray,
                 batch: int | None) -> list[tuple[tuple[str, ...], float]]:
-    """Fallback units, most sensitive first: the share of full INT8's logit error on ``probe`` that keeping
+    """Fallback units, most sensitive first: the share of ``quantized``'s logit error on ``probe`` that keeping
     that unit alone in FP32 removes (1.0: all of it; 0 or less: none)."""
-    reference = logits(model, probe, batch=batch)
+    reference = logits(fp32, probe, batch=batch)
     run = profile.evaluation_optimization
-    full = _error(logits(quantize(model, ranges, profile), probe, optimization=run, batch=batch), reference)
-    units = fallback_units(model, profile)
+    full = _error(logits(quantized, probe, optimization=run, batch=batch), reference)
+    units = fallback_units(fp32, profile, quantized)
     scores = []
     with console.progress() as bar:
         task = bar.add_task("Sensitivity: each tensor's readers alone kept in FP32", total=len(units))
         for unit in units:
-            single = quantize(model, ranges, profile, exclude=list(unit))
+            single = keep_in_fp32(quantized, fp32, unit, profile)
             gain = (full - _error(logits(single, probe, optimization=run, batch=batch), reference)) / (full or 1.0)
             scores.append((unit, float(gain)))
             bar.advance(task)
@@ -98,19 +106,21 @@ def _better(candidate: Comparison, current: Comparison) -> bool:
 
 
 def fall_back_until_within_budget(
-    model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, *, probe: np.ndarray, eval_images: np.ndarray,
-    eval_labels: np.ndarray, fp32_eval_logits: np.ndarray, budget_pp: float, batch: int | None,
-    max_fp32_nodes: int | None = None, full_int8: Comparison | None = None,
+    fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, *, probe: np.ndarray,
+    eval_images: np.ndarray, eval_labels: np.ndarray, fp32_eval_logits: np.ndarray, budget_pp: float,
+    batch: int | None, max_fp32_nodes: int | None = None, full_int8: Comparison | None = None,
 ) -> FallbackResult:
+    """``quantized`` (made from ``fp32`` with ``profile``) with the fewest units in FP32 that the greedy
+    schedule needs to bring the drop on the eval data within ``budget_pp``."""
     run = profile.evaluation_optimization
 
     def judge(excluded: list[str]) -> tuple[onnx.ModelProto, Comparison]:
-        candidate = quantize(model, ranges, profile, exclude=excluded)
+        candidate = keep_in_fp32(quantized, fp32, excluded, profile)
         out = logits(candidate, eval_images, optimization=run, batch=batch)
         return candidate, compare(fp32_eval_logits[: len(out)], out, eval_labels)
 
-    ranking = rank_layers(model, ranges, profile, probe, batch)
-    quantizable = len(quantizable_nodes(model, profile))
+    ranking = rank_layers(fp32, quantized, profile, probe, batch)
+    quantizable = sum(len(unit) for unit, _ in ranking)
     limit = min(quantizable, max_fp32_nodes if max_fp32_nodes is not None else default_fp32_limit(quantizable))
     best_model, best = (None, full_int8) if full_int8 is not None else judge([])
     excluded: list[str] = []

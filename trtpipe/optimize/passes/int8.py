@@ -1,5 +1,7 @@
 """Pass ``int8``: post-training static quantisation written as Q/DQ nodes, calibrated (or read from the range
-cache), judged against FP32, and brought within the accuracy budget by keeping the most sensitive nodes FP32."""
+cache), improved by AdaRound and bias correction when asked, judged against FP32, and only then brought within
+the accuracy budget by keeping the most sensitive nodes FP32 (the learned rounding of the others is kept), so
+the budget needs as few FP32 nodes as the best INT8 recipe allows."""
 
 from __future__ import annotations
 
@@ -48,13 +50,17 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         "full_int8": check.to_dict(),
         "fp32_layers": [],
     }
+    if options.adaround:
+        quantized, check, section["adaround"] = _learn_rounding(fp32, quantized, context, judge, profile)
+    if options.bias_correction:
+        quantized, check, section["bias_correction"] = _correct_biases(fp32, quantized, context, judge, profile)
     budget = options.max_accuracy_drop
     drop = check.accuracy_drop_pp
     if budget is not None and evaluation is not None and drop is not None and drop > budget:
-        console.warn(f"Full INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
+        console.warn(f"INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
         assert evaluation.labels is not None
         fallback = fall_back_until_within_budget(
-            fp32, ranges, profile, probe=calib.images[:PROBE_SAMPLES], eval_images=evaluation.images,
+            fp32, quantized, profile, probe=calib.images[:PROBE_SAMPLES], eval_images=evaluation.images,
             eval_labels=evaluation.labels, fp32_eval_logits=context.logits(fp32, evaluation.images),
             budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes, full_int8=check,
         )
@@ -67,10 +73,6 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         context.fp32_nodes += fallback.excluded
         console.success(f"Within budget with {len(fallback.excluded)} layer(s) in FP32 "
                         f"({', '.join(fallback.excluded)}): {check.line()}")
-    if options.adaround:
-        quantized, check, section["adaround"] = _learn_rounding(fp32, quantized, context, judge, profile)
-    if options.bias_correction:
-        quantized, check, section["bias_correction"] = _correct_biases(fp32, quantized, context, judge, profile)
     section["final"] = check.to_dict()
     context.details["int8"] = section
     return quantized
