@@ -6,7 +6,7 @@ crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy
 
 - trtpipe INT8 for each target (tensorrt, cpu) and calibration method; then, on one method per target, what each
   algorithm adds alone (cross-layer equalization, AdaRound, bias correction) and all three together; the
-  sensitivity fallback under a 5-point budget (FP32 nodes it needed); and trtpipe FP16;
+  sensitivity fallback under a 5-point budget, plain and after AdaRound (FP32 nodes it needed); and trtpipe FP16;
 - ONNX Runtime's quantize_static, QDQ per-channel MinMax: S8S8 symmetric (what TensorRT can take) and U8S8;
 - AMD Quark's ONNX PTQ (S8S8 and U8S8, plain and with its CLE + AdaRound), run in its own environment
   (TRTPIPE_QUARK_PYTHON, which `make peers` builds); NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each
@@ -200,8 +200,12 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
             simulated)
         row(f"trtpipe INT8 {method} + equalization + AdaRound + bias correction", str(target),
             trtpipe(target, method, equalize=True, adaround=True, bias_correction=True), simulated)
-    row(f"trtpipe INT8 minmax, sensitivity fallback (--max-accuracy-drop {FALLBACK_BUDGET_PP})", "cpu",
-        trtpipe(Target.CPU, CalibMethod.MINMAX, eval="photos", max_accuracy_drop=FALLBACK_BUDGET_PP), False)
+    for target, method in ((Target.TENSORRT, CalibMethod.PERCENTILE), (Target.CPU, CalibMethod.MINMAX)):
+        for adaround in (False, True):
+            recipe = f"trtpipe INT8 {method}{' + AdaRound' if adaround else ''}, sensitivity fallback"
+            row(f"{recipe} (--max-accuracy-drop {FALLBACK_BUDGET_PP})", str(target),
+                trtpipe(target, method, eval="photos", max_accuracy_drop=FALLBACK_BUDGET_PP, adaround=adaround),
+                target is Target.TENSORRT)
     row("ORT quantize_static S8S8 sym, per-channel, MinMax", "tensorrt",
         lambda out: ort_static(source, out, calib, signed=True), True)
     row("ORT quantize_static U8S8, per-channel, MinMax", "cpu",

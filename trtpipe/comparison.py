@@ -27,10 +27,12 @@ class Comparison:
 
     @property
     def accuracy_drop_pp(self) -> float | None:
-        """Top-1 accuracy lost against the reference, in percentage points (negative: the candidate scores higher)."""
+        """Top-1 accuracy lost against the reference, in percentage points (negative: the candidate scores higher);
+        rounded to 1e-9 so that 95 of 100 correct loses exactly 5.0 points, not 5.000000000000004 (which a
+        5-point budget would refuse)."""
         if self.reference_accuracy is None or self.accuracy is None:
             return None
-        return 100.0 * (self.reference_accuracy - self.accuracy)
+        return round(100.0 * (self.reference_accuracy - self.accuracy), 9)
 
     @property
     def agreement_drop_pp(self) -> float | None:

@@ -23,9 +23,9 @@ def accuracy_drop_pp(row: BenchRow) -> float | None:
     """Points of top-1 accuracy lost against PyTorch FP32 on the same samples, or (without labels) the share of
     samples whose top-1 class changed."""
     if row.top1_accuracy is not None and row.reference_accuracy is not None:
-        return 100.0 * (row.reference_accuracy - row.top1_accuracy)
+        return round(100.0 * (row.reference_accuracy - row.top1_accuracy), 9)  # 5.0, not 5.000000000000004
     if row.top1_agreement is not None:
-        return 100.0 * (1.0 - row.top1_agreement)
+        return round(100.0 * (1.0 - row.top1_agreement), 9)
     return None
 
 

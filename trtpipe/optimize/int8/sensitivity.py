@@ -10,7 +10,9 @@ learned for the other layers stays.
    logit error on calibration data disappears (not the eval data the budget is judged on, so the ranking does not
    fit the test).
 3. Add greedily, most sensitive first, re-evaluating on the eval data after each: a unit joins the FP32 set only
-   if the figure improves, so the figure never gets worse as layers are added. Stop at the budget.
+   if the figure improves (or, on an unchanged figure, the logit error drops), so the figure never gets worse as
+   layers are added. Units turned down are tried again in a later pass, once others have joined. Stop at the
+   budget, at the node limit, or when a whole pass adds nothing.
 
 The per-node table (score, and whether it was kept) is printed and recorded in the manifest.
 """
@@ -92,7 +94,7 @@ def default_fp32_limit(quantizable: int) -> int:
     return max(1, quantizable // 2)
 
 
-TIE_ERROR_GAIN = 0.05  # on an unchanged accuracy, a node must cut the mean logit error by 5 % to earn its place
+TIE_ERROR_GAIN = 0.01  # on an unchanged accuracy, a node must cut the mean logit error by 1 % to earn its place
 
 
 def _better(candidate: Comparison, current: Comparison) -> bool:
@@ -128,21 +130,31 @@ def fall_back_until_within_budget(
     tries = TRIES_PER_KEPT_NODE * limit
     with console.progress() as bar:
         task = bar.add_task(f"Keeping nodes in FP32 until the drop is within {budget_pp} pp", total=tries)
-        for unit, _ in ranking[:tries]:
-            if (best.accuracy_drop_pp or 0.0) <= budget_pp:
-                break
-            trial = list(dict.fromkeys([*excluded, *unit]))
-            if len(trial) > limit or len(trial) == len(excluded):
-                continue
-            candidate, result = judge(trial)
-            kept = _better(result, best)
-            attempts.append({"nodes": list(unit), "fp32_layers": len(trial) if kept else len(excluded),
-                             "kept": kept, "accuracy": result.accuracy, "drop_pp": result.accuracy_drop_pp})
-            bar.advance(task)
-            if kept:
-                excluded = trial
-                best_model, best = candidate, result
-                console.note(f"{len(excluded)} layer(s) in FP32 (+{', '.join(unit)}): {result.line()}")
+        waiting = [unit for unit, _ in ranking]
+        while waiting and len(attempts) < tries and (best.accuracy_drop_pp or 0.0) > budget_pp:
+            # One pass down the ranking; units turned down wait for the next pass, where the mix has changed.
+            turned_down: list[tuple[str, ...]] = []
+            joined = len(excluded)
+            for unit in waiting:
+                if (best.accuracy_drop_pp or 0.0) <= budget_pp or len(attempts) >= tries:
+                    break
+                trial = list(dict.fromkeys([*excluded, *unit]))
+                if len(trial) == len(excluded) or len(trial) > limit:
+                    continue  # already in, or it can never fit under the limit
+                candidate, result = judge(trial)
+                kept = _better(result, best)
+                attempts.append({"nodes": list(unit), "fp32_layers": len(trial) if kept else len(excluded),
+                                 "kept": kept, "accuracy": result.accuracy, "drop_pp": result.accuracy_drop_pp})
+                bar.advance(task)
+                if kept:
+                    excluded = trial
+                    best_model, best = candidate, result
+                    console.note(f"{len(excluded)} layer(s) in FP32 (+{', '.join(unit)}): {result.line()}")
+                else:
+                    turned_down.append(unit)
+            if len(excluded) == joined:
+                break  # a whole pass changed nothing: another would not either
+            waiting = turned_down
     drop = best.accuracy_drop_pp
     if drop is not None and drop <= budget_pp and best_model is not None:
         return FallbackResult(best_model, excluded, ranking, best, attempts)
