@@ -47,10 +47,10 @@ def keep_in_fp32(quantized: onnx.ModelProto, fp32: onnx.ModelProto, nodes: Itera
     return result
 
 
-def reads_quantized(quantized: onnx.ModelProto, name: str) -> bool:
-    """Whether node ``name`` of ``quantized`` reads a dequantized tensor: only such a node can go back to FP32."""
+def reading_dequantized(quantized: onnx.ModelProto) -> set[str]:
+    """Names of the nodes of ``quantized`` that read a dequantized tensor: only those can go back to FP32."""
     dequantized = {o for n in quantized.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
-    return any(node.name == name and any(i in dequantized for i in node.input) for node in quantized.graph.node)
+    return {node.name for node in quantized.graph.node if any(i in dequantized for i in node.input)}
 
 
 class _Restorer:
@@ -68,6 +68,7 @@ class _Restorer:
         self.taken = ({n.name for n in self.graph.node} | {o for n in self.graph.node for o in n.output}
                       | set(self.initializers) | {i.name for i in self.graph.input})
         self.found: dict[str, str] = {}
+        self.reading_dequantized = reading_dequantized(result)  # restoring adds no DQ and removes none
 
     def _fresh(self, name: str) -> str:
         candidate, count = f"{name}_fp32", 1
@@ -98,10 +99,8 @@ class _Restorer:
 
     def _quantized(self, node: onnx.NodeProto) -> bool:
         """Whether ``node`` stays INT8: a quantized op type reading a dequantized tensor, not going back to FP32."""
-        if node.name in self.kept or node.op_type not in self.quantized_op_types:
-            return False
-        dequantized = {o for n in self.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
-        return any(name in dequantized for name in node.input)
+        return (node.name not in self.kept and node.op_type in self.quantized_op_types
+                and node.name in self.reading_dequantized)
 
     def _dequantized(self, tensor: str) -> str | None:
         """The output of the Q/DQ pair that reads ``tensor``, if there is one."""

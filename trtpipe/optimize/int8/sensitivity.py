@@ -6,7 +6,7 @@ learned for the other layers stays.
 
 1. Units: the quantised nodes that read one activation tensor fall back together, because a tensor's Q/DQ only
    disappears when none of its readers is quantised (the two convolutions after a residual block, say).
-2. Rank: each unit is measured alone, from full INT8: keep only it in FP32 and see how much of full INT8's
+2. Rank: each unit is measured alone, from the INT8 model: keep only it in FP32 and see how much of its
    logit error on calibration data disappears (not the eval data the budget is judged on, so the ranking does not
    fit the test).
 3. Add greedily, most sensitive first, re-evaluating on the eval data after each: a unit joins the FP32 set only
@@ -28,7 +28,7 @@ from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import TrtpipeError
 from trtpipe.optimize.evaluate import logits
-from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32, reads_quantized
+from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32, reading_dequantized
 from trtpipe.optimize.int8.profiles import QuantProfile
 from trtpipe.optimize.int8.quantize import quantizable_nodes
 
@@ -56,7 +56,8 @@ def fallback_units(model: onnx.ModelProto, profile: QuantProfile,
     dequantized tensor there (an activation the quantizer folded into its layer has nothing to give back)."""
     quantizable = quantizable_nodes(model, profile)
     if quantized is not None:
-        quantizable = [name for name in quantizable if reads_quantized(quantized, name)]
+        readers = reading_dequantized(quantized)
+        quantizable = [name for name in quantizable if name in readers]
     wanted = set(quantizable)
     constants = {i.name for i in model.graph.initializer}
     readers: dict[str, list[str]] = {}
