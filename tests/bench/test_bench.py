@@ -195,3 +195,50 @@ def test_peers_are_rows_of_the_same_run_and_never_chosen(digits_onnx: Path, tmp_
         assert nncf.backend == "openvino" and nncf.precision == "int8" and nncf.top1_accuracy > 0.97
     choice = choose(rows, batch=1, latency_budget_ms=None, max_accuracy_drop=None)
     assert choice is not None and choice.artifact == str(digits_onnx)
+
+    # Every report says where trtpipe stands: its fastest row against the fastest peer, round by round too.
+    [standing] = json.loads(json_path.read_text())["standing"]
+    ours = min((r for r in rows if r.artifact), key=lambda r: r.p50_ms)
+    fastest_peer = min(peers.values(), key=lambda r: r.p50_ms)
+    assert standing["trtpipe"] == ours.variant and standing["peer"] == fastest_peer.variant
+    assert standing["ratio"] == pytest.approx(fastest_peer.p50_ms / ours.p50_ms)
+    assert standing["rounds"] == 3 and standing["round_ratio_min"] <= standing["round_ratio_max"]
+    assert "Against the peers, batch 1: trtpipe's fastest" in result.output
+
+
+def test_timed_runs_are_split_into_rounds_taken_in_turn(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """--rounds splits each row's runs (the total stays what was asked for) and keeps each round's p50."""
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", digits_onnx, "--batch", "1,2", "--iters", "5", "--rounds", "2",
+                     "--warmup", "0", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    report = json.loads(json_path.read_text())
+    assert report["settings"]["rounds"] == 2
+    for row in report["results"]:
+        assert row["iters"] == 5 and len(row["round_p50_ms"]) == 2
+        assert row["min_ms"] <= min(row["round_p50_ms"]) <= max(row["round_p50_ms"]) <= row["max_ms"]
+    assert report["standing"] == []  # no peers in this run: nothing to stand against
+    result = run_cli("bench", "digits_resnet", "--batch", "1", "--iters", "2", "--rounds", "1", "--warmup", "0",
+                     "--json", json_path)
+    assert result.exit_code == 0, result.output
+    assert [r["round_p50_ms"] for r in json.loads(json_path.read_text())["results"]] == [None]
+
+
+def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
+    """A TensorRT simulation's CPU latency means nothing: it is never trtpipe's 'fastest' against a peer."""
+    from trtpipe.bench.standing import describe, peer_standing
+
+    def row(variant: str, p50: float, **extra: object) -> dict[str, object]:
+        return {"variant": variant, "batch": 1, "device": "cpu", "p50_ms": p50, "top1_agreement": 0.9} | extra
+
+    rows = [row("pytorch-fp32", 10.0), row("onnxruntime-int8-trtsim (t)", 0.5, artifact="t.onnx", simulated=True),
+            row("openvino-int8-cpu (q)", 2.0, artifact="q.onnx", round_p50_ms=[2.0, 2.2]),
+            row("onnxruntime-int8-cpu (q)", 2.5, artifact="q.onnx", round_p50_ms=[2.5, 2.4]),
+            row("peer: openvino-int8 (NNCF PTQ)", 2.1, peer="nncf", round_p50_ms=[2.1, 2.0], top1_agreement=0.8)]
+    [entry] = peer_standing(rows)
+    assert entry["trtpipe"] == "openvino-int8-cpu (q)" and entry["ratio"] == pytest.approx(2.1 / 2.0)
+    assert entry["round_ratio_min"] == pytest.approx(2.0 / 2.2) and entry["round_ratio_max"] == pytest.approx(1.05)
+    line = describe(entry)
+    assert "1.05x the speed of the fastest peer, openvino-int8 (NNCF PTQ)" in line
+    assert "0.91x-1.05x over 2 rounds" in line and "90.0 % vs 80.0 %" in line
+    assert peer_standing(rows[:4]) == []  # no peer row

@@ -37,6 +37,9 @@ class BenchOptions:
     warmup: int = option(BENCH_WARMUP, "Runs discarded before timing.", type=int, minimum=0)
     iters: int | None = option(None, "Timed runs per variant and batch (instead of --duration).", type=int,
                                minimum=1)
+    rounds: int = option(3, "Rounds the timed runs are split into, taken in turn across all variants, so a slow "
+                         "spell of a shared machine hits every variant alike; rows keep each round's p50.", type=int,
+                         minimum=1)
     duration: float = option(BENCH_DURATION_S, "Seconds of timed runs per variant and batch.", type=float,
                              minimum=0.1)
     device: str = option(Device.CPU, "Where the PyTorch baseline runs (cuda adds a TF32 row).", choices=tuple(Device))

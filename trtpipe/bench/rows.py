@@ -49,6 +49,7 @@ class BenchRow:
     peer: str | None = None  # the quantizer users would pick instead that made this row (bench --peers)
     host_memory_mb: float | None = None  # peak resident memory the variant added while loading and running
     device_memory_mb: float | None = None  # GPU memory it held (engine, weights, activations, workspace)
+    round_p50_ms: list[float] | None = None  # the p50 of each timed round (bench --rounds), in the order run
 
     @property
     def is_reference(self) -> bool:

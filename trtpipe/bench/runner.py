@@ -8,8 +8,10 @@ reported wherever labels exist.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from trtpipe.bench import environment
 from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
+from trtpipe.bench.standing import peer_standing
 from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import compare
 from trtpipe.errors import BadInput
@@ -45,6 +48,41 @@ class _Samples:
     agreement: np.ndarray
     labels: np.ndarray | None
     description: str
+
+
+@dataclass
+class _Timed:
+    """One row's timing: the call it times, and its samples, one array per round."""
+
+    row: BenchRow
+    call: Callable[[], object]
+    rounds: list[np.ndarray] = field(default_factory=list)
+    mode: Callable[[bool], None] | None = None  # switches a process-wide setting (TF32) on for its runs, off after
+
+
+class _Schedule:
+    """How the timed runs of each row are split into rounds taken in turn across every variant: a slow spell of
+    a shared machine (another tenant, a frequency drop) then lands on all variants alike instead of on the one
+    being timed, and each row's per-round p50s show the spread. The total per row is what was asked for
+    (``--duration`` seconds or ``--iters`` runs); the first round also pays the warm-up."""
+
+    def __init__(self, options: BenchOptions) -> None:
+        self.options = options
+        self.count = min(options.rounds, options.iters) if options.iters else options.rounds
+        self.min_iters = max(2, -(-MIN_ITERS // self.count))
+
+    def iters(self, round_index: int) -> int | None:
+        total = self.options.iters
+        if total is None:
+            return None
+        return total // self.count + (1 if round_index < total % self.count else 0)
+
+    def duration(self) -> float | None:
+        return None if self.options.iters else self.options.duration / self.count
+
+    def warmup(self, round_index: int) -> int:
+        # Later rounds discard one run: the caches another variant just used are this one's again.
+        return self.options.warmup if round_index == 0 else min(1, self.options.warmup)
 
 
 def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions | None = None) -> dict[str, Any]:
@@ -76,21 +114,28 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
         reference = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads)
         _set_tf32(options.device, enabled=False)  # the baseline is true FP32
     labels = _dedupe([_label(path, profile, execution) for path, profile, execution in runs])
-    with console.progress() as bar:
+    schedule = _Schedule(options)
+    timed: list[_Timed] = []
+    # With more than one round every variant stays open until its last round; with one it is closed at once.
+    with console.progress() as bar, contextlib.ExitStack() as kept:
+        keep = kept if schedule.count > 1 else None
         reference_rows, reference_outputs = _bench_variant(reference, "pytorch-fp32", None, None, samples, None,
-                                                           options, bar, reference_memory, weights_mb)
+                                                           schedule, bar, reference_memory, timed, weights_mb)
         rows += reference_rows
         if options.device == Device.CUDA:
-            _set_tf32(options.device, enabled=True)
-            tf32, _ = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, options, bar,
-                                     reference_memory, weights_mb)
-            _set_tf32(options.device, enabled=False)
+            def tf32_mode(enabled: bool) -> None:
+                _set_tf32(options.device, enabled=enabled)
+
+            tf32_mode(True)
+            tf32, _ = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, schedule, bar,
+                                     reference_memory, timed, weights_mb, mode=tf32_mode)
+            tf32_mode(False)
             for row in tf32:
                 row.precision, row.note = Precision.TF32, "PyTorch eager with TF32 matmuls and convolutions"
             rows += tf32
         for baseline in options.baselines:
-            rows += _bench_baseline(loaded, Baseline(baseline), samples, reference_outputs, options, bar, threads,
-                                    weights_mb)
+            rows += _bench_baseline(loaded, Baseline(baseline), samples, reference_outputs, schedule, bar, threads,
+                                    weights_mb, timed, keep)
         for (path, profile, execution), label in zip(runs, labels, strict=True):
             if profile.note:
                 console.note(f"{label}: {profile.note}")
@@ -101,12 +146,16 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
                 backend_options["providers"] = provider_list(execution, trt_profile=_trt_profile(loaded, options))
             elif execution is OnnxExecution.OPENVINO and profile.kind is ArtifactKind.ONNX:
                 backend_options["runtime"] = str(BackendKind.OPENVINO)
-            with MemoryProbe(options.device) as memory, \
-                    open_artifact(path, threads=threads, **backend_options) as backend:
-                rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, options, bar,
-                                       memory)[0]
+            with MemoryProbe(options.device) as memory, contextlib.ExitStack() as own:
+                backend = (keep or own).enter_context(open_artifact(path, threads=threads, **backend_options))
+                rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, schedule, bar,
+                                       memory, timed)[0]
         if options.peers:
-            rows += _bench_peers(loaded, artifacts, profiles, samples, reference_outputs, options, bar, threads)
+            rows += _bench_peers(loaded, artifacts, profiles, samples, reference_outputs, schedule, bar, threads,
+                                 timed, keep)
+        _later_rounds(timed, schedule, bar)
+    for entry in timed:
+        _settle(entry)
     # Like with like: a row without host-device copies is compared with PyTorch's row without them.
     baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
     for row in rows:
@@ -122,6 +171,7 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
         "settings": to_plain(options) | {"threads": threads},
         "agreement_inputs": samples.description,
         "results": [r.to_dict() for r in rows],
+        "standing": peer_standing([r.to_dict() for r in rows]),
     }
 
 
@@ -138,12 +188,14 @@ def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
 
 def _bench_variant(
     backend: Backend, label: str, artifact: Path | None, profile: ArtifactProfile | None, samples: _Samples,
-    reference_outputs: np.ndarray | None, options: BenchOptions, bar: Any, memory: MemoryProbe,
-    extra_host_mb: float = 0.0,
+    reference_outputs: np.ndarray | None, schedule: _Schedule, bar: Any, memory: MemoryProbe, timed: list[_Timed],
+    extra_host_mb: float = 0.0, mode: Callable[[bool], None] | None = None,
 ) -> tuple[list[BenchRow], np.ndarray]:
-    """Rows of one variant, smallest batch first, and its outputs on the agreement samples (compared with
-    ``reference_outputs``; the reference passes None). Memory is read after each batch, before the agreement run:
-    a row's figure is what loading and running up to that batch needed (the advice's memory budget uses it)."""
+    """Rows of one variant, smallest batch first, timed for the first round (their entries are added to
+    ``timed`` for the later ones), and its outputs on the agreement samples (compared with ``reference_outputs``;
+    the reference passes None). Memory is read after each batch, before the agreement run: a row's figure is what
+    loading and running up to that batch needed (the advice's memory budget uses it)."""
+    options = schedule.options
     fixed_batch = backend.static_batch
     batches = sorted(b for b in options.batches if fixed_batch is None or b == fixed_batch)
     if not batches:
@@ -154,28 +206,34 @@ def _bench_variant(
         console.note(f"{label} has a static batch of {fixed_batch}: it is measured at that size only.")
 
     rows = []
-    duration = None if options.iters else options.duration
     for batch in batches:
         feeds = backend.feeds(samples.timing[batch])
-        task = bar.add_task(f"{label} batch {batch}", total=options.iters)
-        timings = measure(lambda feeds=feeds: backend._run(feeds), warmup=options.warmup, iters=options.iters,
-                          duration_s=duration, min_iters=MIN_ITERS, on_iteration=lambda task=task: bar.advance(task))
-        bar.remove_task(task)
-        measured = [(label, LatencyStats.from_samples(timings, batch), True)]
+        calls: list[tuple[str, Callable[[], object], bool]] = [
+            (label, lambda feeds=feeds: backend._run(feeds), True)]
         resident = getattr(backend, "device_resident_call", None)
         call = resident(feeds) if resident is not None else None
         if call is not None:  # on a GPU: also the latency without host-device copies
-            task = bar.add_task(f"{label} batch {batch} (no transfers)", total=options.iters)
-            timings = measure(call, warmup=options.warmup, iters=options.iters, duration_s=duration,
-                              min_iters=MIN_ITERS, on_iteration=lambda task=task: bar.advance(task))
-            bar.remove_task(task)
-            measured.append((f"{label} [no transfers]", LatencyStats.from_samples(timings, batch), False))
+            calls.append((f"{label} [no transfers]", call, False))
+        entries = []
+        for variant, run, transfers in calls:
+            row = BenchRow(variant=variant, backend=str(backend.kind), precision=str(backend.precision),
+                           device=str(backend.device), batch=batch, iters=0, p50_ms=0.0, p90_ms=0.0, p99_ms=0.0,
+                           mean_ms=0.0, std_ms=0.0, min_ms=0.0, max_ms=0.0, throughput=0.0,
+                           **_artifact_fields(artifact, profile), includes_transfers=transfers)
+            entry = _Timed(row, run, mode=mode)
+            _time_round(entry, schedule, 0, bar)
+            entries.append(entry)
         memory.read()
-        for variant, stats, transfers in measured:
-            row = _row(variant, backend, artifact, profile, batch, stats, transfers)
-            row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
-            row.device_memory_mb = memory.device_mb
-            rows.append(row)
+        for entry in entries:
+            stats = LatencyStats.from_samples(entry.rounds[0], batch)
+            console.note(f"{entry.row.variant} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} "
+                         f"ms  {stats.throughput:9.1f} items/s  ({stats.iters} runs"
+                         f"{', round 1 of ' + str(schedule.count) if schedule.count > 1 else ''})")
+            entry.row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
+            entry.row.device_memory_mb = memory.device_mb
+            _settle(entry)
+            rows.append(entry.row)
+        timed += entries
     outputs = backend.run_chunked(samples.agreement, AGREEMENT_CHUNK)
     reference = outputs if reference_outputs is None else reference_outputs
     comparison = compare(reference[: len(outputs)], outputs, samples.labels)
@@ -186,25 +244,58 @@ def _bench_variant(
     return rows, outputs
 
 
-def _row(label: str, backend: Backend, artifact: Path | None, profile: ArtifactProfile | None, batch: int,
-         stats: LatencyStats, transfers: bool) -> BenchRow:
-    console.note(f"{label} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} ms  "
-                 f"{stats.throughput:9.1f} items/s  ({stats.iters} runs)")
-    return BenchRow(
-        variant=label, backend=str(backend.kind), precision=str(backend.precision), device=str(backend.device),
-        batch=batch, **stats.to_dict(), artifact=str(artifact) if artifact else None,
-        target=str(profile.target) if profile and profile.target else None,
-        simulated=bool(profile and profile.simulated), includes_transfers=transfers,
-        note=profile.note if profile else None,
-        model_size_mb=profile.size_bytes / 1e6 if profile else None,
-        build_seconds=profile.build_seconds if profile else None,
-    )
+def _time_round(entry: _Timed, schedule: _Schedule, round_index: int, bar: Any) -> None:
+    """Time one round of ``entry`` (its share of the runs asked for) and keep the samples."""
+    round_name = f" (round {round_index + 1}/{schedule.count})" if schedule.count > 1 else ""
+    iters = schedule.iters(round_index)
+    task = bar.add_task(f"{entry.row.variant} batch {entry.row.batch}{round_name}", total=iters)
+    switch = entry.mode if round_index > 0 else None  # the first round runs inside its caller's setting
+    if switch:
+        switch(True)
+    try:
+        entry.rounds.append(measure(entry.call, warmup=schedule.warmup(round_index), iters=iters,
+                                    duration_s=schedule.duration(), min_iters=schedule.min_iters,
+                                    on_iteration=lambda: bar.advance(task)))
+    finally:
+        if switch:
+            switch(False)
+        bar.remove_task(task)
+
+
+def _later_rounds(timed: list[_Timed], schedule: _Schedule, bar: Any) -> None:
+    """Rounds 2..N: per batch, every row in turn, the order reversed every other round (no row always follows
+    the same one)."""
+    for round_index in range(1, schedule.count):
+        for batch in sorted({entry.row.batch for entry in timed}):
+            entries = [entry for entry in timed if entry.row.batch == batch]
+            for entry in entries if round_index % 2 == 0 else reversed(entries):
+                _time_round(entry, schedule, round_index, bar)
+
+
+def _settle(entry: _Timed) -> None:
+    """Write the statistics of every round so far into the row, and each round's p50 when there are several."""
+    stats = LatencyStats.from_samples(np.concatenate(entry.rounds), entry.row.batch)
+    for name, value in stats.to_dict().items():
+        setattr(entry.row, name, value)
+    entry.row.round_p50_ms = [float(np.median(r)) for r in entry.rounds] if len(entry.rounds) > 1 else None
+
+
+def _artifact_fields(artifact: Path | None, profile: ArtifactProfile | None) -> dict[str, Any]:
+    return {
+        "artifact": str(artifact) if artifact else None,
+        "target": str(profile.target) if profile and profile.target else None,
+        "simulated": bool(profile and profile.simulated), "note": profile.note if profile else None,
+        "model_size_mb": profile.size_bytes / 1e6 if profile else None,
+        "build_seconds": profile.build_seconds if profile else None,
+    }
 
 
 def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, reference_outputs: np.ndarray,
-                    options: BenchOptions, bar: Any, threads: int, weights_mb: float) -> list[BenchRow]:
+                    schedule: _Schedule, bar: Any, threads: int, weights_mb: float, timed: list[_Timed],
+                    keep: contextlib.ExitStack | None) -> list[BenchRow]:
     """A PyTorch row users would deploy instead: torch.compile FP32, or eager under BF16/FP16 autocast."""
-    cuda = options.device == Device.CUDA
+    device = schedule.options.device
+    cuda = device == Device.CUDA
     autocast = None
     if baseline is Baseline.AUTOCAST:
         autocast = Precision.FP16 if cuda else Precision.BF16
@@ -213,10 +304,11 @@ def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, 
                          "emulated, slower than FP32).")
             return []
     label = f"pytorch-{autocast}-autocast" if autocast else "pytorch-fp32-compile"
-    with MemoryProbe(options.device) as memory:
-        backend = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads,
-                               compile=baseline is Baseline.COMPILE, autocast=autocast)
-        rows = _bench_variant(backend, label, None, None, samples, reference_outputs, options, bar, memory,
+    with MemoryProbe(device) as memory, contextlib.ExitStack() as own:
+        backend = (keep or own).enter_context(
+            TorchBackend(loaded.module, loaded.sample_shape, device=device, threads=threads,
+                         compile=baseline is Baseline.COMPILE, autocast=autocast))
+        rows = _bench_variant(backend, label, None, None, samples, reference_outputs, schedule, bar, memory, timed,
                               weights_mb)[0]
     for row in rows:
         row.baseline = str(baseline)
@@ -224,7 +316,8 @@ def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, 
 
 
 def _bench_peers(loaded: LoadedModel, artifacts: list[Path], profiles: list[ArtifactProfile], samples: _Samples,
-                 reference_outputs: np.ndarray, options: BenchOptions, bar: Any, threads: int) -> list[BenchRow]:
+                 reference_outputs: np.ndarray, schedule: _Schedule, bar: Any, threads: int, timed: list[_Timed],
+                 keep: contextlib.ExitStack | None) -> list[BenchRow]:
     """Rows of the quantizers users would pick instead, made from the first FP32 ONNX artifact."""
     import tempfile
 
@@ -236,11 +329,13 @@ def _bench_peers(loaded: LoadedModel, artifacts: list[Path], profiles: list[Arti
         console.warn("Peers skipped: they quantize an FP32 ONNX, and none is among the artifacts.")
         return []
     rows: list[BenchRow] = []
-    with tempfile.TemporaryDirectory(prefix="trtpipe-peers-") as folder:
+    with contextlib.ExitStack() as own:
+        folder = (keep or own).enter_context(tempfile.TemporaryDirectory(prefix="trtpipe-peers-"))
         for peer in make_peers(fp32, loaded.calibration_data(), Path(folder), threads):
-            with MemoryProbe(options.device) as memory, peer.open() as backend:
-                peer_rows = _bench_variant(backend, peer.label, None, None, samples, reference_outputs, options,
-                                           bar, memory)[0]
+            with MemoryProbe(schedule.options.device) as memory, contextlib.ExitStack() as own_peer:
+                backend = (keep or own_peer).enter_context(peer.open())
+                peer_rows = _bench_variant(backend, peer.label, None, None, samples, reference_outputs, schedule,
+                                           bar, memory, timed)[0]
             for row in peer_rows:
                 row.peer = peer.tool
             rows += peer_rows

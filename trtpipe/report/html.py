@@ -16,7 +16,7 @@ from trtpipe.bench.rows import BENCH_SCHEMA
 from trtpipe.errors import BadInput
 from trtpipe.files import write_text_atomic
 from trtpipe.report.columns import cell, markdown_table, present_columns
-from trtpipe.report.tables import machine_line
+from trtpipe.report.tables import machine_line, standing_lines
 
 CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over PyTorch FP32",
                 "pareto": "Accuracy vs latency", "batch_sweep": "Batch sweep"}
@@ -74,6 +74,7 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
                         for column in columns)
         parts.append(f"<tr>{cells}</tr>")
     parts.append("</table>")
+    parts += [f"<p class=standing>{html.escape(line)}</p>" for line in standing_lines(report)]
     notes = sorted({r["note"] for r in rows if r.get("note")})
     parts += [f"<p class=note>{html.escape(n)}</p>" for n in notes]
     parts.append("<h2>Charts</h2><div class=charts>")
@@ -92,6 +93,8 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
         if summary.get("batch_advice"):
             lines += [f"Batch advice: {summary['batch_advice']['reason']}", ""]
     lines += [*markdown_table(rows), ""]
+    if standing := standing_lines(report):
+        lines += [*(f"- {line}" for line in standing), ""]
     lines += [f"![{CHART_TITLES[name]}]({file})" for name, file in chart_files.items()]
     return "\n".join(lines) + "\n"
 

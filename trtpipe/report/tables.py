@@ -11,6 +11,7 @@ from rich.table import Table
 
 from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
+from trtpipe.bench.standing import describe, standing_of
 from trtpipe.files import write_json_atomic, write_text_atomic
 from trtpipe.report.columns import cell, markdown_table, present_columns
 
@@ -36,11 +37,21 @@ def print_table(report: dict[str, Any]) -> None:
     console.out.print(table)
     console.out.print(f"[dim]{escape(machine_line(report))}. Agreement on {escape(report['agreement_inputs'])}.[/dim]",
                       soft_wrap=True)
+    for line in standing_lines(report):
+        console.out.print(escape(line), soft_wrap=True)
+
+
+def standing_lines(report: dict[str, Any]) -> list[str]:
+    """Where trtpipe stands against the peers, a line per batch (nothing when the run had no peers)."""
+    entries = standing_of(report)
+    return [f"Against the peers, {describe(entry)}." for entry in entries]
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     settings = report["settings"]
     runs = f"{settings['iters']} timed runs" if settings.get("iters") else f"~{settings['duration']} s of runs"
+    if settings.get("rounds", 1) > 1:
+        runs += f" in {settings['rounds']} rounds taken in turn across the variants"
     lines = [
         f"### {report['model']['name']} — latency vs PyTorch FP32 eager",
         "",
@@ -50,6 +61,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
         *markdown_table(report["results"]),
     ]
+    if standing := standing_lines(report):
+        lines += ["", *(f"- {line}" for line in standing)]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,59 @@
+"""Where trtpipe stands against the peers (``bench --peers``), batch by batch, from the rows of one run.
+
+The comparison a user makes before adopting trtpipe: its fastest CPU row against the fastest peer row at the
+same batch, as a ratio of p50s (above 1: trtpipe is faster), with both rows' top-1 agreement beside it, since a
+faster row that agrees less with FP32 is not a win by itself. When the run was split into rounds, the ratio is
+also taken round by round (both rows were timed in the same round, moments apart), and its lowest and highest
+values are the spread a reader should trust the median ratio within.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtpipe.vocab import Device
+
+
+def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per batch that has both a trtpipe CPU row (an artifact that really ran) and a peer row."""
+    entries = []
+    for batch in sorted({r["batch"] for r in results}):
+        rows = [r for r in results if r["batch"] == batch and r["device"] == Device.CPU and not r.get("simulated")
+                and r.get("p50_ms", 0) > 0]
+        ours = [r for r in rows if r.get("artifact") and not r.get("peer")]
+        peers = [r for r in rows if r.get("peer")]
+        if not ours or not peers:
+            continue
+        best, peer = min(ours, key=lambda r: r["p50_ms"]), min(peers, key=lambda r: r["p50_ms"])
+        entry: dict[str, Any] = {
+            "batch": batch, "trtpipe": best["variant"], "trtpipe_p50_ms": best["p50_ms"],
+            "trtpipe_agreement": best.get("top1_agreement"), "peer": peer["variant"], "peer_p50_ms": peer["p50_ms"],
+            "peer_agreement": peer.get("top1_agreement"), "ratio": peer["p50_ms"] / best["p50_ms"],
+            "rounds": None, "round_ratio_min": None, "round_ratio_max": None,
+        }
+        ours_rounds, peer_rounds = best.get("round_p50_ms"), peer.get("round_p50_ms")
+        if ours_rounds and peer_rounds and len(ours_rounds) == len(peer_rounds):
+            ratios = [p / o for p, o in zip(peer_rounds, ours_rounds, strict=True) if o > 0]
+            entry |= {"rounds": len(ratios), "round_ratio_min": min(ratios), "round_ratio_max": max(ratios)}
+        entries.append(entry)
+    return entries
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """One line a person reads: who is faster at this batch, by how much, how steady, at what agreement."""
+    spread = (f"; round by round {entry['round_ratio_min']:.2f}x-{entry['round_ratio_max']:.2f}x over "
+              f"{entry['rounds']} rounds" if entry.get("rounds") else "")
+    agreement = ""
+    if entry.get("trtpipe_agreement") is not None and entry.get("peer_agreement") is not None:
+        agreement = (f"; top-1 agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
+                     f"{100 * entry['peer_agreement']:.1f} %")
+    peer = entry["peer"].removeprefix("peer: ")
+    return (f"batch {entry['batch']}: trtpipe's fastest, {entry['trtpipe']} ({entry['trtpipe_p50_ms']:.2f} ms), runs "
+            f"at {entry['ratio']:.2f}x the speed of the fastest peer, {peer} ({entry['peer_p50_ms']:.2f} ms)"
+            f"{spread}{agreement}")
+
+
+def standing_of(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's entries (older reports without them: computed from their rows)."""
+    stored = report.get("standing")
+    return stored if stored is not None else peer_standing(report["results"])
