@@ -3,12 +3,13 @@
 The comparison a user makes before adopting trtpipe: its fastest CPU row against the fastest peer row at the
 same batch, as a ratio of p50s (above 1: trtpipe is faster), with both rows' top-1 agreement beside it, since a
 faster row that agrees less with FP32 is not a win by itself. When the run was split into rounds, the ratio is
-also taken round by round (both rows were timed in the same round, moments apart), and its lowest and highest
-values are the spread a reader should trust the median ratio within.
+also taken round by round (both rows were timed in the same round, moments apart): its median is the figure
+least moved by a slow spell of a shared machine, its lowest and highest values the spread to read it within.
 """
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from trtpipe.vocab import Device
@@ -29,20 +30,21 @@ def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "batch": batch, "trtpipe": best["variant"], "trtpipe_p50_ms": best["p50_ms"],
             "trtpipe_agreement": best.get("top1_agreement"), "peer": peer["variant"], "peer_p50_ms": peer["p50_ms"],
             "peer_agreement": peer.get("top1_agreement"), "ratio": peer["p50_ms"] / best["p50_ms"],
-            "rounds": None, "round_ratio_min": None, "round_ratio_max": None,
+            "rounds": None, "round_ratio_min": None, "round_ratio_median": None, "round_ratio_max": None,
         }
         ours_rounds, peer_rounds = best.get("round_p50_ms"), peer.get("round_p50_ms")
         if ours_rounds and peer_rounds and len(ours_rounds) == len(peer_rounds):
             ratios = [p / o for p, o in zip(peer_rounds, ours_rounds, strict=True) if o > 0]
-            entry |= {"rounds": len(ratios), "round_ratio_min": min(ratios), "round_ratio_max": max(ratios)}
+            entry |= {"rounds": len(ratios), "round_ratio_min": min(ratios),
+                      "round_ratio_median": statistics.median(ratios), "round_ratio_max": max(ratios)}
         entries.append(entry)
     return entries
 
 
 def describe(entry: dict[str, Any]) -> str:
     """One line a person reads: who is faster at this batch, by how much, how steady, at what agreement."""
-    spread = (f"; round by round {entry['round_ratio_min']:.2f}x-{entry['round_ratio_max']:.2f}x over "
-              f"{entry['rounds']} rounds" if entry.get("rounds") else "")
+    spread = (f"; round by round {entry['round_ratio_min']:.2f}x-{entry['round_ratio_max']:.2f}x, median "
+              f"{entry['round_ratio_median']:.2f}x, over {entry['rounds']} rounds" if entry.get("rounds") else "")
     agreement = ""
     if entry.get("trtpipe_agreement") is not None and entry.get("peer_agreement") is not None:
         agreement = (f"; top-1 agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
