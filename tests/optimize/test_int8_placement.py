@@ -96,3 +96,23 @@ def test_cli_check_exit_codes(digits_onnx: Path, tmp_path: Path, run_cli, fused_
     # build refuses the graph with the finding before it even looks for TensorRT
     built = run_cli("build", bad, "-o", tmp_path / "bad.plan")
     assert built.exit_code == 1 and "does not conform to tensorrt" in built.output and "dq-input-type" in built.output
+
+
+def test_cpu_logits_come_out_of_the_integer_classifier_unquantized(fused_and_ranges, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """ONNX Runtime's quantizer rounds the logits to 256 levels; the cpu placement hands back the float the
+    classifier computed, and ONNX Runtime still runs that classifier as an integer QGemm."""
+    import onnxruntime as ort
+
+    model, ranges = fused_and_ranges
+    quantized = quantize(model, ranges, profile_for(Target.CPU))
+    producer = {o: n for n in quantized.graph.node for o in n.output}
+    graph_output = quantized.graph.output[0].name
+    assert producer[graph_output].op_type == "Gemm"
+    assert [n.op_type for n in quantized.graph.node].count("QuantizeLinear") > 0  # the rest stays INT8
+    saved, optimized = tmp_path / "int8.onnx", tmp_path / "optimized.onnx"
+    onnx.save(quantized, str(saved))
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(optimized)
+    ort.InferenceSession(str(saved), options, providers=["CPUExecutionProvider"])
+    ran = {o: n for n in onnx.load(str(optimized)).graph.node for o in n.output}
+    assert ran[graph_output].op_type == "QGemm"
