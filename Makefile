@@ -40,13 +40,15 @@ test: install
 TRTPIPE := $(BIN)/trtpipe
 
 # The README's results tables: the bundled pipeline files (what `make demo` runs) and the pretrained
-# depthwise-separable EfficientNet-Lite0, with 5 s of timed runs per variant and batch, both CPU runtimes, the
+# depthwise-separable EfficientNet-Lite0, with 5 s of timed runs per variant and batch (in 5 rounds taken in
+# turn: see README, Results), both CPU runtimes, the
 # PyTorch baselines and the peer quantizers. Reports land in reports/<model>/ (bench.md, report.html).
 bench: install
-	$(TRTPIPE) demo --set bench.duration=5 --set bench.threads=$(THREADS) --set bench.baselines=compile,autocast \
+	$(TRTPIPE) demo --set bench.duration=5 --set bench.rounds=5 --set bench.threads=$(THREADS) \
+		--set bench.baselines=compile,autocast \
 		--set bench.peers=true
-	$(TRTPIPE) run trtpipe/pipeline/examples/efficientnet_lite0.toml --set bench.duration=5 \
-		--set bench.threads=$(THREADS)
+	$(TRTPIPE) run trtpipe/pipeline/examples/efficientnet_lite0.toml --set bench.duration=5 --set bench.rounds=5 \
+		--set bench.threads=$(THREADS) --set output.repository=$(CURDIR)/models --set output.reports=$(CURDIR)/reports
 
 # Server throughput, latency and CPU: trtpipe serve with and without dynamic batching, and a real Triton server
 # (Python-backend export) on the same artifacts and load (README's serving table).

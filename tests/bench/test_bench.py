@@ -201,8 +201,9 @@ def test_peers_are_rows_of_the_same_run_and_never_chosen(digits_onnx: Path, tmp_
     ours = min((r for r in rows if r.artifact), key=lambda r: r.p50_ms)
     fastest_peer = min(peers.values(), key=lambda r: r.p50_ms)
     assert standing["trtpipe"] == ours.variant and standing["peer"] == fastest_peer.variant
-    assert standing["ratio"] == pytest.approx(fastest_peer.p50_ms / ours.p50_ms)
-    assert standing["rounds"] == 3
+    assert standing["p50_ratio"] == pytest.approx(fastest_peer.p50_ms / ours.p50_ms)
+    paired = [p / o for p, o in zip(fastest_peer.round_p50_ms, ours.round_p50_ms, strict=True)]
+    assert standing["rounds"] == 3 and standing["ratio"] == pytest.approx(sorted(paired)[1])  # their median
     assert standing["round_ratio_min"] <= standing["round_ratio_median"] <= standing["round_ratio_max"]
     assert "Against the peers, batch 1: trtpipe's fastest" in result.output
 
@@ -237,9 +238,15 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
             row("onnxruntime-int8-cpu (q)", 2.5, artifact="q.onnx", round_p50_ms=[2.5, 2.4]),
             row("peer: openvino-int8 (NNCF PTQ)", 2.1, peer="nncf", round_p50_ms=[2.1, 2.0], top1_agreement=0.8)]
     [entry] = peer_standing(rows)
-    assert entry["trtpipe"] == "openvino-int8-cpu (q)" and entry["ratio"] == pytest.approx(2.1 / 2.0)
+    assert entry["trtpipe"] == "openvino-int8-cpu (q)" and entry["p50_ratio"] == pytest.approx(2.1 / 2.0)
     assert entry["round_ratio_min"] == pytest.approx(2.0 / 2.2) and entry["round_ratio_max"] == pytest.approx(1.05)
+    # The headline is the median of the paired round ratios, not the ratio of the p50s over all runs.
+    assert entry["ratio"] == pytest.approx((2.1 / 2.0 + 2.0 / 2.2) / 2)
     line = describe(entry)
-    assert "1.05x the speed of the fastest peer, openvino-int8 (NNCF PTQ)" in line
-    assert "0.91x-1.05x, median 0.98x, over 2 rounds" in line and "90.0 % vs 80.0 %" in line
+    assert "0.98x the speed of the fastest peer, openvino-int8 (NNCF PTQ) (2.10 ms)" in line
+    assert "median of 2 round-by-round ratios (0.91x-1.05x; 1.05x from the p50s over all runs)" in line
+    assert "90.0 % vs 80.0 %" in line
     assert peer_standing(rows[:4]) == []  # no peer row
+    [single] = peer_standing([{k: v for k, v in r.items() if k != "round_p50_ms"} for r in rows])
+    assert single["ratio"] == pytest.approx(2.1 / 2.0) and single["rounds"] is None  # one round: the p50s
+    assert "round" not in describe(single)
