@@ -40,9 +40,9 @@ test: install
 TRTPIPE := $(BIN)/trtpipe
 
 # The README's results tables: the bundled pipeline files (what `make demo` runs) and the pretrained
-# depthwise-separable EfficientNet-Lite0, with 5 s of timed runs per variant and batch (in 5 rounds taken in
-# turn: see README, Results), both CPU runtimes, the
-# PyTorch baselines and the peer quantizers. Reports land in reports/<model>/ (bench.md, report.html).
+# depthwise-separable EfficientNet-Lite0, with 5 s of timed runs per variant and batch in 5 rounds taken in turn
+# (README, Results), both CPU runtimes, the PyTorch baselines and the peer quantizers. Reports land in
+# reports/<model>/ (bench.md, report.html).
 bench: install
 	$(TRTPIPE) demo --set bench.duration=5 --set bench.rounds=5 --set bench.threads=$(THREADS) \
 		--set bench.baselines=compile,autocast \
