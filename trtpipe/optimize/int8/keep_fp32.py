@@ -21,6 +21,7 @@ import onnx
 from onnx import numpy_helper
 
 from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.quantize import prune_unread
 from trtpipe.optimize.int8.quantize import quantized_op_types as quantized_op_types_of
 
 
@@ -42,7 +43,7 @@ def keep_in_fp32(quantized: onnx.ModelProto, fp32: onnx.ModelProto, nodes: Itera
     for name in kept:
         _unquantize_output(graph, twins[name], restore, reference,
                            lambda n: n.op_type in quantized_op_types and n.name not in kept)
-    _prune(graph)
+    prune_unread(graph)
     _sort_topologically(graph)
     return result
 
@@ -165,21 +166,6 @@ def _unquantize_output(graph: onnx.GraphProto, node: onnx.NodeProto, restore: _R
 def _same(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
     x, y = numpy_helper.to_array(a), numpy_helper.to_array(b)
     return x.dtype == y.dtype and x.shape == y.shape and bool(np.array_equal(x, y))
-
-
-def _prune(graph: onnx.GraphProto) -> None:
-    """Remove nodes whose outputs nobody reads (the Q/DQ pairs the FP32 nodes left), then unread initializers."""
-    outputs = {o.name for o in graph.output}
-    while True:
-        read = {i for node in graph.node for i in node.input} | outputs
-        dead = [node for node in graph.node if not any(o in read for o in node.output if o)]
-        if not dead:
-            break
-        for node in dead:
-            graph.node.remove(node)
-    read = {i for node in graph.node for i in node.input} | outputs
-    for tensor in [t for t in graph.initializer if t.name not in read]:
-        graph.initializer.remove(tensor)
 
 
 def _sort_topologically(graph: onnx.GraphProto) -> None:

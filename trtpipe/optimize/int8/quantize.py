@@ -87,7 +87,8 @@ def float_graph_outputs(model: onnx.ModelProto) -> int:
     for node in graph.node:
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
-    freed, dead = 0, []
+    outputs = {o.name for o in graph.output}
+    freed = 0
     for output in graph.output:
         dq = producer.get(output.name)
         q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
@@ -95,20 +96,31 @@ def float_graph_outputs(model: onnx.ModelProto) -> int:
             continue
         value = q.input[0]
         source = producer.get(value)
-        if source is None or any(o.name == value for o in graph.output):
+        if source is None or value in outputs:
             continue  # a graph input, or a value handed out under its own name too
+        graph.node.remove(dq)
         source.output[list(source.output).index(value)] = output.name
-        for node in graph.node:
+        for node in graph.node:  # the Q, now unread, goes with prune_unread
             node.input[:] = [output.name if name == value else name for name in node.input]
-        dead += [id(q), id(dq)]
         freed += 1
-    kept = [n for n in graph.node if id(n) not in dead]
-    del graph.node[:]
-    graph.node.extend(kept)
-    read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    prune_unread(graph)
+    return freed
+
+
+def prune_unread(graph: onnx.GraphProto) -> None:
+    """Remove nodes whose outputs nobody reads (Q/DQ pairs that surgery left without a reader), then unread
+    initializers."""
+    outputs = {o.name for o in graph.output}
+    while True:
+        read = {i for node in graph.node for i in node.input} | outputs
+        dead = [node for node in graph.node if not any(o in read for o in node.output if o)]
+        if not dead:
+            break
+        for node in dead:
+            graph.node.remove(node)
+    read = {i for node in graph.node for i in node.input} | outputs
     for tensor in [t for t in graph.initializer if t.name not in read]:
         graph.initializer.remove(tensor)
-    return freed
 
 
 def keep_residual_branch_only(model: onnx.ModelProto) -> int:
