@@ -108,6 +108,11 @@ class BackendKind(StrEnum):
         return f"trtpipe.runtime.{self.value}.backend:{_BACKEND_CLASSES[self]}"
 
     @property
+    def library(self) -> str:
+        """The Python package the backend runs on (each is named after its package)."""
+        return self.value
+
+    @property
     def thread_safe(self) -> bool:
         """Whether one loaded model may run calls from several threads at once."""
         return self is BackendKind.ONNXRUNTIME

@@ -1,8 +1,9 @@
 """What a variant costs in memory, measured around its load and its timed runs.
 
-Host: the peak resident memory the variant adds to this process (Linux: the peak, VmHWM, is reset through
-/proc/self/clear_refs before the variant loads, and the resident size before it is subtracted; memory freed by
-the previous variant is handed back to the system first, so it is not reused unseen). Device: on a GPU, the
+Host: the peak resident memory the variant adds to the process it runs in (Linux: the peak, VmHWM, is reset
+through /proc/self/clear_refs before the variant loads, and the resident size before it is subtracted; memory
+freed by the previous variant is handed back to the system first, so it is not reused unseen). On the CPU,
+artifact and peer rows run this probe in a fresh process of their own (isolated.py says why). Device: on a GPU, the
 device memory in use beyond what was in use before the variant loaded (cudaMemGetInfo, so TensorRT's and ONNX
 Runtime's own allocations count, not only PyTorch's), and PyTorch's own peak (max_memory_reserved) when larger.
 Where a figure cannot be read it is None, never a guess.

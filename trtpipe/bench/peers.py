@@ -14,7 +14,6 @@ report says where trtpipe stands against the alternatives, measured, not claimed
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,8 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.runtime.base import Backend
+from trtpipe.runtime.registry import backend_class
+from trtpipe.vocab import BackendKind
 
 CALIBRATION_BATCH = 16
 INSTALL = "pip install 'trtpipe[peers]'"
@@ -29,9 +30,16 @@ INSTALL = "pip install 'trtpipe[peers]'"
 
 @dataclass(frozen=True)
 class Peer:
+    """A peer's quantized file and the runtime its users run it on (a path and a kind: bench can open it again
+    in another process to measure its memory alone)."""
+
     label: str
     tool: str
-    open: Callable[[], Backend]
+    backend: BackendKind
+    path: Path
+
+    def open(self, threads: int | None) -> Backend:
+        return backend_class(self.backend)(self.path, threads=threads)
 
 
 class _Reader:
@@ -45,11 +53,9 @@ class _Reader:
         return next(self._batches, None)
 
 
-def onnxruntime_quantize_static(fp32: Path, calibration: np.ndarray, folder: Path, threads: int | None) -> Peer:
+def onnxruntime_quantize_static(fp32: Path, calibration: np.ndarray, folder: Path) -> Peer:
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-
-    from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 
     output = folder / "onnxruntime_u8s8.onnx"
     name = onnx.load(str(fp32), load_external_data=False).graph.input[0].name
@@ -60,31 +66,27 @@ def onnxruntime_quantize_static(fp32: Path, calibration: np.ndarray, folder: Pat
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     finally:
         logging.disable(logging.NOTSET)
-    return Peer("peer: onnxruntime-int8 (quantize_static U8S8)", "onnxruntime.quantization",
-                lambda: OnnxRuntimeBackend(output, threads=threads))
+    return Peer("peer: onnxruntime-int8 (quantize_static U8S8)", "onnxruntime.quantization", BackendKind.ONNXRUNTIME,
+                output)
 
 
-def openvino_nncf(fp32: Path, calibration: np.ndarray, folder: Path, threads: int | None) -> Peer | None:
+def openvino_nncf(fp32: Path, calibration: np.ndarray, folder: Path) -> Peer | None:
     try:
         import nncf
         import openvino as ov
     except ImportError:
         console.warn(f"Peer OpenVINO + NNCF skipped: NNCF or OpenVINO is not installed ({INSTALL}).")
         return None
-    from trtpipe.runtime.openvino.backend import OpenVinoBackend
-
     output = folder / "openvino_nncf_int8.xml"
     model = ov.Core().read_model(str(fp32))
     name = model.inputs[0].get_any_name()
     dataset = nncf.Dataset([calibration[i:i + 1] for i in range(len(calibration))], lambda x: {name: x})
     ov.save_model(nncf.quantize(model, dataset, subset_size=len(calibration)), str(output))
-    return Peer("peer: openvino-int8 (NNCF PTQ)", f"nncf {nncf.__version__}",
-                lambda: OpenVinoBackend(output, threads=threads))
+    return Peer("peer: openvino-int8 (NNCF PTQ)", f"nncf {nncf.__version__}", BackendKind.OPENVINO, output)
 
 
-def make_peers(fp32: Path, calibration: np.ndarray, folder: Path, threads: int | None) -> list[Peer]:
+def make_peers(fp32: Path, calibration: np.ndarray, folder: Path) -> list[Peer]:
     """Every installed peer, quantized from ``fp32`` into ``folder``."""
     console.note(f"Peers: quantizing {fp32.name} on {len(calibration)} calibration samples")
-    peers = [onnxruntime_quantize_static(fp32, calibration, folder, threads),
-             openvino_nncf(fp32, calibration, folder, threads)]
+    peers = [onnxruntime_quantize_static(fp32, calibration, folder), openvino_nncf(fp32, calibration, folder)]
     return [p for p in peers if p is not None]

@@ -19,6 +19,7 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.bench import environment
+from trtpipe.bench.isolated import VariantSpec, host_memory_alone
 from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
@@ -146,10 +147,12 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
                 backend_options["providers"] = provider_list(execution, trt_profile=_trt_profile(loaded, options))
             elif execution is OnnxExecution.OPENVINO and profile.kind is ArtifactKind.ONNX:
                 backend_options["runtime"] = str(BackendKind.OPENVINO)
+            alone = _host_memory_alone(BackendKind(backend_options.get("runtime", profile.kind.backend)), path,
+                                       backend_options, loaded, options, threads, label)
             with MemoryProbe(options.device) as memory, contextlib.ExitStack() as own:
                 backend = (keep or own).enter_context(open_artifact(path, threads=threads, **backend_options))
                 rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, schedule, bar,
-                                       memory, timed)[0]
+                                       memory, timed, host_alone=alone)[0]
         if options.peers:
             rows += _bench_peers(loaded, artifacts, profiles, samples, reference_outputs, schedule, bar, threads,
                                  timed, keep)
@@ -190,11 +193,13 @@ def _bench_variant(
     backend: Backend, label: str, artifact: Path | None, profile: ArtifactProfile | None, samples: _Samples,
     reference_outputs: np.ndarray | None, schedule: _Schedule, bar: Any, memory: MemoryProbe, timed: list[_Timed],
     extra_host_mb: float = 0.0, mode: Callable[[bool], None] | None = None,
+    host_alone: dict[int, float | None] | None = None,
 ) -> tuple[list[BenchRow], np.ndarray]:
     """Rows of one variant, smallest batch first, timed for the first round (their entries are added to
     ``timed`` for the later ones), and its outputs on the agreement samples (compared with ``reference_outputs``;
     the reference passes None). Memory is read after each batch, before the agreement run: a row's figure is what
-    loading and running up to that batch needed (the advice's memory budget uses it)."""
+    loading and running up to that batch needed (the advice's memory budget uses it). ``host_alone``: the host
+    figures measured in a fresh process (isolated.py), used instead of this process's."""
     options = schedule.options
     fixed_batch = backend.static_batch
     batches = sorted(b for b in options.batches if fixed_batch is None or b == fixed_batch)
@@ -229,7 +234,10 @@ def _bench_variant(
             console.note(f"{entry.row.variant} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} "
                          f"ms  {stats.throughput:9.1f} items/s  ({stats.iters} runs"
                          f"{', round 1 of ' + str(schedule.count) if schedule.count > 1 else ''})")
-            entry.row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
+            if host_alone is not None:
+                entry.row.host_memory_mb = host_alone.get(batch)
+            else:
+                entry.row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
             entry.row.device_memory_mb = memory.device_mb
             _settle(entry)
             rows.append(entry.row)
@@ -331,15 +339,27 @@ def _bench_peers(loaded: LoadedModel, artifacts: list[Path], profiles: list[Arti
     rows: list[BenchRow] = []
     with contextlib.ExitStack() as own:
         folder = (keep or own).enter_context(tempfile.TemporaryDirectory(prefix="trtpipe-peers-"))
-        for peer in make_peers(fp32, loaded.calibration_data(), Path(folder), threads):
+        for peer in make_peers(fp32, loaded.calibration_data(), Path(folder)):
+            alone = _host_memory_alone(peer.backend, peer.path, {}, loaded, schedule.options, threads, peer.label)
             with MemoryProbe(schedule.options.device) as memory, contextlib.ExitStack() as own_peer:
-                backend = (keep or own_peer).enter_context(peer.open())
+                backend = (keep or own_peer).enter_context(peer.open(threads))
                 peer_rows = _bench_variant(backend, peer.label, None, None, samples, reference_outputs, schedule,
-                                           bar, memory, timed)[0]
+                                           bar, memory, timed, host_alone=alone)[0]
             for row in peer_rows:
                 row.peer = peer.tool
             rows += peer_rows
     return rows
+
+
+def _host_memory_alone(kind: BackendKind, path: Path, backend_options: dict[str, Any], loaded: LoadedModel,
+                       options: BenchOptions, threads: int, label: str) -> dict[int, float | None] | None:
+    """On the CPU, the variant's host memory measured in a fresh process (isolated.py says why); None on a GPU,
+    where the in-process probe's device figure is the one that matters and the host figure stays as measured."""
+    if options.device != Device.CPU:
+        return None
+    plain = {key: value for key, value in backend_options.items() if key != "runtime"}
+    spec = VariantSpec(str(kind), str(path), tuple(loaded.sample_shape), tuple(options.batches), threads, plain)
+    return host_memory_alone(spec, label)
 
 
 def _installed(module: str) -> bool:
