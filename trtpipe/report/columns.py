@@ -1,7 +1,8 @@
 """The one column table every report draws from: the terminal, Markdown and HTML show the same columns.
 
 A column is shown when some row has a value for it (accuracy only exists with labels, model size only for
-artifact files). Adding a report column is one line here, naming a BenchRow field.
+artifact files). Adding a report column is one line here, naming a BenchRow field and saying what it measures:
+every report prints the meanings of the columns it shows, so no figure needs the README to be read.
 """
 
 from __future__ import annotations
@@ -17,25 +18,35 @@ class Column:
     format: str
     text: bool = False  # left-aligned words rather than right-aligned numbers
     always: bool = False  # shown even when every row lacks it
+    meaning: str = ""  # what the figure is and how it was taken (the reports' legend)
 
 
 COLUMNS: tuple[Column, ...] = (
     Column("Variant", "variant", "{}", text=True, always=True),
     Column("Precision", "precision", "{}", text=True, always=True),
     Column("Batch", "batch", "{}", always=True),
-    Column("p50 ms", "p50_ms", "{:.2f}"),
+    Column("p50 ms", "p50_ms", "{:.2f}",
+           meaning="median latency of one call at that batch, warm-up runs discarded (p90, p99 alike)"),
     Column("p90 ms", "p90_ms", "{:.2f}"),
     Column("p99 ms", "p99_ms", "{:.2f}"),
     Column("Mean ms", "mean_ms", "{:.2f}"),
-    Column("Items/s", "throughput", "{:.1f}"),
-    Column("Speedup", "speedup_vs_torch_fp32", "{:.2f}x"),
-    Column("Max abs err", "max_abs_err", "{:.2e}"),
-    Column("Top-1 agree", "top1_agreement", "{:.2%}"),
-    Column("Accuracy", "top1_accuracy", "{:.2%}"),
-    Column("Size MB", "model_size_mb", "{:.2f}"),
-    Column("Host MB", "host_memory_mb", "{:.0f}"),
-    Column("GPU MB", "device_memory_mb", "{:.0f}"),
-    Column("Build s", "build_seconds", "{:.1f}"),
+    Column("Items/s", "throughput", "{:.1f}", meaning="batch items per second at the p50 latency"),
+    Column("Speedup", "speedup_vs_torch_fp32", "{:.2f}x",
+           meaning="PyTorch FP32 eager's p50 over this row's, same batch, same run"),
+    Column("Max abs err", "max_abs_err", "{:.2e}",
+           meaning="largest absolute difference from PyTorch FP32's outputs on the agreement samples"),
+    Column("Top-1 agree", "top1_agreement", "{:.2%}",
+           meaning="share of agreement samples whose top-1 class matches PyTorch FP32's"),
+    Column("Accuracy", "top1_accuracy", "{:.2%}", meaning="top-1 accuracy against the samples' labels"),
+    Column("Size MB", "model_size_mb", "{:.2f}", meaning="the artifact file's size"),
+    Column("Host MB", "host_memory_mb", "{:.0f}",
+           meaning="peak resident memory the variant added while loading and running up to this batch; artifact "
+                   "and peer rows on the CPU measured alone in a fresh process that imported their runtime first, "
+                   "PyTorch rows in the bench's process with their weights added"),
+    Column("GPU MB", "device_memory_mb", "{:.0f}",
+           meaning="device memory the variant held beyond what was in use before it loaded (engine, weights, "
+                   "activations, workspace)"),
+    Column("Build s", "build_seconds", "{:.1f}", meaning="seconds the stage that made the artifact took"),
 )
 
 
@@ -47,6 +58,11 @@ def cell(row: dict[str, Any], column: Column) -> str:
 def present_columns(rows: list[dict[str, Any]]) -> list[Column]:
     """The columns that have a value in some row."""
     return [c for c in COLUMNS if c.always or any(r.get(c.key) is not None for r in rows)]
+
+
+def legend(rows: list[dict[str, Any]]) -> list[str]:
+    """``Header: meaning`` for each column shown that needs saying."""
+    return [f"{c.header}: {c.meaning}" for c in present_columns(rows) if c.meaning]
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> list[str]:

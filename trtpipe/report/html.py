@@ -15,7 +15,7 @@ from typing import Any
 from trtpipe.bench.rows import BENCH_SCHEMA
 from trtpipe.errors import BadInput
 from trtpipe.files import write_text_atomic
-from trtpipe.report.columns import cell, markdown_table, present_columns
+from trtpipe.report.columns import cell, legend, markdown_table, present_columns
 from trtpipe.report.tables import machine_line, standing_lines
 
 CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over PyTorch FP32",
@@ -28,6 +28,8 @@ table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}td,th{padding:.25
 th{text-align:left;background:#f6f6f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .charts{display:grid;grid-template-columns:1fr;gap:1rem}.chart svg{max-width:100%;height:auto}
 .note{color:#555;font-size:.85rem}.choice{background:#eef7ee;padding:.6rem 1rem;border-left:4px solid #4a4}
+.legend{color:#555;font-size:.8rem}.legend dt{font-weight:600;float:left;clear:left;margin-right:.4rem}
+.legend dt:after{content:":"}.legend dd{margin:0 0 .15rem 0}
 """
 
 
@@ -68,7 +70,9 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
              ("Model", f"{model['name']} ({model.get('source_kind')}, {model.get('parameters', 0):,} parameters, "
                        f"input {'x'.join(map(str, model.get('input_shape', [])))})")]
     parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts]
-    parts.append("</table><h2>Results</h2><table><tr>" + "".join(f"<th>{c.header}</th>" for c in columns) + "</tr>")
+    parts.append("</table><h2>Results</h2><table><tr>" + "".join(
+        f"<th title=\"{html.escape(c.meaning)}\">{c.header}</th>" if c.meaning else f"<th>{c.header}</th>"
+        for c in columns) + "</tr>")
     for row in rows:
         cells = "".join(f"<td{'' if column.text else ' class=n'}>{html.escape(cell(row, column))}</td>"
                         for column in columns)
@@ -77,6 +81,9 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
     parts += [f"<p class=standing>{html.escape(line)}</p>" for line in standing_lines(report)]
     notes = sorted({r["note"] for r in rows if r.get("note")})
     parts += [f"<p class=note>{html.escape(n)}</p>" for n in notes]
+    parts.append("<dl class=legend>" + "".join(
+        f"<dt>{html.escape(term)}</dt><dd>{html.escape(meaning)}</dd>"
+        for term, meaning in (line.split(": ", 1) for line in legend(rows))) + "</dl>")
     parts.append("<h2>Charts</h2><div class=charts>")
     parts += [f"<div class=chart id=chart-{name}>{svg}</div>" for name, svg in charts.items()]
     parts.append("</div></body></html>\n")
@@ -95,6 +102,7 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
     lines += [*markdown_table(rows), ""]
     if standing := standing_lines(report):
         lines += [*(f"- {line}" for line in standing), ""]
+    lines += ["Columns: " + "; ".join(legend(rows)) + ".", ""]
     lines += [f"![{CHART_TITLES[name]}]({file})" for name, file in chart_files.items()]
     return "\n".join(lines) + "\n"
 

@@ -13,7 +13,7 @@ from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
 from trtpipe.bench.standing import describe, standing_of
 from trtpipe.files import write_json_atomic, write_text_atomic
-from trtpipe.report.columns import cell, markdown_table, present_columns
+from trtpipe.report.columns import cell, legend, markdown_table, present_columns
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -63,6 +63,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     if standing := standing_lines(report):
         lines += ["", *(f"- {line}" for line in standing)]
+    lines += ["", "Columns: " + "; ".join(legend(report["results"])) + "."]
     return "\n".join(lines) + "\n"
 
 
