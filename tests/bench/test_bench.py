@@ -247,6 +247,17 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
     assert "median of 2 round-by-round ratios (0.91x-1.05x; 1.05x from the p50s over all runs)" in line
     assert "90.0 % vs 80.0 %" in line
     assert peer_standing(rows[:4]) == []  # no peer row
+    assert entry["other_peers"] == []
+
+    # A faster peer that lost accuracy takes the headline; the others stay in the line with their agreement.
+    careless = row("peer: onnxruntime-int8 (quantize_static U8S8)", 1.9, peer="ort", round_p50_ms=[1.8, 2.0],
+                   top1_agreement=0.6)
+    [entry] = peer_standing([*rows, careless])
+    assert entry["peer"] == careless["variant"] and entry["ratio"] == pytest.approx((1.8 / 2.0 + 2.0 / 2.2) / 2)
+    [other] = entry["other_peers"]
+    assert other["peer"] == "peer: openvino-int8 (NNCF PTQ)" and other["ratio"] == pytest.approx(
+        (2.1 / 2.0 + 2.0 / 2.2) / 2) and other["rounds"] == 2
+    assert describe(entry).endswith("; against openvino-int8 (NNCF PTQ) 0.98x (80.0 % agreement)")
     [single] = peer_standing([{k: v for k, v in r.items() if k != "round_p50_ms"} for r in rows])
     assert single["ratio"] == pytest.approx(2.1 / 2.0) and single["rounds"] is None  # one round: the p50s
     assert "round" not in describe(single)

@@ -19,30 +19,43 @@ from trtpipe.vocab import Device
 
 
 def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per batch that has both a trtpipe CPU row (an artifact that really ran) and a peer row."""
+    """One entry per batch that has both a trtpipe CPU row (an artifact that really ran) and a peer row: the
+    headline against the fastest peer, and in ``other_peers`` the same ratio against each slower peer (the
+    fastest peer may be one that lost accuracy: every peer's agreement is beside its ratio)."""
     entries = []
     for batch in sorted({r["batch"] for r in results}):
         rows = [r for r in results if r["batch"] == batch and r["device"] == Device.CPU and not r.get("simulated")
                 and r.get("p50_ms", 0) > 0]
         ours = [r for r in rows if r.get("artifact") and not r.get("peer")]
-        peers = [r for r in rows if r.get("peer")]
+        peers = sorted((r for r in rows if r.get("peer")), key=lambda r: r["p50_ms"])
         if not ours or not peers:
             continue
-        best, peer = min(ours, key=lambda r: r["p50_ms"]), min(peers, key=lambda r: r["p50_ms"])
+        best, peer = min(ours, key=lambda r: r["p50_ms"]), peers[0]
         entry: dict[str, Any] = {
             "batch": batch, "trtpipe": best["variant"], "trtpipe_p50_ms": best["p50_ms"],
             "trtpipe_agreement": best.get("top1_agreement"), "peer": peer["variant"], "peer_p50_ms": peer["p50_ms"],
-            "peer_agreement": peer.get("top1_agreement"), "ratio": peer["p50_ms"] / best["p50_ms"],
-            "p50_ratio": peer["p50_ms"] / best["p50_ms"],
-            "rounds": None, "round_ratio_min": None, "round_ratio_median": None, "round_ratio_max": None,
+            "peer_agreement": peer.get("top1_agreement"), **_against(best, peer),
+            "other_peers": [{"peer": other["variant"], "peer_p50_ms": other["p50_ms"],
+                             "peer_agreement": other.get("top1_agreement"), **_against(best, other)}
+                            for other in peers[1:]],
         }
-        ours_rounds, peer_rounds = best.get("round_p50_ms"), peer.get("round_p50_ms")
-        if ours_rounds and peer_rounds and len(ours_rounds) == len(peer_rounds):
-            ratios = [p / o for p, o in zip(peer_rounds, ours_rounds, strict=True) if o > 0]
-            entry |= {"ratio": statistics.median(ratios), "rounds": len(ratios), "round_ratio_min": min(ratios),
-                      "round_ratio_median": statistics.median(ratios), "round_ratio_max": max(ratios)}
         entries.append(entry)
     return entries
+
+
+def _against(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
+    """The speed ratio of ``ours`` against ``peer``: the median of paired round ratios when both were timed in
+    the same rounds, else the ratio of p50s; the ratio of the p50s over all runs and the rounds' spread beside it."""
+    p50_ratio = peer["p50_ms"] / ours["p50_ms"]
+    figures: dict[str, Any] = {"ratio": p50_ratio, "p50_ratio": p50_ratio, "rounds": None, "round_ratio_min": None,
+                               "round_ratio_median": None, "round_ratio_max": None}
+    ours_rounds, peer_rounds = ours.get("round_p50_ms"), peer.get("round_p50_ms")
+    if ours_rounds and peer_rounds and len(ours_rounds) == len(peer_rounds):
+        ratios = [p / o for p, o in zip(peer_rounds, ours_rounds, strict=True) if o > 0]
+        if ratios:
+            figures |= {"ratio": statistics.median(ratios), "rounds": len(ratios), "round_ratio_min": min(ratios),
+                        "round_ratio_median": statistics.median(ratios), "round_ratio_max": max(ratios)}
+    return figures
 
 
 def describe(entry: dict[str, Any]) -> str:
@@ -57,9 +70,13 @@ def describe(entry: dict[str, Any]) -> str:
         agreement = (f"; top-1 agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
                      f"{100 * entry['peer_agreement']:.1f} %")
     peer = entry["peer"].removeprefix("peer: ")
+    others = "".join(
+        f"; against {other['peer'].removeprefix('peer: ')} {other['ratio']:.2f}x"
+        + (f" ({100 * other['peer_agreement']:.1f} % agreement)" if other.get("peer_agreement") is not None else "")
+        for other in entry.get("other_peers", []))
     return (f"batch {entry['batch']}: trtpipe's fastest, {entry['trtpipe']} ({entry['trtpipe_p50_ms']:.2f} ms), runs "
             f"at {entry['ratio']:.2f}x the speed of the fastest peer, {peer} ({entry['peer_p50_ms']:.2f} ms)"
-            f"{spread}{agreement}")
+            f"{spread}{agreement}{others}")
 
 
 def standing_of(report: dict[str, Any]) -> list[dict[str, Any]]:
