@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -45,8 +46,11 @@ class VariantSpec:
 def host_memory_alone(spec: VariantSpec, label: str) -> dict[int, float | None]:
     """Peak resident memory (MB) the variant adds to a fresh process, after loading and running each batch of
     ``spec.batches``. A batch whose figure could not be taken is None, and one line says why."""
+    # The child imports this very trtpipe, installed or not (a checkout run in place).
+    root = str(Path(__file__).resolve().parents[2])
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(asdict(spec)),
+        done = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(asdict(spec)), env=env,
                               capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
         result = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
     except subprocess.TimeoutExpired:
