@@ -147,8 +147,10 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
                 backend_options["providers"] = provider_list(execution, trt_profile=_trt_profile(loaded, options))
             elif execution is OnnxExecution.OPENVINO and profile.kind is ArtifactKind.ONNX:
                 backend_options["runtime"] = str(BackendKind.OPENVINO)
-            alone = _host_memory_alone(BackendKind(backend_options.get("runtime", profile.kind.backend)), path,
-                                       backend_options, loaded, options, threads, label)
+            alone = None  # a GPU row: its device figure is the one that matters, taken below with the host one
+            if not execution.on_gpu and profile.kind is ArtifactKind.ONNX:
+                alone = _host_memory_alone(BackendKind(backend_options.get("runtime", profile.kind.backend)), path,
+                                           backend_options, loaded, options, threads, label)
             with MemoryProbe(options.device) as memory, contextlib.ExitStack() as own:
                 backend = (keep or own).enter_context(open_artifact(path, threads=threads, **backend_options))
                 rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, schedule, bar,
@@ -352,11 +354,8 @@ def _bench_peers(loaded: LoadedModel, artifacts: list[Path], profiles: list[Arti
 
 
 def _host_memory_alone(kind: BackendKind, path: Path, backend_options: dict[str, Any], loaded: LoadedModel,
-                       options: BenchOptions, threads: int, label: str) -> dict[int, float | None] | None:
-    """On the CPU, the variant's host memory measured in a fresh process (isolated.py says why); None on a GPU,
-    where the in-process probe's device figure is the one that matters and the host figure stays as measured."""
-    if options.device != Device.CPU:
-        return None
+                       options: BenchOptions, threads: int, label: str) -> dict[int, float | None]:
+    """A CPU row's host memory, measured in a fresh process (isolated.py says why)."""
     plain = {key: value for key, value in backend_options.items() if key != "runtime"}
     spec = VariantSpec(str(kind), str(path), tuple(loaded.sample_shape), tuple(options.batches), threads, plain)
     return host_memory_alone(spec, label)
