@@ -35,8 +35,25 @@ def success(message: str) -> None:
     err.print(f"[green]✓[/green] {escape(message)}", soft_wrap=True)
 
 
+_recorders: list[list[str]] = []
+
+
 def warn(message: str) -> None:
+    for lines in _recorders:
+        lines.append(message)
     err.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}", soft_wrap=True)
+
+
+@contextlib.contextmanager
+def recording_warnings() -> Iterator[list[str]]:
+    """The warnings given while the block runs, in order: for a report to repeat what its reader was not there
+    to see (a row skipped on this CPU, and why)."""
+    lines: list[str] = []
+    _recorders.append(lines)
+    try:
+        yield lines
+    finally:
+        _recorders.remove(lines)
 
 
 @contextlib.contextmanager

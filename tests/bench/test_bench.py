@@ -94,11 +94,15 @@ def test_bench_labels_optimized_artifacts(digits_onnx: Path, tmp_path: Path, run
     assert run_cli("optimize", digits_onnx, "-o", fp16, "--precision", "fp16", "--calib", "digits").exit_code == 0
     assert run_cli("optimize", digits_onnx, "-o", trt, "--precision", "int8", "--target", "tensorrt",
                    "--calib", "digits").exit_code == 0
-    json_path = tmp_path / "r.json"
+    json_path, markdown_path = tmp_path / "r.json", tmp_path / "r.md"
     result = run_cli("bench", "digits_resnet", fp16, trt, "--batch", "2", "--iters", "2", "--warmup", "0",
-                     "--json", json_path)
+                     "--peers", "--json", json_path, "--markdown", markdown_path)
     assert result.exit_code == 0, result.output
-    rows = {r["variant"]: r for r in json.loads(json_path.read_text())["results"]}
+    # What the run left out is in the results, not only on the terminal: peers need an FP32 ONNX to quantize.
+    report = json.loads(json_path.read_text())
+    assert report["warnings"] == ["Peers skipped: they quantize an FP32 ONNX, and none is among the artifacts."]
+    assert "Not in this table, and why:\n\n- Peers skipped: they quantize an FP32 ONNX" in markdown_path.read_text()
+    rows = {r["variant"]: r for r in report["results"]}
     assert rows["onnxruntime-fp16 (fp16)"]["precision"] == "fp16"
     simulated = rows["onnxruntime-int8-trtsim (trt)"]
     assert simulated["precision"] == "int8" and simulated["target"] == "tensorrt"

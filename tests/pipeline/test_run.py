@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import re
 import shutil
@@ -104,6 +105,13 @@ def test_html_report_is_self_contained_with_every_chart(first_run: Path) -> None
     markdown = (first_run / "reports" / "digits_resnet" / "report.md").read_text()
     assert "| Variant |" in markdown and "report_pareto.svg" in markdown
     assert "Columns: p50 ms: median latency" in markdown and "Host MB: peak resident memory" in markdown
+    # What the run left out on this machine is in the report with its reason (without TensorRT, the build).
+    skipped = [s for s in json.loads((first_run / "reports" / "digits_resnet" / "run.json").read_text())["stages"]
+               if s["status"] == "skipped"]
+    assert bool(skipped) == ("Not in this report, and why" in html)
+    for stage in skipped:
+        assert html_lib.escape(stage["note"]) in html and f"- {stage['note']}" not in markdown  # titled, not bare
+        assert stage["note"] in markdown
     assert (first_run / "reports" / "digits_resnet" / "report_pareto.svg").read_text().startswith("<svg")
 
 

@@ -87,8 +87,14 @@ class _Schedule:
 
 
 def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions | None = None) -> dict[str, Any]:
-    """Benchmark ``loaded`` in PyTorch FP32 eager and each artifact; returns the JSON-ready report."""
-    options = options or BenchOptions()
+    """Benchmark ``loaded`` in PyTorch FP32 eager and each artifact; returns the JSON-ready report, whose
+    ``warnings`` repeat what the run warned about (rows skipped on this machine, and why)."""
+    with console.recording_warnings() as warnings:
+        report = _run_benchmark(loaded, artifacts, options or BenchOptions())
+    return report | {"warnings": list(dict.fromkeys(warnings))}
+
+
+def _run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions) -> dict[str, Any]:
     threads = options.threads or usable_cores()
     artifacts = [Path(a) for a in artifacts]
     for path in artifacts:

@@ -131,14 +131,17 @@ def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     if advice:
         console.note(f"Batch advice: {advice['reason']}")
 
-    # report
-    report_key = stage_key(stage="report", bench=sha256_file(bench_path), summary=summary, versions=versions)
+    # report: the choice, and what the pipeline left out on this machine and why (a reader of the report was
+    # not there to see the warnings)
+    left_out = [f"{_stage_title(s.stage)}: {s.note}" for s in manifest.stages if s.status == "skipped" and s.note]
+    report_summary = summary | {"left_out": left_out}
+    report_key = stage_key(stage="report", bench=sha256_file(bench_path), summary=report_summary, versions=versions)
 
     def do_report() -> list[Path]:
         from trtpipe.report.html import load_results, write_report
 
         html_path, markdown_path = reports / "report.html", reports / "report.md"
-        write_report(load_results(bench_path), html_path, markdown_path, summary, batch=select_batch)
+        write_report(load_results(bench_path), html_path, markdown_path, report_summary, batch=select_batch)
         console.success(f"Report: {html_path} and {markdown_path}")
         return [html_path, markdown_path]
 
@@ -232,3 +235,9 @@ def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pa
                           lambda onnx_path=onnx_path, output=output, options=options: [
                               build_engine(onnx_path, output, options).engine])
     return engines
+
+
+def _stage_title(stage: str) -> str:
+    """A stage's name as the report's reader knows it: ``optimize:bf16`` is the variant bf16."""
+    kind, _, name = stage.partition(":")
+    return f"Variant {name}" if kind == "optimize" and name else {"build": "TensorRT engine build"}.get(stage, stage)

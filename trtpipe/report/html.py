@@ -16,7 +16,7 @@ from trtpipe.bench.rows import BENCH_SCHEMA
 from trtpipe.errors import BadInput
 from trtpipe.files import write_text_atomic
 from trtpipe.report.columns import cell, legend, markdown_table, present_columns
-from trtpipe.report.tables import machine_line, standing_lines
+from trtpipe.report.tables import left_out_lines, machine_line, standing_lines
 
 CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over PyTorch FP32",
                 "pareto": "Accuracy vs latency", "batch_sweep": "Batch sweep"}
@@ -64,6 +64,9 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
         if summary.get("batch_advice"):
             parts.append(f"<br>Batch advice: {html.escape(summary['batch_advice']['reason'])}")
         parts.append("</p>")
+    if left_out := left_out_lines(report, summary):
+        parts.append("<h2>Not in this report, and why</h2><ul class=note>"
+                     + "".join(f"<li>{html.escape(line)}</li>" for line in left_out) + "</ul>")
     parts.append("<h2>Environment</h2><table>")
     facts = [("Machine", machine_line(report)), ("OS", env.get("os")), ("Python", env.get("python")),
              ("ONNX Runtime providers", ", ".join(env.get("onnxruntime_providers", []))),
@@ -99,6 +102,8 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
         lines += [f"**Chosen: {summary['choice']['variant']}** — {summary['choice']['reason']}", ""]
         if summary.get("batch_advice"):
             lines += [f"Batch advice: {summary['batch_advice']['reason']}", ""]
+    if left_out := left_out_lines(report, summary):
+        lines += ["Not in this report, and why:", "", *(f"- {line}" for line in left_out), ""]
     lines += [*markdown_table(rows), ""]
     if standing := standing_lines(report):
         lines += [*(f"- {line}" for line in standing), ""]

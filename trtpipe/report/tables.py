@@ -47,6 +47,11 @@ def standing_lines(report: dict[str, Any]) -> list[str]:
     return [f"Against the peers, {describe(entry)}." for entry in entries]
 
 
+def left_out_lines(report: dict[str, Any], summary: dict[str, Any] | None = None) -> list[str]:
+    """What the run left out and why: the pipeline's skipped variants and stages, then bench's warnings."""
+    return [*((summary or {}).get("left_out") or []), *(report.get("warnings") or [])]
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     settings = report["settings"]
     runs = f"{settings['iters']} timed runs" if settings.get("iters") else f"~{settings['duration']} s of runs"
@@ -63,6 +68,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     if standing := standing_lines(report):
         lines += ["", *(f"- {line}" for line in standing)]
+    if left_out := left_out_lines(report):
+        lines += ["", "Not in this table, and why:", "", *(f"- {line}" for line in left_out)]
     lines += ["", "Columns: " + "; ".join(legend(report["results"])) + "."]
     return "\n".join(lines) + "\n"
 
