@@ -60,9 +60,14 @@ def present_columns(rows: list[dict[str, Any]]) -> list[Column]:
     return [c for c in COLUMNS if c.always or any(r.get(c.key) is not None for r in rows)]
 
 
-def legend(rows: list[dict[str, Any]]) -> list[str]:
-    """``Header: meaning`` for each column shown that needs saying."""
-    return [f"{c.header}: {c.meaning}" for c in present_columns(rows) if c.meaning]
+def legend(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(header, meaning) for each column shown that needs saying."""
+    return [(c.header, c.meaning) for c in present_columns(rows) if c.meaning]
+
+
+def legend_line(rows: list[dict[str, Any]]) -> str:
+    """The legend as one Markdown paragraph."""
+    return "Columns: " + "; ".join(f"{header}: {meaning}" for header, meaning in legend(rows)) + "."
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> list[str]:

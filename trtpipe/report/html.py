@@ -15,7 +15,7 @@ from typing import Any
 from trtpipe.bench.rows import BENCH_SCHEMA
 from trtpipe.errors import BadInput
 from trtpipe.files import write_text_atomic
-from trtpipe.report.columns import cell, legend, markdown_table, present_columns
+from trtpipe.report.columns import cell, legend, legend_line, markdown_table, present_columns
 from trtpipe.report.tables import left_out_lines, machine_line, standing_lines
 
 CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over PyTorch FP32",
@@ -86,7 +86,7 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
     parts += [f"<p class=note>{html.escape(n)}</p>" for n in notes]
     parts.append("<dl class=legend>" + "".join(
         f"<dt>{html.escape(term)}</dt><dd>{html.escape(meaning)}</dd>"
-        for term, meaning in (line.split(": ", 1) for line in legend(rows))) + "</dl>")
+        for term, meaning in legend(rows)) + "</dl>")
     parts.append("<h2>Charts</h2><div class=charts>")
     parts += [f"<div class=chart id=chart-{name}>{svg}</div>" for name, svg in charts.items()]
     parts.append("</div></body></html>\n")
@@ -107,7 +107,7 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
     lines += [*markdown_table(rows), ""]
     if standing := standing_lines(report):
         lines += [*(f"- {line}" for line in standing), ""]
-    lines += ["Columns: " + "; ".join(legend(rows)) + ".", ""]
+    lines += [legend_line(rows), ""]
     lines += [f"![{CHART_TITLES[name]}]({file})" for name, file in chart_files.items()]
     return "\n".join(lines) + "\n"
 

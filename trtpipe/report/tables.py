@@ -13,7 +13,7 @@ from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
 from trtpipe.bench.standing import describe, standing_of
 from trtpipe.files import write_json_atomic, write_text_atomic
-from trtpipe.report.columns import cell, legend, markdown_table, present_columns
+from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -70,7 +70,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines += ["", *(f"- {line}" for line in standing)]
     if left_out := left_out_lines(report):
         lines += ["", "Not in this table, and why:", "", *(f"- {line}" for line in left_out)]
-    lines += ["", "Columns: " + "; ".join(legend(report["results"])) + "."]
+    lines += ["", legend_line(report["results"])]
     return "\n".join(lines) + "\n"
 
 
