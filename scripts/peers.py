@@ -43,7 +43,8 @@ from trtpipe.optimize.evaluate import logits
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.stage import optimize
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
-from trtpipe.vocab import CalibMethod, Precision, Target
+from trtpipe.runtime.options import RunOptions
+from trtpipe.vocab import CalibMethod, GraphOptimization, Precision, Target
 
 WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 FALLBACK_BUDGET_PP = 5.0  # the figure: the old schedule needed 46 nodes in FP32 for it
@@ -166,11 +167,12 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
             return
         seconds = time.perf_counter() - start
         result = compare(reference, logits(onnx.load(str(path)), evaluation,
-                                           optimization="disable" if float_qdq else "all"))
+                                           optimization=GraphOptimization.DISABLE if float_qdq
+                                           else GraphOptimization.ALL))
         latency = None
         if not float_qdq:
-            with OnnxRuntimeBackend(path, threads=2) as backend:
-                latency = float(np.median(measure(lambda: backend.run(evaluation[:1]), warmup=5, iters=None,
+            with OnnxRuntimeBackend(path, RunOptions(threads=2)) as backend:
+                latency = float(np.median(measure(backend.bind(evaluation[:1]), warmup=5, iters=None,
                                                   duration_s=3)))
         rows.append({"recipe": recipe, "target": target, "top1_agreement": result.top1_agreement,
                      "mean_logit_err": result.mean_abs_err, "max_logit_err": result.max_abs_err,

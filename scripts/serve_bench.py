@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 
 import trtpipe
-from tests.serve.conftest import free_port, wait_until_ready
-from tests.serve.tritonserver import TritonServer, unavailable
 from trtpipe.bench.timing import measure
 from trtpipe.hardware import cpu_model, usable_cores
 from trtpipe.serve.loadtest import run_loadtest
+from trtpipe.serve.loopback import free_port, wait_until_ready
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.triton import export
+from trtpipe.serve.tritonserver import TritonServer, unavailable
 from trtpipe.vocab import TritonBackend
 
 MODELS = {"digits_resnet": 8.0, "resnet50": 15.0}  # seconds per concurrency level

@@ -101,38 +101,123 @@ def test_every_option_field_is_a_flag_of_its_command(command: str, options: str,
     assert not missing, f"trtpipe {command} lacks {missing}"
 
 
-def _toml_value(value: object, spec: object) -> str | None:
-    if value is None or value == () or value == {}:
-        return None
-    formatted = spec.format(value) if spec.format else value  # type: ignore[attr-defined]
-    if isinstance(formatted, bool):
-        return "true" if formatted else "false"
-    if isinstance(formatted, (int, float)):
-        return repr(formatted)
-    return '"' + str(formatted) + '"'
+# A text a user would write for each parsed field (a list, a size, shapes), other than its default. A new parsed
+# option needs an entry here, so the round trip below covers it.
+_PARSED_SAMPLES = {
+    "batches": "2,4", "baselines": "compile", "backend": "onnxruntime,openvino", "passes": "none", "mean": "0.5,0.25",
+    "std": "0.125,2", "workspace": "1GiB", "shapes": "input:4x1x32x32", "min_shapes": "input:1x1x32x32",
+    "opt_shapes": "input:8x1x32x32", "max_shapes": "input:16x1x32x32", "input_shape": "1x1x32x32",
+    "preferred_batch_sizes": "8,16",
+}
 
 
-def test_every_option_field_is_a_pipeline_key_and_reads_back() -> None:
-    """Each section of the pipeline file is its options class: every field is a key, and a file that writes
-    every field (as a user would, in the format the CLI takes) reads back as the same options."""
-    from trtpipe.options import field_default, option_fields
-    from trtpipe.pipeline.config import SECTIONS, load_pipeline, section_keys
+def _other_value(name: str, spec: object, default: object) -> object:
+    """A valid value for the field that is not its default: what a user would set it to."""
+    from pathlib import Path
 
-    for section, cls in SECTIONS.items():
-        assert {f.name for f, _ in option_fields(cls)} <= set(section_keys(section)), section
-    lines = ['[model]\nsource = "digits_resnet"']
-    for section in ("convert", "bench", "select", "serve", "build"):
-        lines.append(f"[{section}]")
-        for item, spec in option_fields(SECTIONS[section]):
-            text = _toml_value(field_default(item), spec)
-            if text is not None:
-                lines.append(f"{item.name} = {text}")
+    kind, choices = spec.type, spec.choice_values()  # type: ignore[attr-defined]
+    if spec.parse is not None:  # type: ignore[attr-defined]
+        return spec.parse(_PARSED_SAMPLES[name])  # type: ignore[attr-defined]
+    if choices is not None:
+        value = next(c for c in choices if c != default)
+        return spec.enum(value) if spec.enum else value  # type: ignore[attr-defined]
+    if kind is bool:
+        return not default
+    if kind is int:
+        low = int(spec.minimum or 0) + 1  # type: ignore[attr-defined]
+        return low if low != default else low + 1
+    if kind is float:
+        value = (spec.minimum or 0) + 0.75  # type: ignore[attr-defined]
+        return value if value != default else value + 0.5
+    if kind is Path:
+        return Path("elsewhere") / name
+    return f"{name}_value"
+
+
+def _toml(value: object, spec: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)) and spec.format is None:  # type: ignore[attr-defined]
+        return repr(value)
+    text = spec.format(value) if spec.format else str(value)  # type: ignore[attr-defined]
+    return '"' + text + '"'
+
+
+def test_every_option_field_round_trips_through_the_pipeline_file() -> None:
+    """A file that sets every field of every section to a value other than its default (as a user writes it)
+    reads back as exactly those values, typed: nothing is dropped, renamed or left a string."""
     import tempfile
+    from enum import Enum
 
+    from trtpipe.options import field_default, option_fields
+    from trtpipe.pipeline.config import SECTIONS, load_pipeline
+
+    expected: dict[str, dict[str, object]] = {}
+    lines = []
+    for section, cls in SECTIONS.items():
+        values = {item.name: _other_value(item.name, spec, field_default(item)) for item, spec in option_fields(cls)}
+        for item, _ in option_fields(cls):
+            assert values[item.name] != field_default(item), (section, item.name)
+        if section == "model":
+            values["name"] = "roundtrip"
+        expected[section] = values
+        lines.append(f"[[{section}]]" if section == "variants" else f"[{section}]")
+        if section == "variants":
+            lines.append('name = "v"')
+        specs = dict((item.name, spec) for item, spec in option_fields(cls))
+        lines += [f"{name} = {_toml(value, specs[name])}" for name, value in values.items()]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "all.toml"
         path.write_text("\n".join(lines) + "\n")
-        pipeline = load_pipeline(path, ["bench.duration=2.5", "variants.calib_samples=8"])
-    for section in ("convert", "select", "serve", "build"):
-        assert getattr(pipeline, section) == SECTIONS[section](), section
-    assert pipeline.bench == SECTIONS["bench"](duration=2.5)  # --set wins over the file
+        pipeline = load_pipeline(path)
+        base = Path(folder)
+    read = {"model": pipeline.model, "convert": pipeline.convert, "build": pipeline.build, "bench": pipeline.bench,
+            "select": pipeline.select, "serve": pipeline.serve, "output": pipeline.output,
+            "variants": pipeline.variants[0].options}
+    for section, options in read.items():
+        for name, value in expected[section].items():
+            got = getattr(options, name)
+            want = base / value if section == "output" else value
+            assert got == want and type(got) is type(want), (section, name, got, want)
+            if isinstance(want, Enum):
+                assert got is want, (section, name)
+    assert pipeline.variants[0].name == "v" and pipeline.build_enabled
+
+
+def test_options_hold_the_vocabularys_types_from_every_edge() -> None:
+    """The Python API, the CLI's text and the pipeline file all give the same typed object; a wrong value is
+    one BadInput naming the field."""
+    from trtpipe.bench.options import BenchOptions
+    from trtpipe.errors import BadInput
+    from trtpipe.optimize.options import OptimizeOptions
+
+    options = OptimizeOptions(precision="int8", target="cpu", calib="digits", calib_method="entropy")
+    assert options.precision is vocab.Precision.INT8 and options.target is vocab.Target.CPU
+    assert options.calib_method is vocab.CalibMethod.ENTROPY
+    assert BenchOptions(backend="onnxruntime,openvino").backend == (vocab.OnnxExecution.CPU,
+                                                                    vocab.OnnxExecution.OPENVINO)
+    with pytest.raises(BadInput, match=r"'precision' must be one of fp32, fp16, bf16, int8, not 'int9'"):
+        OptimizeOptions(precision="int9")
+
+
+# Modules where a value enters from outside (the CLI's and the pipeline file's text, a Python caller's argument,
+# a JSON file or a child process's message): the only places a vocabulary enum is made from a plain value.
+_EDGES = {"vocab.py", "options.py", "runtime/options.py", "manifest.py", "runtime/tensorrt/sidecar.py",
+          "bench/rows.py", "bench/isolated.py", "bench/options.py", "serve/model.py", "serve/triton_python_model.py"}
+
+
+def test_typed_values_are_converted_only_at_the_edge() -> None:
+    """Nothing downstream of an edge calls ``Precision(...)`` (or any vocabulary enum) on a value: options,
+    descriptions and rows already hold the enum."""
+    from enum import Enum
+
+    enums = {name for name, value in vars(vocab).items() if isinstance(value, type) and issubclass(value, Enum)}
+    found = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        relative = str(path.relative_to(SOURCE))
+        if relative in _EDGES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in enums:
+                found.append(f"{relative}:{node.lineno}: {node.func.id}(...)")
+    assert not found, "typed values converted again downstream:\n" + "\n".join(found)

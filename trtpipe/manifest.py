@@ -1,7 +1,7 @@
 """The manifest written beside every ONNX artifact: one typed record, read and written here only.
 
-``model.onnx`` -> ``model.manifest.json``. The typed part says what the artifact is (kind, precision, INT8
-target, hash, size, the nodes deliberately kept in FP32, how long it took to make); ``details`` holds each
+``model.onnx`` -> ``model.manifest.json``. The typed part says what the artifact is (kind, precision, INT8 target,
+task where known, hash, size, the nodes deliberately kept in FP32, how long it took to make); ``details`` holds each
 stage's own account (export and verification for convert; options, data, fusion, FP16 and INT8 sections for
 optimize), kept at the top level of the JSON for people reading it.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe.files import sha256_file, write_json_atomic
-from trtpipe.vocab import ArtifactKind, Precision, Target, __version__
+from trtpipe.vocab import ArtifactKind, Precision, Target, Task, __version__
 
 MANIFEST_SCHEMA = "trtpipe.manifest/2"
 
@@ -36,6 +36,7 @@ class ArtifactManifest:
     seconds: float | None = None  # how long the stage took to produce it
     fp32_nodes: list[str] = field(default_factory=list)  # nodes kept in FP32 on purpose
     details: dict[str, Any] = field(default_factory=dict)
+    task: Task | None = None  # what the outputs mean, where it is known
     created: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     trtpipe_version: str = __version__
     schema: str = MANIFEST_SCHEMA
@@ -43,17 +44,20 @@ class ArtifactManifest:
     @classmethod
     def describe(cls, artifact: Path, precision: Precision, *, target: Target | None = None,
                  seconds: float | None = None, fp32_nodes: list[str] | None = None,
-                 details: dict[str, Any] | None = None) -> ArtifactManifest:
+                 details: dict[str, Any] | None = None, task: Task | None = None) -> ArtifactManifest:
         """A manifest for the file now at ``artifact`` (hash and size read from it)."""
         artifact = Path(artifact)
         kind = ArtifactKind.for_path(artifact.name) or ArtifactKind.ONNX
         return cls(kind, precision, artifact.name, sha256_file(artifact), artifact.stat().st_size, target,
-                   None if seconds is None else round(seconds, 3), list(fp32_nodes or []), dict(details or {}))
+                   None if seconds is None else round(seconds, 3), list(fp32_nodes or []), dict(details or {}),
+                   task)
 
     def to_dict(self) -> dict[str, Any]:
         artifact = {"path": self.path, "kind": str(self.kind), "precision": str(self.precision),
                     "target": None if self.target is None else str(self.target), "sha256": self.sha256,
                     "size_bytes": self.size_bytes, "seconds": self.seconds, "fp32_nodes": self.fp32_nodes}
+        if self.task is not None:
+            artifact["task"] = str(self.task)
         return {"schema": self.schema, "trtpipe_version": self.trtpipe_version, "created": self.created,
                 "artifact": artifact, **self.details}
 
@@ -64,7 +68,8 @@ class ArtifactManifest:
         return cls(ArtifactKind(artifact["kind"]), Precision(artifact["precision"]), str(artifact["path"]),
                    str(artifact["sha256"]), int(artifact["size_bytes"]),
                    Target(artifact["target"]) if artifact.get("target") else None, artifact.get("seconds"),
-                   [str(n) for n in artifact.get("fp32_nodes", [])], details, str(data.get("created", "")),
+                   [str(n) for n in artifact.get("fp32_nodes", [])], details, Task(artifact["task"])
+                   if artifact.get("task") else None, str(data.get("created", "")),
                    str(data.get("trtpipe_version", "")), str(data["schema"]))
 
 

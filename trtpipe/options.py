@@ -2,9 +2,13 @@
 CLI flags, the Python API and the pipeline file's keys are all generated from that one declaration.
 
 A field's metadata carries its help, its value type, the choices or parser that check it, and how it is spelled
-on the command line. :func:`coerce` turns what a user wrote (a CLI string, a TOML value) into the field's value
-or raises ValueError with a one-line reason; the CLI reports that as a usage error and the pipeline loader with
-the file, line and key. Standard library only: importing an options module loads nothing heavy.
+on the command line. :func:`coerce` turns what a user wrote (a CLI string, a TOML value, a Python argument) into
+the field's value or raises ValueError with a one-line reason. Every options class derives from :class:`Options`,
+whose ``__post_init__`` runs :func:`coerce` on every field: the CLI, the pipeline file and the Python API all
+hand their raw values to the constructor, so a choice becomes its vocabulary enum (``Precision.INT8``, not
+``"int8"``) once, where it enters, and nothing downstream converts it again. The CLI reports a bad value as a
+usage error and the pipeline loader with the file, line and key. Standard library only: importing an options
+module loads nothing heavy.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from trtpipe.errors import BadInput
 
 _METADATA_KEY = "trtpipe"
 
@@ -23,8 +30,8 @@ class OptionSpec:
     """How one options field is checked and spelled."""
 
     help: str
-    type: type  # bool, int, float, str or Path; the value type after parsing is the field's annotation
-    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
+    type: type  # bool, int, float, str, Path or a vocabulary enum (a StrEnum): the value type after coercion
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None  # an enum's default: all its members
     parse: Callable[[str], Any] | None = None  # text -> value (sizes, shapes, lists)
     format: Callable[[Any], str] | None = None  # value -> text, for help defaults and round trips
     metavar: str | None = None
@@ -36,7 +43,14 @@ class OptionSpec:
 
     def choice_values(self) -> tuple[str, ...] | None:
         choices = self.choices() if callable(self.choices) else self.choices
+        if choices is None and self.enum is not None:
+            choices = tuple(self.enum)
         return None if choices is None else tuple(str(c) for c in choices)
+
+    @property
+    def enum(self) -> type[Enum] | None:
+        """The vocabulary enum a choice field holds, or None."""
+        return self.type if isinstance(self.type, type) and issubclass(self.type, Enum) else None
 
 
 def option(default: Any = None, help: str = "", *, type: type = str, default_factory: Callable[[], Any] | None = None,
@@ -80,6 +94,8 @@ def coerce(spec: OptionSpec, value: Any) -> Any:
     if value is None:
         return None
     if spec.parse is not None:
+        if isinstance(value, dict) and spec.format is not None:  # a parsed mapping (shape specs), checked again
+            value = spec.format(value)
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
         elif isinstance(value, bool):
@@ -108,6 +124,8 @@ def coerce(spec: OptionSpec, value: Any) -> Any:
     choices = spec.choice_values()
     if choices is not None and str(value) not in choices:
         raise ValueError(f"must be one of {', '.join(choices)}, not {str(value)!r}")
+    if spec.enum is not None:
+        return spec.enum(str(value))
     return Path(value) if spec.type is Path else str(value)
 
 
@@ -129,25 +147,38 @@ def _number(value: Any, kind: type) -> int | float:
 
 def from_mapping(cls: type, values: dict[str, Any], *, base: Any = None) -> Any:
     """An options object from user-written values (unknown keys are the caller's to refuse), starting from
-    ``base`` (another instance) or the defaults. A value that does not fit raises OptionValueError."""
-    current = dataclasses.asdict(base) if base is not None else {}
-    known = {f.name: spec for f, spec in option_fields(cls)}
-    for key, raw in values.items():
-        spec = known[key]
-        try:
-            current[key] = coerce(spec, raw)
-        except ValueError as error:
-            raise OptionValueError(key, str(error)) from None
-    return cls(**current)
+    ``base`` (another instance) or the defaults. A value that does not fit raises OptionValueError (from the
+    class's ``__post_init__``)."""
+    current = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)} if base is not None else {}
+    return cls(**(current | values))
 
 
-class OptionValueError(ValueError):
-    """A value that does not fit its option; ``key`` names the option and ``reason`` says why."""
+class OptionValueError(BadInput, ValueError):
+    """A value that does not fit its option; ``key`` names the option and ``reason`` says why. A BadInput, so a
+    Python caller's wrong value reads like any other user error, and a ValueError for code that checks values."""
 
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"'{key}' {reason}")
         self.key = key
         self.reason = reason
+
+
+class Options:
+    """Base of every stage's options dataclass: each field is coerced to its declared type when the object is
+    made, whoever makes it (click, the pipeline file, a Python caller), so the object holds typed values only."""
+
+    def __post_init__(self) -> None:
+        for item, spec in option_fields(type(self)):
+            value = getattr(self, item.name)
+            default = field_default(item)
+            if type(value) is type(default) and value == default:
+                continue  # the declared default is typed already (and an empty list parses to nothing)
+            try:
+                object.__setattr__(self, item.name, coerce(spec, value))
+            except OptionValueError:
+                raise
+            except ValueError as error:
+                raise OptionValueError(item.name, str(error)) from None
 
 
 def to_plain(options: Any) -> dict[str, Any]:

@@ -75,6 +75,33 @@ class Target(StrEnum):
     CPU = "cpu"  # U8S8 for x86 integer kernels
 
 
+class Task(StrEnum):
+    """What a model's outputs mean, and so which measure judges an optimized artifact against FP32."""
+
+    CLASSIFY = "classify"  # logits: top-1/top-5 agreement
+    DETECT = "detect"  # boxes and scores: detections against FP32's own
+    SEGMENT = "segment"  # per-pixel class scores: pixel agreement, mIoU against FP32's argmax
+    DENSE = "dense"  # per-pixel maps (text probability, depth): F1 at a threshold, mean error
+    EMBED = "embed"  # embeddings: cosine
+    GENERIC = "generic"  # anything else: per-output cosine, relative error, SNR
+
+
+class GraphOptimization(StrEnum):
+    """ONNX Runtime's graph optimisation level. ``disable`` keeps Q/DQ as float ops: TensorRT's arithmetic."""
+
+    DISABLE = "disable"
+    BASIC = "basic"
+    EXTENDED = "extended"
+    ALL = "all"
+
+
+class PerformanceHint(StrEnum):
+    """OpenVINO's performance hint: one request at a time, or many in flight."""
+
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
 class CalibMethod(StrEnum):
     MINMAX = "minmax"
     ENTROPY = "entropy"

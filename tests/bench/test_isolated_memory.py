@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.bench.isolated import VariantSpec, host_memory_alone
+from trtpipe.vocab import BackendKind
 
 CHANNELS, SIDE = 64, 128  # batch 32: a 32x64x128x128 float activation, 134 MB
 
@@ -33,8 +34,8 @@ def wide_conv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_figure_follows_what_the_variant_runs(wide_conv: Path) -> None:
     """The child really loads and runs each batch: batch 32 needs its 134 MB activation on top of batch 1's."""
-    figures = host_memory_alone(VariantSpec("onnxruntime", str(wide_conv), (3, SIDE, SIDE), (32, 1), threads=1),
-                                "wide conv")
+    spec = VariantSpec(BackendKind.ONNXRUNTIME, str(wide_conv), (3, SIDE, SIDE), (32, 1), {"threads": 1})
+    figures = host_memory_alone(spec, "wide conv")
     assert set(figures) == {1, 32}
     assert figures[1] is not None and figures[1] > 0
     assert figures[32] is not None and figures[32] - figures[1] >= 100
@@ -42,7 +43,7 @@ def test_the_figure_follows_what_the_variant_runs(wide_conv: Path) -> None:
 
 def test_a_variant_that_cannot_open_gets_no_figure_and_one_line(tmp_path: Path,
                                                                capfd: pytest.CaptureFixture[str]) -> None:
-    figures = host_memory_alone(VariantSpec("onnxruntime", str(tmp_path / "gone.onnx"), (3, 8, 8), (1, 4)),
+    figures = host_memory_alone(VariantSpec(BackendKind.ONNXRUNTIME, str(tmp_path / "gone.onnx"), (3, 8, 8), (1, 4)),
                                 "gone variant")
     assert figures == {1: None, 4: None}  # never a guess
     warning = capfd.readouterr().err

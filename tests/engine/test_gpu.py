@@ -73,7 +73,7 @@ def digits_variants(tmp_path_factory: pytest.TempPathFactory, digits_onnx: Path)
 @pytest.mark.tensorrt
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
 def test_digits_engine_matches_onnxruntime(digits_variants: dict[str, Path], tmp_path: Path, precision: str) -> None:
-    from trtpipe.engine import EngineOptions as BuildOptions
+    from trtpipe.engine import EngineOptions
     from trtpipe.engine.build import build_engine
     from trtpipe.models.data import load_split
     from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
@@ -81,7 +81,7 @@ def test_digits_engine_matches_onnxruntime(digits_variants: dict[str, Path], tmp
 
     source = digits_variants[precision]
     cache = tmp_path / "timing.cache"
-    result = build_engine(source, tmp_path / "m.plan", BuildOptions(workspace=1 << 30, timing_cache=cache))
+    result = build_engine(source, tmp_path / "m.plan", EngineOptions(workspace=1 << 30, timing_cache=cache))
     assert result.sidecar.precision == precision and cache.is_file()
     assert json.loads(result.layer_info.read_text())["Layers"]
     split = load_split("digits", "eval")

@@ -6,6 +6,7 @@ import pytest
 
 from trtpipe.engine.layers import check_precision, precision_counts, summarise, tensor_precision
 from trtpipe.errors import TrtpipeError
+from trtpipe.vocab import Precision
 
 
 def _layer(name: str, fmt: str, parameter: str = "Convolution", metadata: str = "") -> dict[str, object]:
@@ -42,14 +43,14 @@ def test_summary_maps_layers_to_onnx_nodes() -> None:
 def test_silent_fp32_fallback_is_an_error_naming_the_layer() -> None:
     with pytest.raises(TrtpipeError, match=r"runs 1 of 3 compute layers in a wider precision than int8 "
                                            r"\(node_Conv_2 \(fp32\)\)"):
-        check_precision(summarise(ENGINE), "int8")
+        check_precision(summarise(ENGINE), Precision.INT8)
 
 
 def test_nodes_kept_fp32_on_purpose_are_allowed() -> None:
-    check_precision(summarise(ENGINE), "int8", allowed_fp32_nodes={"node_Conv_2"})
-    check_precision(summarise(ENGINE), "fp32")  # nothing to check for FP32 engines
+    check_precision(summarise(ENGINE), Precision.INT8, allowed_fp32_nodes={"node_Conv_2"})
+    check_precision(summarise(ENGINE), Precision.FP32)  # nothing to check for FP32 engines
     with pytest.raises(TrtpipeError, match="wider precision than fp16"):
-        check_precision(summarise(ENGINE), "fp16")
+        check_precision(summarise(ENGINE), Precision.FP16)
 
 
 def test_a_precision_check_that_checked_nothing_fails() -> None:

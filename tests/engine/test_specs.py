@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trtpipe.engine import EngineOptions as BuildOptions
+from trtpipe.engine import EngineOptions
 from trtpipe.engine.build import planned_profile
 from trtpipe.engine.specs import InputInfo, plan_profile
 from trtpipe.errors import BadInput
@@ -32,25 +32,25 @@ def test_shape_specs() -> None:
 
 
 def test_dynamic_batch_gets_default_min_opt_max(digits_onnx: Path) -> None:
-    (profile,) = planned_profile(digits_onnx, BuildOptions())
+    (profile,) = planned_profile(digits_onnx, EngineOptions())
     assert (profile.name, profile.min, profile.opt, profile.max) == ("input", (1, 1, 32, 32), (8, 1, 32, 32),
                                                                      (32, 1, 32, 32))
 
 
 def test_explicit_shapes_and_overrides(digits_onnx: Path) -> None:
-    (fixed,) = planned_profile(digits_onnx, BuildOptions(shapes={"input": (4, 1, 32, 32)}))
+    (fixed,) = planned_profile(digits_onnx, EngineOptions(shapes={"input": (4, 1, 32, 32)}))
     assert fixed.min == fixed.opt == fixed.max == (4, 1, 32, 32)
-    (wide,) = planned_profile(digits_onnx, BuildOptions(max_shapes={"input": (256, 1, 32, 32)}))
+    (wide,) = planned_profile(digits_onnx, EngineOptions(max_shapes={"input": (256, 1, 32, 32)}))
     assert wide.min[0] == 1 and wide.opt[0] == 8 and wide.max[0] == 256
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    (BuildOptions(shapes={"image": (1, 1, 32, 32)}), "Shape given for image, which the ONNX does not have"),
-    (BuildOptions(shapes={"input": (1, 3, 32, 32)}), r"does not fit input 'input' \(\?x1x32x32"),
-    (BuildOptions(shapes={"input": (1, 32, 32)}), "does not fit input"),
-    (BuildOptions(min_shapes={"input": (16, 1, 32, 32)}), "need min <= opt <= max"),
+    (EngineOptions(shapes={"image": (1, 1, 32, 32)}), "Shape given for image, which the ONNX does not have"),
+    (EngineOptions(shapes={"input": (1, 3, 32, 32)}), r"does not fit input 'input' \(\?x1x32x32"),
+    (EngineOptions(shapes={"input": (1, 32, 32)}), "does not fit input"),
+    (EngineOptions(min_shapes={"input": (16, 1, 32, 32)}), "need min <= opt <= max"),
 ])
-def test_profile_errors_name_the_input(digits_onnx: Path, options: BuildOptions, message: str) -> None:
+def test_profile_errors_name_the_input(digits_onnx: Path, options: EngineOptions, message: str) -> None:
     with pytest.raises(BadInput, match=message):
         planned_profile(digits_onnx, options)
 

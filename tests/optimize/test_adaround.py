@@ -17,7 +17,7 @@ from trtpipe.optimize.int8.adaround import _layer_function, adaround, rounded_la
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.vocab import Target
+from trtpipe.vocab import CalibMethod, Target
 
 RNG = np.random.default_rng(2)
 
@@ -66,7 +66,7 @@ def test_learned_rounding_beats_nearest(target: Target) -> None:
     model = _model()
     calib = [RNG.standard_normal((16, 3, 8, 8)).astype(np.float32) for _ in range(4)]
     profile = profile_for(target)
-    ranges = calibrate(model, calib, "minmax", symmetric=profile.symmetric_activations)
+    ranges = calibrate(model, calib, CalibMethod.MINMAX, symmetric=profile.symmetric_activations)
     nearest = quantize(model, ranges, profile)
     learned, flipped = adaround(model, nearest, calib, iterations=300)
     assert set(flipped) == {"conv1", "grouped", "fc"}

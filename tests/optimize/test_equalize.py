@@ -15,7 +15,7 @@ from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.passes.equalize import channel_ranges, equalize, find_pairs, pair_ranges
-from trtpipe.vocab import Target
+from trtpipe.vocab import CalibMethod, Target
 
 RNG = np.random.default_rng(1)
 # Output channels of the first layer span four decades: what per-tensor activation scales cannot take.
@@ -106,7 +106,7 @@ def test_int8_of_the_equalized_graph_is_closer_to_fp32(target: Target) -> None:
     errors = []
     ranges = pair_ranges(model, CALIB, after_activation=target is Target.TENSORRT)
     for candidate in (model, equalize(model, activation_ranges=ranges)[0]):
-        ranges = calibrate(candidate, CALIB, "minmax", symmetric=profile.symmetric_activations)
+        ranges = calibrate(candidate, CALIB, CalibMethod.MINMAX, symmetric=profile.symmetric_activations)
         errors.append(np.abs(run(quantize(candidate, ranges, profile), x, "disable") - reference).mean())
     assert errors[1] < 0.5 * errors[0]
 

@@ -15,6 +15,7 @@ from trtpipe.hardware import has_vnni
 from trtpipe.models.data import load_split
 from trtpipe.optimize.activations import RunningStats
 from trtpipe.optimize.int8.calibrate import mse_range
+from trtpipe.vocab import CalibMethod
 
 
 def _initializer_types(model: onnx.ModelProto, op: str, input_index: int) -> set[int]:
@@ -134,7 +135,7 @@ def test_calibration_streams_and_minmax_sees_every_batch(digits_onnx: Path) -> N
     images = load_split("digits", "eval").images[:320]
     batches = [images[i : i + 32] for i in range(0, 320, 32)]
     assert len(batches) > 2 * STREAM_BATCHES
-    ranges = calibrate(model, batches, "minmax", symmetric=False)
+    ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
     reference = observe(model, float_activations(model), batches)
     for name, (low, high) in ranges.items():
         if name in reference:

@@ -16,7 +16,7 @@ from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.passes.fuse import simplify
-from trtpipe.vocab import Target
+from trtpipe.vocab import CalibMethod, Target
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def fused_and_ranges(digits_onnx: Path) -> tuple[onnx.ModelProto, dict[str, tupl
     model, _ = simplify(onnx.load(str(digits_onnx)))
     name_nodes(model)
     images = load_split("digits", "calibration").images
-    return model, calibrate(model, [images[:64], images[64:128]], "minmax", symmetric=True)
+    return model, calibrate(model, [images[:64], images[64:128]], CalibMethod.MINMAX, symmetric=True)
 
 
 def test_tensorrt_placement(fused_and_ranges) -> None:  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import fallback_units
-from trtpipe.vocab import Target
+from trtpipe.vocab import CalibMethod, Target
 
 RNG = np.random.default_rng(5)
 
@@ -52,7 +52,7 @@ def _quantized(target: Target) -> tuple[onnx.ModelProto, onnx.ModelProto, list[n
     model = _model()
     calib = [RNG.standard_normal((16, 3, 8, 8)).astype(np.float32) * 2 for _ in range(2)]
     profile = profile_for(target)
-    ranges = calibrate(model, calib, "minmax", symmetric=profile.symmetric_activations)
+    ranges = calibrate(model, calib, CalibMethod.MINMAX, symmetric=profile.symmetric_activations)
     return model, quantize(model, ranges, profile), calib
 
 
@@ -77,7 +77,7 @@ def test_tensorrt_mix_equals_the_quantizer_excluding_those_nodes() -> None:
     only units that do are compared.)"""
     model, quantized, calib = _quantized(Target.TENSORRT)
     profile = profile_for(Target.TENSORRT)
-    ranges = calibrate(model, calib, "minmax", symmetric=True)
+    ranges = calibrate(model, calib, CalibMethod.MINMAX, symmetric=True)
     constants = {t.name for t in model.graph.initializer} | {"x"}
     readers: dict[str, set[str]] = {}
     for node in model.graph.node:

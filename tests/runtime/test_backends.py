@@ -8,11 +8,13 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
+import trtpipe
 from trtpipe.errors import BadInput
 from trtpipe.models.loader import load_model
-from trtpipe.runtime import artifact_kind, open_artifact
+from trtpipe.runtime import RunOptions, artifact_kind, describe_artifact, open_artifact
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.torch.backend import TorchBackend
+from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, Precision
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +25,8 @@ def batch() -> np.ndarray:
 def test_torch_and_onnxruntime_backends_agree(digits_onnx: Path, batch: np.ndarray) -> None:
     loaded = load_model("digits_resnet")
     reference = TorchBackend(loaded.module, loaded.sample_shape)
-    with open_artifact(digits_onnx, threads=1) as candidate:
-        assert candidate.kind == "onnxruntime" and candidate.precision == "fp32"
+    with open_artifact(digits_onnx, RunOptions(threads=1)) as candidate:
+        assert candidate.kind is BackendKind.ONNXRUNTIME and candidate.precision is Precision.FP32
         assert candidate.inputs[0].name == "input" and candidate.inputs[0].shape == ("batch", 1, 32, 32)
         assert [o.name for o in candidate.outputs] == ["output"]
         np.testing.assert_allclose(candidate.run(batch)[0], reference.run(batch)[0], atol=1e-4)
@@ -42,11 +44,34 @@ def test_wrong_dtype_shape_and_names_are_named(digits_onnx: Path, batch: np.ndar
 
 
 def test_optimisation_level_and_unknown_provider(digits_onnx: Path, batch: np.ndarray) -> None:
-    with OnnxRuntimeBackend(digits_onnx, optimization="disable") as plain, OnnxRuntimeBackend(digits_onnx) as fused:
+    plain_options = RunOptions(optimization=GraphOptimization.DISABLE)
+    with OnnxRuntimeBackend(digits_onnx, plain_options) as plain, OnnxRuntimeBackend(digits_onnx) as fused:
         np.testing.assert_allclose(plain.run(batch)[0], fused.run(batch)[0], atol=1e-4)
     with pytest.raises(BadInput, match=r"Requested ONNX Runtime providers NoSuchExecutionProvider; available "
                                        r"providers are .*CPUExecutionProvider"):
-        OnnxRuntimeBackend(digits_onnx, providers=["NoSuchExecutionProvider"])
+        OnnxRuntimeBackend(digits_onnx, RunOptions(providers=("NoSuchExecutionProvider",)))
+
+
+def test_backends_refuse_settings_they_do_not_have(digits_onnx: Path) -> None:
+    """A setting a backend would ignore makes a row or a server run otherwise than asked: refused, named."""
+    with pytest.raises(BadInput, match=r"The onnxruntime backend has no setting cuda_graph, hint \(its settings: "
+                                       r"optimization, providers, spinning, threads\)"):
+        open_artifact(digits_onnx, RunOptions(cuda_graph=True, hint="throughput"))
+    with pytest.raises(BadInput, match=r"Unknown run setting trheads: the settings are threads, "):
+        trtpipe.load(digits_onnx, trheads=2)
+    with pytest.raises(BadInput, match=r"Run setting 'fastest' is not a valid GraphOptimization"):
+        RunOptions(optimization="fastest")
+    assert RunOptions(optimization="disable").optimization is GraphOptimization.DISABLE  # typed at the edge
+
+
+def test_one_description_of_an_artifact(digits_onnx: Path) -> None:
+    """Precision, IO and run settings are read once, from the manifest (or the graph), for every consumer."""
+    described = describe_artifact(digits_onnx)
+    assert described.kind is ArtifactKind.ONNX and described.precision is Precision.FP32
+    assert [(t.name, t.dtype, t.shape) for t in described.inputs] == [("input", "float32", ("batch", 1, 32, 32))]
+    assert [t.name for t in described.outputs] == ["output"] and not described.simulated
+    with open_artifact(described) as backend:  # the description itself opens, without reading the file again
+        assert backend.inputs[0].name == described.inputs[0].name and backend.precision is described.precision
 
 
 def test_artifact_kinds() -> None:
@@ -63,10 +88,9 @@ def test_providers_for_each_execution_choice() -> None:
     assert provider_list(OnnxExecution.CPU) == ["CPUExecutionProvider"]
     cuda = provider_list(OnnxExecution.CUDA)
     assert cuda[0] == ("CUDAExecutionProvider", {"use_tf32": 0})  # FP32 rows compute in FP32
-    trt = provider_list(OnnxExecution.TENSORRT, trt_workspace=2**30, trt_profile=("input:1x3", "input:8x3",
-                                                                                  "input:64x3"))
+    trt = provider_list(OnnxExecution.TENSORRT, trt_profile=("input:1x3", "input:8x3", "input:64x3"))
     name, options = trt[0]
-    assert name == "TensorrtExecutionProvider" and options["trt_max_workspace_size"] == 2**30
+    assert name == "TensorrtExecutionProvider" and options["trt_profile_min_shapes"] == "input:1x3"
     assert options["trt_profile_max_shapes"] == "input:64x3"
     with pytest.raises(BadInput, match=r"did not use CUDAExecutionProvider.*active providers: CPUExecutionProvider"):
         check_active(cuda, ["CPUExecutionProvider"], "model.onnx")

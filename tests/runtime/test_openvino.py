@@ -16,7 +16,8 @@ import trtpipe
 from tests.conftest import error_line
 from trtpipe.hardware import has_bf16
 from trtpipe.optimize import OptimizeOptions, optimize
-from trtpipe.runtime import open_artifact
+from trtpipe.runtime import RunOptions, open_artifact
+from trtpipe.vocab import BackendKind
 
 openvino = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'trtpipe[openvino]')")
 
@@ -43,8 +44,8 @@ def _images(count: int = 64) -> np.ndarray:
 def test_openvino_computes_what_onnxruntime_computes(variants: dict[str, Path]) -> None:
     x = _images()
     for name in ("fp32", "int8_cpu"):
-        with open_artifact(variants[name], threads=1) as ort, \
-                open_artifact(variants[name], runtime="openvino", threads=1) as ov:
+        with open_artifact(variants[name], RunOptions(threads=1)) as ort, \
+                open_artifact(variants[name], RunOptions(threads=1), runtime=BackendKind.OPENVINO) as ov:
             assert ov.kind == "openvino" and ov.precision == ort.precision
             assert [(t.name, t.dtype, t.shape[1:]) for t in ov.inputs] == [(t.name, t.dtype, t.shape[1:])
                                                                            for t in ort.inputs]
@@ -64,7 +65,7 @@ def test_a_bf16_artifact_runs_on_openvino_in_bf16(variants: dict[str, Path]) -> 
     with trtpipe.load(variants["bf16"]) as model:
         assert model.kind == "openvino" and model.precision == "bf16"
         bf16 = model.predict(x)
-    with open_artifact(variants["bf16"], runtime="onnxruntime") as ort:  # FP32 arithmetic, BF16 weights
+    with open_artifact(variants["bf16"], runtime=BackendKind.ONNXRUNTIME) as ort:  # FP32 arithmetic, BF16 weights
         rounded_weights = ort.run(x)[0]
     with trtpipe.load(variants["fp32"]) as reference:
         fp32 = reference.predict(x)
@@ -75,7 +76,7 @@ def test_a_bf16_artifact_runs_on_openvino_in_bf16(variants: dict[str, Path]) -> 
 
 def test_tensorrt_target_int8_is_refused_on_openvino(variants: dict[str, Path]) -> None:
     with pytest.raises(trtpipe.errors.BadInput, match="TensorRT-target INT8"):
-        open_artifact(variants["int8_trt"], runtime="openvino")
+        open_artifact(variants["int8_trt"], runtime=BackendKind.OPENVINO)
 
 
 def test_bench_runs_each_onnx_file_on_both_runtimes_and_selection_names_the_runtime(

@@ -4,13 +4,14 @@ one corrupt model that must be reported not ready while the others serve."""
 from __future__ import annotations
 
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from trtpipe.serve.loopback import free_port
 
 
 def fake_engine(folder: Path, name: str = "resnet.plan") -> Path:
@@ -29,26 +30,6 @@ def fake_engine(folder: Path, name: str = "resnet.plan") -> Path:
                               "max": [64, 3, 224, 224]}]]}
     Path(f"{engine}.json").write_text(json.dumps(sidecar))
     return engine
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_ready(base: str, path: str = "/v2/models/digits/ready", seconds: float = 60) -> None:
-    """Poll a server started as a separate process until ``path`` answers 200."""
-    import httpx
-
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{base}{path}", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{base} did not answer {path} within {seconds} s")
 
 
 @pytest.fixture(scope="session")

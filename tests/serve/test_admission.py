@@ -59,7 +59,7 @@ def test_parsing_runs_off_the_event_loop(repository: Path, monkeypatch: pytest.M
     """While one request's body is being parsed, the server still answers: parsing happens in a worker thread."""
     import threading
 
-    import trtpipe.serve.app as app_module
+    import trtpipe.serve.service as service_module
     from trtpipe.serve.protocol import parse_infer_request
 
     parsing, release, parsed = threading.Event(), threading.Event(), threading.Event()
@@ -70,7 +70,7 @@ def test_parsing_runs_off_the_event_loop(repository: Path, monkeypatch: pytest.M
         parsed.set()
         return parse_infer_request(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(app_module, "parse_infer_request", slow_parse)
+    monkeypatch.setattr(service_module, "parse_infer_request", slow_parse)
     app, _ = build_app(repository, ServeOptions(batching=False))
     with TestClient(app) as client:
         results: list[int] = []

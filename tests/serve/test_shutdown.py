@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.serve.conftest import free_port, wait_until_ready
+from trtpipe.serve.loopback import free_port, wait_until_ready
 
 
 def test_sigterm_finishes_in_flight_requests_and_exits_zero(repository: Path) -> None:
@@ -22,7 +22,7 @@ def test_sigterm_finishes_in_flight_requests_and_exits_zero(repository: Path) ->
                                text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until_ready(base)
+        wait_until_ready(base, "/v2/models/digits/ready")  # the repository's broken model keeps health 503
         body = {"inputs": [{"name": "input", "shape": [1, 1, 32, 32], "datatype": "FP32",
                             "data": np.zeros(1024).tolist()}]}
         statuses: list[object] = []

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.serve.conftest import free_port, wait_until_ready
+from trtpipe.serve.loopback import free_port, wait_until_ready
 
 
 def _connect(port: int) -> socket.socket:

@@ -13,7 +13,7 @@ from tests.conftest import error_line
 from tests.serve.conftest import fake_engine
 from trtpipe.errors import BadInput
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.triton import check_name, describe_artifact
+from trtpipe.serve.triton import check_name, triton_model
 
 
 def _config(path: Path) -> model_config_pb2.ModelConfig:
@@ -39,7 +39,7 @@ def test_export_from_a_repository(repository: Path, tmp_path: Path, run_cli) -> 
 
 def test_engine_config_takes_preferred_sizes_from_its_profile(tmp_path: Path) -> None:
     engine = fake_engine(tmp_path, "m.plan")
-    model = describe_artifact("resnet", engine, ServeOptions(max_batch_size=128, instances=2))
+    model = triton_model("resnet", engine, ServeOptions(max_batch_size=128, instances=2))
     assert model.platform == "tensorrt_plan" and model.max_batch_size == 64
     assert model.preferred_batch_sizes == (8, 64) and model.instance_kind == "KIND_GPU"
     assert model.inputs[0].dims == (3, 224, 224)

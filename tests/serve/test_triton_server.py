@@ -17,9 +17,9 @@ import pytest
 
 import trtpipe
 from tests.serve.conftest import fake_engine
-from tests.serve.tritonserver import TritonServer, unavailable
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.triton import export
+from trtpipe.serve.tritonserver import TritonServer, unavailable
 from trtpipe.vocab import TritonBackend
 
 REASON = unavailable()

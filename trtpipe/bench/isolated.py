@@ -35,12 +35,11 @@ TIMEOUT_S = 600.0
 class VariantSpec:
     """How to open a variant in another process: everything in it is plain JSON."""
 
-    backend: str  # BackendKind
+    backend: BackendKind
     path: str
     sample_shape: tuple[int, ...]
     batches: tuple[int, ...]
-    threads: int | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # RunOptions.to_plain(): what the row was opened with
 
 
 def host_memory_alone(spec: VariantSpec, label: str) -> dict[int, float | None]:
@@ -71,19 +70,19 @@ def _last_line(text: str) -> str:
 
 def measure(spec: VariantSpec) -> dict[int, float | None]:
     """In this process: import the runtime, then open and run the variant under a memory probe."""
+    from trtpipe.runtime.options import RunOptions
     from trtpipe.runtime.registry import backend_class
 
-    kind = BackendKind(spec.backend)
-    backend_type = backend_class(kind)
-    importlib.import_module(kind.library)  # the runtime's import is not the variant's
+    backend_type = backend_class(spec.backend)
+    importlib.import_module(spec.backend.library)  # the runtime's import is not the variant's
     rng = np.random.default_rng(0)
     figures: dict[int, float | None] = {}
-    with MemoryProbe() as probe, backend_type(Path(spec.path), threads=spec.threads, **spec.options) as backend:
+    with MemoryProbe() as probe, backend_type(Path(spec.path), RunOptions(**spec.settings)) as backend:
         fixed = backend.static_batch
         for batch in sorted(b for b in spec.batches if fixed is None or b == fixed):
-            feeds = backend.feeds(rng.standard_normal((batch, *spec.sample_shape), dtype=np.float32))
+            call = backend.bind(rng.standard_normal((batch, *spec.sample_shape), dtype=np.float32))
             for _ in range(RUNS_PER_BATCH):
-                backend._run(feeds)
+                call()
             probe.read()
             figures[batch] = probe.host_mb
     return figures
@@ -93,7 +92,8 @@ def main() -> None:
     """The child's entry point: a VariantSpec as JSON on stdin, ``{"host_mb": {batch: MB}}`` on stdout."""
     try:
         raw = json.loads(sys.stdin.read())
-        spec = VariantSpec(**raw | {"sample_shape": tuple(raw["sample_shape"]), "batches": tuple(raw["batches"])})
+        spec = VariantSpec(**raw | {"backend": BackendKind(raw["backend"]), "sample_shape": tuple(raw["sample_shape"]),
+                                    "batches": tuple(raw["batches"])})
         print(json.dumps({"host_mb": measure(spec)}))
     except Exception as error:  # reported by the parent as one line; the bench goes on without the figure
         print(json.dumps({"error": f"{type(error).__name__}: {error}".splitlines()[0]}))

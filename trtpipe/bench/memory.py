@@ -50,8 +50,8 @@ def _reset_peak() -> bool:
 class MemoryProbe:
     """``with MemoryProbe(device) as probe: load and run`` → ``probe.host_mb``, ``probe.device_mb``."""
 
-    def __init__(self, device: str = Device.CPU) -> None:
-        self.device = Device(device)
+    def __init__(self, device: Device = Device.CPU) -> None:
+        self.device = device
         self.host_mb: float | None = None
         self.device_mb: float | None = None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtpipe.options import option
+from trtpipe.options import Options, option
 from trtpipe.shapes import parse_batch_sizes
 from trtpipe.vocab import BENCH_DURATION_S, BENCH_WARMUP, DEFAULT_BATCHES, Baseline, Device, OnnxExecution
 
@@ -13,24 +13,24 @@ def _format_list(batches: tuple[int, ...]) -> str:
     return ",".join(map(str, batches))
 
 
-def _parse_executions(text: str) -> tuple[str, ...]:
+def _parse_executions(text: str) -> tuple[OnnxExecution, ...]:
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     unknown = [n for n in names if n not in tuple(OnnxExecution)]
     if unknown or not names:
         raise ValueError(f"unknown backend {', '.join(unknown) or '(none)'}: choose from {', '.join(OnnxExecution)}")
-    return names
+    return tuple(OnnxExecution(n) for n in names)
 
 
-def _parse_baselines(text: str) -> tuple[str, ...]:
+def _parse_baselines(text: str) -> tuple[Baseline, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in tuple(Baseline)]
     if unknown:
         raise ValueError(f"unknown baseline {', '.join(unknown)}: choose from {', '.join(Baseline)}")
-    return names
+    return tuple(Baseline(n) for n in names)
 
 
 @dataclass
-class BenchOptions:
+class BenchOptions(Options):
     batches: tuple[int, ...] = option(DEFAULT_BATCHES, "Batch sizes to sweep.", parse=parse_batch_sizes,
                                       format=_format_list, metavar="LIST", flag="--batch")
     threads: int | None = option(None, "CPU threads for every backend (default: all cores).", type=int, minimum=1)
@@ -42,13 +42,13 @@ class BenchOptions:
                          minimum=1)
     duration: float = option(BENCH_DURATION_S, "Seconds of timed runs per variant and batch.", type=float,
                              minimum=0.1)
-    device: str = option(Device.CPU, "Where the PyTorch baseline runs (cuda adds a TF32 row).", choices=tuple(Device))
-    baselines: tuple[str, ...] = option((), "More PyTorch rows beside FP32 eager: compile (torch.compile FP32), "
+    device: Device = option(Device.CPU, "Where the PyTorch baseline runs (cuda adds a TF32 row).", type=Device)
+    baselines: tuple[Baseline, ...] = option((), "More PyTorch rows beside FP32 eager: compile (torch.compile FP32), "
                                         "autocast (BF16 on a CPU with AVX512-BF16/AMX, FP16 on a GPU).",
                                         parse=_parse_baselines, format=_format_list, metavar="LIST")
     peers: bool = option(False, "Also bench the INT8 quantizers users would pick instead (ONNX Runtime "
                          "quantize_static; OpenVINO + NNCF where installed) on the first FP32 ONNX.", type=bool)
-    backend: tuple[str, ...] = option((str(OnnxExecution.CPU),), "How ONNX artifacts run, one row set each: "
+    backend: tuple[OnnxExecution, ...] = option((OnnxExecution.CPU,), "How ONNX artifacts run, one row set each: "
                                       "onnxruntime (CPU), onnxruntime-cuda, onnxruntime-tensorrt, openvino; e.g. "
                                       "onnxruntime,openvino.", parse=_parse_executions, format=_format_list,
                                       metavar="LIST")

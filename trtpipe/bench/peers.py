@@ -21,6 +21,7 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.runtime.base import Backend
+from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import backend_class
 from trtpipe.vocab import BackendKind
 
@@ -39,7 +40,7 @@ class Peer:
     path: Path
 
     def open(self, threads: int | None) -> Backend:
-        return backend_class(self.backend)(self.path, threads=threads)
+        return backend_class(self.backend)(self.path, RunOptions(threads=threads))
 
 
 class _Reader:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trtpipe.vocab import BackendKind, Precision
+from trtpipe.vocab import BackendKind, Baseline, Device, Precision, Target
 
 BENCH_SCHEMA = "trtpipe.bench/2"
 
@@ -17,9 +17,9 @@ BENCH_SCHEMA = "trtpipe.bench/2"
 @dataclass
 class BenchRow:
     variant: str
-    backend: str  # BackendKind
-    precision: str  # Precision
-    device: str  # Device
+    backend: BackendKind
+    precision: Precision
+    device: Device
     batch: int
     iters: int
     p50_ms: float
@@ -31,7 +31,7 @@ class BenchRow:
     max_ms: float
     throughput: float  # items per second at the median latency
     artifact: str | None = None
-    target: str | None = None  # INT8 target
+    target: Target | None = None  # INT8 target
     simulated: bool = False  # runs here only to measure another runtime's arithmetic: its latency means nothing
     includes_transfers: bool = True  # latency includes host-device copies (always true on the CPU)
     note: str | None = None
@@ -45,7 +45,7 @@ class BenchRow:
     agreement_samples: int = 0
     model_size_mb: float | None = None
     build_seconds: float | None = None
-    baseline: str | None = None  # Baseline: a PyTorch row beside the reference (torch.compile, autocast)
+    baseline: Baseline | None = None  # a PyTorch row beside the reference (torch.compile, autocast)
     peer: str | None = None  # the quantizer users would pick instead that made this row (bench --peers)
     host_memory_mb: float | None = None  # peak resident memory the variant added while loading and running
     device_memory_mb: float | None = None  # GPU memory it held (engine, weights, activations, workspace)
@@ -54,12 +54,20 @@ class BenchRow:
     @property
     def is_reference(self) -> bool:
         """PyTorch FP32 eager: the row every speedup and accuracy drop is measured against."""
-        return self.backend == BackendKind.TORCH and self.precision == Precision.FP32 and self.baseline is None
+        return self.backend is BackendKind.TORCH and self.precision is Precision.FP32 and self.baseline is None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchRow:
+        """A row read back from a results JSON: its choices become the vocabulary's enums here, once."""
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        for key, enum in _ENUMS.items():
+            if values.get(key) is not None:
+                values[key] = enum(values[key])
+        return cls(**values)
+
+
+_ENUMS = {"backend": BackendKind, "precision": Precision, "device": Device, "target": Target, "baseline": Baseline}

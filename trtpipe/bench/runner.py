@@ -26,12 +26,12 @@ from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.standing import peer_standing
 from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import compare
-from trtpipe.errors import BadInput
 from trtpipe.hardware import has_bf16, usable_cores
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
-from trtpipe.runtime.artifacts import ArtifactProfile, artifact_name, artifact_profile
+from trtpipe.runtime.artifacts import ArtifactDescription, artifact_name, describe_artifact
 from trtpipe.runtime.base import Backend
+from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_artifact
 from trtpipe.runtime.torch.backend import TorchBackend
 from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision, Target, __version__
@@ -94,85 +94,33 @@ def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpti
     return report | {"warnings": list(dict.fromkeys(warnings))}
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One row set: an artifact as it is run, the execution that runs it, and the rows' name."""
+
+    description: ArtifactDescription
+    execution: OnnxExecution
+    label: str
+
+
 def _run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions) -> dict[str, Any]:
     threads = options.threads or usable_cores()
-    artifacts = [Path(a) for a in artifacts]
-    for path in artifacts:
-        if not path.is_file():
-            raise BadInput(f"Artifact {path} does not exist.")
-    profiles = [artifact_profile(p) for p in artifacts]  # engines are checked against their sidecar here
-    executions = [OnnxExecution(e) for e in options.backend]
-    if OnnxExecution.OPENVINO in executions and len(executions) > 1 and not _installed(str(BackendKind.OPENVINO)):
-        console.warn("OpenVINO rows skipped: OpenVINO is not installed (pip install 'trtpipe[openvino]').")
-        executions.remove(OnnxExecution.OPENVINO)
-    if any(p.kind is ArtifactKind.ONNX for p in profiles):
-        from trtpipe.runtime.onnxruntime.providers import check_providers, provider_list
-
-        for execution in executions:
-            if execution.on_gpu:
-                check_providers(provider_list(execution))
-    runs = [run for path, profile in zip(artifacts, profiles, strict=True)
-            for run in _runs(path, profile, executions)]
+    descriptions = [describe_artifact(Path(a)) for a in artifacts]  # engines are checked against their sidecar
+    runs = _plan_runs(descriptions, _executions(options, descriptions))
     samples = _samples(loaded, options.batches)
-    rows: list[BenchRow] = []
-    # PyTorch's weights are in memory before its probe starts: they are added to its host figure on the CPU.
-    weights_mb = _module_bytes(loaded.module) / 1e6 if options.device == Device.CPU else 0.0
-    with MemoryProbe(options.device) as reference_memory:
-        reference = TorchBackend(loaded.module, loaded.sample_shape, device=options.device, threads=threads)
-        _set_tf32(options.device, enabled=False)  # the baseline is true FP32
-    labels = _dedupe([_label(path, profile, execution) for path, profile, execution in runs])
-    schedule = _Schedule(options)
-    timed: list[_Timed] = []
     # With more than one round every variant stays open until its last round; with one it is closed at once.
     with console.progress() as bar, contextlib.ExitStack() as kept:
-        keep = kept if schedule.count > 1 else None
-        reference_rows, reference_outputs = _bench_variant(reference, "pytorch-fp32", None, None, samples, None,
-                                                           schedule, bar, reference_memory, timed, weights_mb)
-        rows += reference_rows
-        if options.device == Device.CUDA:
-            def tf32_mode(enabled: bool) -> None:
-                _set_tf32(options.device, enabled=enabled)
-
-            tf32_mode(True)
-            tf32, _ = _bench_variant(reference, "pytorch-tf32", None, None, samples, reference_outputs, schedule, bar,
-                                     reference_memory, timed, weights_mb, mode=tf32_mode)
-            tf32_mode(False)
-            for row in tf32:
-                row.precision, row.note = Precision.TF32, "PyTorch eager with TF32 matmuls and convolutions"
-            rows += tf32
+        bench = _Bench(loaded, options, threads, samples, _Schedule(options), bar, kept)
+        bench.reference()
         for baseline in options.baselines:
-            rows += _bench_baseline(loaded, Baseline(baseline), samples, reference_outputs, schedule, bar, threads,
-                                    weights_mb, timed, keep)
-        for (path, profile, execution), label in zip(runs, labels, strict=True):
-            if profile.note:
-                console.note(f"{label}: {profile.note}")
-            backend_options = dict(profile.options)
-            if profile.kind is ArtifactKind.ONNX and execution.on_gpu:
-                from trtpipe.runtime.onnxruntime.providers import provider_list
-
-                backend_options["providers"] = provider_list(execution, trt_profile=_trt_profile(loaded, options))
-            elif execution is OnnxExecution.OPENVINO and profile.kind is ArtifactKind.ONNX:
-                backend_options["runtime"] = str(BackendKind.OPENVINO)
-            alone = None  # a GPU row: its device figure is the one that matters, taken below with the host one
-            if not execution.on_gpu and profile.kind is ArtifactKind.ONNX:
-                alone = _host_memory_alone(BackendKind(backend_options.get("runtime", profile.kind.backend)), path,
-                                           backend_options, loaded, options, threads, label)
-            with MemoryProbe(options.device) as memory, contextlib.ExitStack() as own:
-                backend = (keep or own).enter_context(open_artifact(path, threads=threads, **backend_options))
-                rows += _bench_variant(backend, label, path, profile, samples, reference_outputs, schedule, bar,
-                                       memory, timed, host_alone=alone)[0]
+            bench.baseline(baseline)
+        for run in runs:
+            bench.artifact(run)
         if options.peers:
-            rows += _bench_peers(loaded, artifacts, profiles, samples, reference_outputs, schedule, bar, threads,
-                                 timed, keep)
-        _later_rounds(timed, schedule, bar)
-    for entry in timed:
-        _settle(entry)
-    # Like with like: a row without host-device copies is compared with PyTorch's row without them.
-    baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
-    for row in rows:
-        base = baseline.get((row.batch, row.includes_transfers))
-        if base and row.p50_ms > 0 and not row.simulated:  # a simulation's latency is not the target's
-            row.speedup_vs_torch_fp32 = base / row.p50_ms
+            bench.peers(descriptions)
+        bench.later_rounds()
+    rows = bench.settled_rows()
+    _speedups(rows)
     return {
         "schema": BENCH_SCHEMA,
         "trtpipe_version": __version__,
@@ -186,6 +134,40 @@ def _run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpt
     }
 
 
+def _executions(options: BenchOptions, descriptions: list[ArtifactDescription]) -> list[OnnxExecution]:
+    """How ONNX files are run, as asked: OpenVINO dropped with one line where it is not installed and something
+    else is asked too; a GPU provider that is not installed refused before anything runs."""
+    executions = list(options.backend)
+    if OnnxExecution.OPENVINO in executions and len(executions) > 1 and not _installed(BackendKind.OPENVINO.library):
+        console.warn("OpenVINO rows skipped: OpenVINO is not installed (pip install 'trtpipe[openvino]').")
+        executions.remove(OnnxExecution.OPENVINO)
+    if any(d.kind is ArtifactKind.ONNX for d in descriptions):
+        from trtpipe.runtime.onnxruntime.providers import check_providers, provider_list
+
+        for execution in executions:
+            if execution.on_gpu:
+                check_providers(provider_list(execution))
+    return executions
+
+
+def _plan_runs(descriptions: list[ArtifactDescription], executions: list[OnnxExecution]) -> list[_Run]:
+    """Every row set, in order, each with a name no other has."""
+    pairs = [pair for description in descriptions for pair in _runs(description, executions)]
+    labels = _dedupe([_label(description, execution) for description, execution in pairs])
+    return [_Run(description, execution, label) for (description, execution), label in zip(pairs, labels,
+                                                                                            strict=True)]
+
+
+def _speedups(rows: list[BenchRow]) -> None:
+    """Like with like: a row without host-device copies is compared with PyTorch's row without them; a
+    simulation's latency is not the target's, so it gets none."""
+    baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
+    for row in rows:
+        base = baseline.get((row.batch, row.includes_transfers))
+        if base and row.p50_ms > 0 and not row.simulated:
+            row.speedup_vs_torch_fp32 = base / row.p50_ms
+
+
 def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
     data = loaded.evaluation_data()
     if data is not None:
@@ -197,67 +179,214 @@ def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
     return _Samples(timing, agreement, None, f"{RANDOM_AGREEMENT_SAMPLES} seeded random inputs (no labels)")
 
 
-def _bench_variant(
-    backend: Backend, label: str, artifact: Path | None, profile: ArtifactProfile | None, samples: _Samples,
-    reference_outputs: np.ndarray | None, schedule: _Schedule, bar: Any, memory: MemoryProbe, timed: list[_Timed],
-    extra_host_mb: float = 0.0, mode: Callable[[bool], None] | None = None,
-    host_alone: dict[int, float | None] | None = None,
-) -> tuple[list[BenchRow], np.ndarray]:
-    """Rows of one variant, smallest batch first, timed for the first round (their entries are added to
-    ``timed`` for the later ones), and its outputs on the agreement samples (compared with ``reference_outputs``;
-    the reference passes None). Memory is read after each batch, before the agreement run: a row's figure is what
-    loading and running up to that batch needed (the advice's memory budget uses it). ``host_alone``: the host
-    figures measured in a fresh process (isolated.py), used instead of this process's."""
-    options = schedule.options
-    fixed_batch = backend.static_batch
-    batches = sorted(b for b in options.batches if fixed_batch is None or b == fixed_batch)
-    if not batches:
-        console.warn(f"{label} has a static batch of {fixed_batch}, which is not among the batch sizes asked "
-                     f"for ({', '.join(map(str, options.batches))}); it is skipped.")
-        return [], np.empty(0)
-    if fixed_batch is not None and len(options.batches) > 1:
-        console.note(f"{label} has a static batch of {fixed_batch}: it is measured at that size only.")
+class _Bench:
+    """What one benchmark run shares across its variants: the model, options, samples and round schedule, the
+    progress bar, the variants kept open for later rounds, the timed entries and the rows made so far."""
 
-    rows = []
-    for batch in batches:
-        feeds = backend.feeds(samples.timing[batch])
-        calls: list[tuple[str, Callable[[], object], bool]] = [
-            (label, lambda feeds=feeds: backend._run(feeds), True)]
-        resident = getattr(backend, "device_resident_call", None)
-        call = resident(feeds) if resident is not None else None
-        if call is not None:  # on a GPU: also the latency without host-device copies
-            calls.append((f"{label} [no transfers]", call, False))
-        entries = []
-        for variant, run, transfers in calls:
-            row = BenchRow(variant=variant, backend=str(backend.kind), precision=str(backend.precision),
-                           device=str(backend.device), batch=batch, iters=0, p50_ms=0.0, p90_ms=0.0, p99_ms=0.0,
-                           mean_ms=0.0, std_ms=0.0, min_ms=0.0, max_ms=0.0, throughput=0.0,
-                           **_artifact_fields(artifact, profile), includes_transfers=transfers)
-            entry = _Timed(row, run, mode=mode)
-            _time_round(entry, schedule, 0, bar)
-            entries.append(entry)
-        memory.read()
-        for entry in entries:
-            stats = LatencyStats.from_samples(entry.rounds[0], batch)
-            console.note(f"{entry.row.variant} batch {batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} "
-                         f"ms  {stats.throughput:9.1f} items/s  ({stats.iters} runs"
-                         f"{', round 1 of ' + str(schedule.count) if schedule.count > 1 else ''})")
-            if host_alone is not None:
-                entry.row.host_memory_mb = host_alone.get(batch)
-            else:
-                entry.row.host_memory_mb = None if memory.host_mb is None else memory.host_mb + extra_host_mb
-            entry.row.device_memory_mb = memory.device_mb
+    def __init__(self, loaded: LoadedModel, options: BenchOptions, threads: int, samples: _Samples,
+                 schedule: _Schedule, bar: Any, kept: contextlib.ExitStack) -> None:
+        self.loaded, self.options, self.threads = loaded, options, threads
+        self.samples, self.schedule, self.bar = samples, schedule, bar
+        self.keep = kept if schedule.count > 1 else None  # one round: each variant is closed once timed
+        self.timed: list[_Timed] = []
+        self.rows: list[BenchRow] = []
+        self.reference_outputs: np.ndarray | None = None
+        # PyTorch's weights are in memory before its probe starts: they are added to its host figure on the CPU.
+        self.torch_weights_mb = _module_bytes(loaded.module) / 1e6 if options.device is Device.CPU else 0.0
+
+    def _hold(self, backend: Backend, own: contextlib.ExitStack) -> Backend:
+        """Keep ``backend`` open until the last round (several rounds), else until the caller's block ends."""
+        return (self.keep or own).enter_context(backend)
+
+    def reference(self) -> None:
+        """PyTorch FP32 eager, the reference every other row is compared with (and TF32 beside it on a GPU)."""
+        device = self.options.device
+        with MemoryProbe(device) as memory:
+            reference = TorchBackend(self.loaded.module, self.loaded.sample_shape, device=device,
+                                     threads=self.threads)
+            _set_tf32(device, enabled=False)  # the baseline is true FP32
+        rows, self.reference_outputs = self._variant(reference, "pytorch-fp32", memory,
+                                                     extra_host_mb=self.torch_weights_mb)
+        self.rows += rows
+        if device is Device.CUDA:
+            def tf32_mode(enabled: bool) -> None:
+                _set_tf32(device, enabled=enabled)
+
+            tf32_mode(True)
+            tf32 = self._variant(reference, "pytorch-tf32", memory, extra_host_mb=self.torch_weights_mb,
+                                 mode=tf32_mode)[0]
+            tf32_mode(False)
+            for row in tf32:
+                row.precision, row.note = Precision.TF32, "PyTorch eager with TF32 matmuls and convolutions"
+            self.rows += tf32
+
+    def baseline(self, baseline: Baseline) -> None:
+        """A PyTorch row users would deploy instead: torch.compile FP32, or eager under BF16/FP16 autocast."""
+        device = self.options.device
+        cuda = device is Device.CUDA
+        autocast = None
+        if baseline is Baseline.AUTOCAST:
+            autocast = Precision.FP16 if cuda else Precision.BF16
+            if not cuda and not has_bf16():
+                console.warn("pytorch-bf16-autocast skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would "
+                             "be emulated, slower than FP32).")
+                return
+        label = f"pytorch-{autocast}-autocast" if autocast else "pytorch-fp32-compile"
+        with MemoryProbe(device) as memory, contextlib.ExitStack() as own:
+            backend = self._hold(TorchBackend(self.loaded.module, self.loaded.sample_shape, device=device,
+                                              threads=self.threads, compile=baseline is Baseline.COMPILE,
+                                              autocast=autocast), own)
+            rows = self._variant(backend, label, memory, extra_host_mb=self.torch_weights_mb)[0]
+        for row in rows:
+            row.baseline = baseline
+        self.rows += rows
+
+    def artifact(self, run: _Run) -> None:
+        """The rows of one artifact as ``run`` runs it; a CPU row's host memory is measured alone, first."""
+        description, execution = run.description, run.execution
+        if description.note:
+            console.note(f"{run.label}: {description.note}")
+        asked = RunOptions(threads=self.threads)
+        runtime = description.backend
+        if description.kind is ArtifactKind.ONNX and not description.pinned_runtime:
+            runtime = execution.backend
+            if execution.on_gpu:
+                from trtpipe.runtime.onnxruntime.providers import provider_list
+
+                trt_profile = _trt_profile(description, self.loaded.sample_shape, self.options)
+                asked = replace(asked, providers=tuple(provider_list(execution, trt_profile=trt_profile)))
+        settings = description.settings_for(runtime, asked)
+        alone = None  # a GPU row: its device figure is the one that matters, taken below with the host one
+        if not execution.on_gpu and description.kind is ArtifactKind.ONNX:
+            alone = self._host_memory_alone(runtime, Path(str(description.path)), settings, run.label)
+        with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
+            backend = self._hold(open_artifact(description, settings, runtime=runtime), own)
+            self.rows += self._variant(backend, run.label, memory, description=description, host_alone=alone)[0]
+
+    def peers(self, descriptions: list[ArtifactDescription]) -> None:
+        """Rows of the quantizers users would pick instead, made from the first FP32 ONNX artifact."""
+        import tempfile
+
+        from trtpipe.bench.peers import make_peers
+
+        fp32 = next((d.path for d in descriptions
+                     if d.kind is ArtifactKind.ONNX and d.precision is Precision.FP32), None)
+        if fp32 is None:
+            console.warn("Peers skipped: they quantize an FP32 ONNX, and none is among the artifacts.")
+            return
+        with contextlib.ExitStack() as own:
+            folder = self._hold_folder(tempfile.TemporaryDirectory(prefix="trtpipe-peers-"), own)
+            for peer in make_peers(fp32, self.loaded.calibration_data(), Path(folder)):
+                alone = self._host_memory_alone(peer.backend, peer.path, RunOptions(threads=self.threads),
+                                                peer.label)
+                with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own_peer:
+                    backend = self._hold(peer.open(self.threads), own_peer)
+                    rows = self._variant(backend, peer.label, memory, host_alone=alone)[0]
+                for row in rows:
+                    row.peer = peer.tool
+                self.rows += rows
+
+    def _hold_folder(self, folder: Any, own: contextlib.ExitStack) -> str:
+        return (self.keep or own).enter_context(folder)
+
+    def _host_memory_alone(self, kind: BackendKind, path: Path, settings: RunOptions,
+                           label: str) -> dict[int, float | None]:
+        """A CPU row's host memory, measured in a fresh process (isolated.py says why)."""
+        spec = VariantSpec(kind, str(path), tuple(self.loaded.sample_shape), tuple(self.options.batches),
+                           settings.to_plain())
+        return host_memory_alone(spec, label)
+
+    def _variant(self, backend: Backend, label: str, memory: MemoryProbe, *,
+                 description: ArtifactDescription | None = None, extra_host_mb: float = 0.0,
+                 mode: Callable[[bool], None] | None = None,
+                 host_alone: dict[int, float | None] | None = None) -> tuple[list[BenchRow], np.ndarray]:
+        """Rows of one variant, smallest batch first, timed for the first round (their entries are kept for the
+        later ones), and its outputs on the agreement samples (compared with the reference's; the reference
+        itself has none yet). Memory is read after each batch, before the agreement run: a row's figure is what
+        loading and running up to that batch needed (the advice's memory budget uses it). ``host_alone``: the
+        host figures measured in a fresh process (isolated.py), used instead of this process's."""
+        batches = self._batches(backend, label)
+        rows = []
+        for batch in batches:
+            entries = [self._first_round(_Timed(row, call, mode=mode))
+                       for row, call in self._calls(backend, label, description, batch)]
+            memory.read()
+            for entry in entries:
+                self._report_first_round(entry)
+                entry.row.host_memory_mb = host_alone.get(batch) if host_alone is not None else (
+                    None if memory.host_mb is None else memory.host_mb + extra_host_mb)
+                entry.row.device_memory_mb = memory.device_mb
+                _settle(entry)
+                rows.append(entry.row)
+            self.timed += entries
+        if not batches:
+            return [], np.empty(0)
+        return rows, self._agreement(backend, rows)
+
+    def _batches(self, backend: Backend, label: str) -> list[int]:
+        """The batch sizes asked for that the backend takes (a static batch: that size only, or none)."""
+        asked = self.options.batches
+        fixed = backend.static_batch
+        batches = sorted(b for b in asked if fixed is None or b == fixed)
+        if not batches:
+            console.warn(f"{label} has a static batch of {fixed}, which is not among the batch sizes asked for "
+                         f"({', '.join(map(str, asked))}); it is skipped.")
+        elif fixed is not None and len(asked) > 1:
+            console.note(f"{label} has a static batch of {fixed}: it is measured at that size only.")
+        return batches
+
+    def _calls(self, backend: Backend, label: str, description: ArtifactDescription | None,
+               batch: int) -> list[tuple[BenchRow, Callable[[], object]]]:
+        """The timed calls of one batch, each with its empty row: the plain call, and on a GPU the call on inputs
+        already in device memory (the latency without host-device copies)."""
+        timing = self.samples.timing[batch]
+        calls: list[tuple[str, Callable[[], object], bool]] = [(label, backend.bind(timing), True)]
+        resident = backend.device_resident_call(backend.feeds(timing))
+        if resident is not None:
+            calls.append((f"{label} [no transfers]", resident, False))
+        return [(BenchRow(variant=variant, backend=backend.kind, precision=backend.precision, device=backend.device,
+                          batch=batch, iters=0, p50_ms=0.0, p90_ms=0.0, p99_ms=0.0, mean_ms=0.0, std_ms=0.0,
+                          min_ms=0.0, max_ms=0.0, throughput=0.0, **_artifact_fields(description),
+                          includes_transfers=transfers), call)
+                for variant, call, transfers in calls]
+
+    def _first_round(self, entry: _Timed) -> _Timed:
+        _time_round(entry, self.schedule, 0, self.bar)
+        return entry
+
+    def _report_first_round(self, entry: _Timed) -> None:
+        stats = LatencyStats.from_samples(entry.rounds[0], entry.row.batch)
+        rounds = self.schedule.count
+        console.note(f"{entry.row.variant} batch {entry.row.batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 "
+                     f"{stats.p99_ms:8.2f} ms  {stats.throughput:9.1f} items/s  ({stats.iters} runs"
+                     f"{', round 1 of ' + str(rounds) if rounds > 1 else ''})")
+
+    def _agreement(self, backend: Backend, rows: list[BenchRow]) -> np.ndarray:
+        """The variant's outputs on the agreement samples, and its rows' agreement with the reference's."""
+        outputs = backend.run_chunked(self.samples.agreement, AGREEMENT_CHUNK)
+        reference = outputs if self.reference_outputs is None else self.reference_outputs
+        comparison = compare(reference[: len(outputs)], outputs, self.samples.labels)
+        for row in rows:
+            row.max_abs_err, row.max_rel_err = comparison.max_abs_err, comparison.max_rel_err
+            row.cosine, row.top1_agreement, row.top1_accuracy = (comparison.cosine, comparison.top1_agreement,
+                                                                  comparison.accuracy)
+            row.reference_accuracy, row.agreement_samples = comparison.reference_accuracy, comparison.samples
+        return outputs
+
+    def later_rounds(self) -> None:
+        """Rounds 2..N: per batch, every row in turn, the order reversed every other round (no row always follows
+        the same one)."""
+        for round_index in range(1, self.schedule.count):
+            for batch in sorted({entry.row.batch for entry in self.timed}):
+                entries = [entry for entry in self.timed if entry.row.batch == batch]
+                for entry in entries if round_index % 2 == 0 else reversed(entries):
+                    _time_round(entry, self.schedule, round_index, self.bar)
+
+    def settled_rows(self) -> list[BenchRow]:
+        """Every row, with the statistics of all its rounds."""
+        for entry in self.timed:
             _settle(entry)
-            rows.append(entry.row)
-        timed += entries
-    outputs = backend.run_chunked(samples.agreement, AGREEMENT_CHUNK)
-    reference = outputs if reference_outputs is None else reference_outputs
-    comparison = compare(reference[: len(outputs)], outputs, samples.labels)
-    for row in rows:
-        row.max_abs_err, row.max_rel_err, row.cosine = comparison.max_abs_err, comparison.max_rel_err, comparison.cosine
-        row.top1_agreement, row.top1_accuracy = comparison.top1_agreement, comparison.accuracy
-        row.reference_accuracy, row.agreement_samples = comparison.reference_accuracy, comparison.samples
-    return rows, outputs
+        return self.rows
 
 
 def _time_round(entry: _Timed, schedule: _Schedule, round_index: int, bar: Any) -> None:
@@ -278,16 +407,6 @@ def _time_round(entry: _Timed, schedule: _Schedule, round_index: int, bar: Any) 
         bar.remove_task(task)
 
 
-def _later_rounds(timed: list[_Timed], schedule: _Schedule, bar: Any) -> None:
-    """Rounds 2..N: per batch, every row in turn, the order reversed every other round (no row always follows
-    the same one)."""
-    for round_index in range(1, schedule.count):
-        for batch in sorted({entry.row.batch for entry in timed}):
-            entries = [entry for entry in timed if entry.row.batch == batch]
-            for entry in entries if round_index % 2 == 0 else reversed(entries):
-                _time_round(entry, schedule, round_index, bar)
-
-
 def _settle(entry: _Timed) -> None:
     """Write the statistics of every round so far into the row, and each round's p50 when there are several."""
     stats = LatencyStats.from_samples(np.concatenate(entry.rounds), entry.row.batch)
@@ -296,75 +415,15 @@ def _settle(entry: _Timed) -> None:
     entry.row.round_p50_ms = [float(np.median(r)) for r in entry.rounds] if len(entry.rounds) > 1 else None
 
 
-def _artifact_fields(artifact: Path | None, profile: ArtifactProfile | None) -> dict[str, Any]:
+def _artifact_fields(description: ArtifactDescription | None) -> dict[str, Any]:
+    if description is None:
+        return {"artifact": None, "target": None, "simulated": False, "note": None, "model_size_mb": None,
+                "build_seconds": None}
     return {
-        "artifact": str(artifact) if artifact else None,
-        "target": str(profile.target) if profile and profile.target else None,
-        "simulated": bool(profile and profile.simulated), "note": profile.note if profile else None,
-        "model_size_mb": profile.size_bytes / 1e6 if profile else None,
-        "build_seconds": profile.build_seconds if profile else None,
+        "artifact": str(description.path), "target": description.target, "simulated": description.simulated,
+        "note": description.note, "model_size_mb": description.size_bytes / 1e6,
+        "build_seconds": description.build_seconds,
     }
-
-
-def _bench_baseline(loaded: LoadedModel, baseline: Baseline, samples: _Samples, reference_outputs: np.ndarray,
-                    schedule: _Schedule, bar: Any, threads: int, weights_mb: float, timed: list[_Timed],
-                    keep: contextlib.ExitStack | None) -> list[BenchRow]:
-    """A PyTorch row users would deploy instead: torch.compile FP32, or eager under BF16/FP16 autocast."""
-    device = schedule.options.device
-    cuda = device == Device.CUDA
-    autocast = None
-    if baseline is Baseline.AUTOCAST:
-        autocast = Precision.FP16 if cuda else Precision.BF16
-        if not cuda and not has_bf16():
-            console.warn("pytorch-bf16-autocast skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would be "
-                         "emulated, slower than FP32).")
-            return []
-    label = f"pytorch-{autocast}-autocast" if autocast else "pytorch-fp32-compile"
-    with MemoryProbe(device) as memory, contextlib.ExitStack() as own:
-        backend = (keep or own).enter_context(
-            TorchBackend(loaded.module, loaded.sample_shape, device=device, threads=threads,
-                         compile=baseline is Baseline.COMPILE, autocast=autocast))
-        rows = _bench_variant(backend, label, None, None, samples, reference_outputs, schedule, bar, memory, timed,
-                              weights_mb)[0]
-    for row in rows:
-        row.baseline = str(baseline)
-    return rows
-
-
-def _bench_peers(loaded: LoadedModel, artifacts: list[Path], profiles: list[ArtifactProfile], samples: _Samples,
-                 reference_outputs: np.ndarray, schedule: _Schedule, bar: Any, threads: int, timed: list[_Timed],
-                 keep: contextlib.ExitStack | None) -> list[BenchRow]:
-    """Rows of the quantizers users would pick instead, made from the first FP32 ONNX artifact."""
-    import tempfile
-
-    from trtpipe.bench.peers import make_peers
-
-    fp32 = next((path for path, profile in zip(artifacts, profiles, strict=True)
-                 if profile.kind is ArtifactKind.ONNX and profile.precision is Precision.FP32), None)
-    if fp32 is None:
-        console.warn("Peers skipped: they quantize an FP32 ONNX, and none is among the artifacts.")
-        return []
-    rows: list[BenchRow] = []
-    with contextlib.ExitStack() as own:
-        folder = (keep or own).enter_context(tempfile.TemporaryDirectory(prefix="trtpipe-peers-"))
-        for peer in make_peers(fp32, loaded.calibration_data(), Path(folder)):
-            alone = _host_memory_alone(peer.backend, peer.path, {}, loaded, schedule.options, threads, peer.label)
-            with MemoryProbe(schedule.options.device) as memory, contextlib.ExitStack() as own_peer:
-                backend = (keep or own_peer).enter_context(peer.open(threads))
-                peer_rows = _bench_variant(backend, peer.label, None, None, samples, reference_outputs, schedule,
-                                           bar, memory, timed, host_alone=alone)[0]
-            for row in peer_rows:
-                row.peer = peer.tool
-            rows += peer_rows
-    return rows
-
-
-def _host_memory_alone(kind: BackendKind, path: Path, backend_options: dict[str, Any], loaded: LoadedModel,
-                       options: BenchOptions, threads: int, label: str) -> dict[int, float | None]:
-    """A CPU row's host memory, measured in a fresh process (isolated.py says why)."""
-    plain = {key: value for key, value in backend_options.items() if key != "runtime"}
-    spec = VariantSpec(str(kind), str(path), tuple(loaded.sample_shape), tuple(options.batches), threads, plain)
-    return host_memory_alone(spec, label)
 
 
 def _installed(module: str) -> bool:
@@ -382,50 +441,54 @@ def _module_bytes(module: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _trt_profile(loaded: LoadedModel, options: BenchOptions) -> tuple[str, str, str]:
-    """The TensorRT provider's profile: batch 1 to the largest batch bench runs (the sweep or agreement chunks)."""
+def _trt_profile(description: ArtifactDescription, sample_shape: tuple[int, ...],
+                 options: BenchOptions) -> tuple[str, str, str]:
+    """The TensorRT provider's profile for the artifact's input: batch 1 to the largest batch bench runs (the
+    sweep or the agreement chunks)."""
+    name = description.inputs[0].name
     largest = max(*options.batches, AGREEMENT_CHUNK)
-    dims = "x".join(map(str, loaded.sample_shape))
-    return f"input:1x{dims}", f"input:{max(options.batches)}x{dims}", f"input:{largest}x{dims}"
+    dims = "x".join(map(str, sample_shape))
+    return f"{name}:1x{dims}", f"{name}:{max(options.batches)}x{dims}", f"{name}:{largest}x{dims}"
 
 
-def _set_tf32(device: str, *, enabled: bool) -> None:
-    if device == Device.CUDA:
+def _set_tf32(device: Device, *, enabled: bool) -> None:
+    if device is Device.CUDA:
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
 
 
-def _runs(path: Path, profile: ArtifactProfile,
-          executions: list[OnnxExecution]) -> list[tuple[Path, ArtifactProfile, OnnxExecution]]:
-    """(artifact, how it is run, execution) for each row set an artifact gets: an engine and a file pinned to one
+def _runs(description: ArtifactDescription,
+          executions: list[OnnxExecution]) -> list[tuple[ArtifactDescription, OnnxExecution]]:
+    """(the artifact as it is run, execution) for each row set an artifact gets: an engine and a file pinned to one
     runtime (BF16 on OpenVINO) once; an ONNX file once per execution asked for, except a TensorRT-target INT8 on
     OpenVINO (its Q/DQ are made for TensorRT: OpenVINO's integer kernels would not run TensorRT's arithmetic)."""
-    if profile.kind is not ArtifactKind.ONNX or profile.pinned_runtime:
-        pinned = OnnxExecution.OPENVINO if profile.backend is BackendKind.OPENVINO else executions[0]
-        return [(path, profile, pinned)]
+    if description.kind is not ArtifactKind.ONNX or description.pinned_runtime:
+        pinned = OnnxExecution.OPENVINO if description.backend is BackendKind.OPENVINO else executions[0]
+        return [(description, pinned)]
     runs = []
     for execution in executions:
         if execution is OnnxExecution.CPU:
-            runs.append((path, profile, execution))
-        elif execution is OnnxExecution.OPENVINO and profile.precision is Precision.INT8 \
-                and profile.target is Target.TENSORRT:
-            console.note(f"{artifact_name(path)}: a TensorRT-target INT8 file is not run on OpenVINO.")
+            runs.append((description, execution))
+        elif execution is OnnxExecution.OPENVINO and description.precision is Precision.INT8 \
+                and description.target is Target.TENSORRT:
+            console.note(f"{artifact_name(Path(str(description.path)))}: a TensorRT-target INT8 file is not run on "
+                         "OpenVINO.")
         else:  # a GPU provider or OpenVINO runs the Q/DQ itself: nothing is simulated
-            runs.append((path, replace(profile, options={}, simulated=False, note=None), execution))
+            runs.append((description.natively(), execution))
     return runs
 
 
-def _label(path: Path, profile: ArtifactProfile, execution: OnnxExecution) -> str:
+def _label(description: ArtifactDescription, execution: OnnxExecution) -> str:
     """A variant's name: how it runs, its precision (and INT8 target), and which model file it is."""
-    runs = str(profile.backend) if profile.kind is not ArtifactKind.ONNX else str(execution)
-    flavour = str(profile.precision)
-    if profile.simulated:
+    runs = str(description.backend) if description.kind is not ArtifactKind.ONNX else str(execution)
+    flavour = str(description.precision)
+    if description.simulated:
         flavour += "-trtsim"  # TensorRT's arithmetic, simulated here
-    elif profile.target and profile.precision is Precision.INT8:
-        flavour += f"-{profile.target}"
-    return f"{runs}-{flavour} ({artifact_name(path)})"
+    elif description.target and description.precision is Precision.INT8:
+        flavour += f"-{description.target}"
+    return f"{runs}-{flavour} ({artifact_name(Path(str(description.path)))})"
 
 
 def _dedupe(labels: list[str]) -> list[str]:

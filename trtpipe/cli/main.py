@@ -19,6 +19,7 @@ from trtpipe.conformance.options import CheckOptions
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import TrtpipeError
+from trtpipe.files import require_file
 from trtpipe.models.options import ModelOptions
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.pipeline.options import SelectOptions
@@ -35,6 +36,23 @@ class UserError(click.ClickException):
     def __init__(self, error: TrtpipeError) -> None:
         super().__init__(error.message)
         self.exit_code = error.exit_code
+
+
+class InputFile(click.Path):
+    """A file the command reads, which must exist: checked as the argument is parsed, before any model loads, and
+    refused like every other user error (``Error: ONNX file X does not exist.``, exit 1), not as a malformed
+    option (exit 2)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+        self.what = what  # how the message names it: "ONNX file", "Artifact"...
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = Path(super().convert(value, param, ctx))
+        try:
+            return require_file(path, self.what)
+        except TrtpipeError as error:
+            raise UserError(error) from None
 
 
 class TrtpipeGroup(click.Group):
@@ -97,21 +115,19 @@ def convert(model: str, output: Path, options: ConvertOptions, source: ModelOpti
 
 @main.command()
 @click.argument("model")
-@click.argument("onnx_file", type=OUTPUT_FILE)
+@click.argument("onnx_file", type=InputFile("ONNX file"))
 @options_from(ConvertOptions, "options", only=("atol", "rtol", "min_cosine", "runtime"))
 @options_from(ModelOptions, "source")
 def verify(model: str, onnx_file: Path, options: ConvertOptions, source: ModelOptions) -> None:
     """Check that ONNX_FILE computes what MODEL computes (exit 1 when it does not)."""
     from trtpipe.convert.stage import verify as run_verify
-    from trtpipe.files import require_file
 
-    require_file(onnx_file, "ONNX file")
     run_verify(_load_model(model, source), onnx_file, options)
 
 
 @main.command()
 @click.argument("model")
-@click.argument("artifacts", nargs=-1, type=OUTPUT_FILE)
+@click.argument("artifacts", nargs=-1, type=InputFile("Artifact"))
 @options_from(BenchOptions, "options")
 @click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON.")
 @click.option("--markdown", type=OUTPUT_FILE, help="Write a Markdown table.")
@@ -132,7 +148,7 @@ def bench(model: str, artifacts: tuple[Path, ...], options: BenchOptions, json_p
 
 
 @main.command()
-@click.argument("onnx_file", type=OUTPUT_FILE)
+@click.argument("onnx_file", type=InputFile("ONNX file"))
 @click.option("-o", "--output", type=OUTPUT_FILE, required=True,
               help="Optimized ONNX to write; a manifest is written beside it.")
 @options_from(OptimizeOptions, "options")
@@ -150,7 +166,7 @@ def optimize(onnx_file: Path, output: Path, options: OptimizeOptions, no_fuse: b
 
 
 @main.command()
-@click.argument("onnx_file", type=OUTPUT_FILE)
+@click.argument("onnx_file", type=InputFile("ONNX file"))
 @click.option("-o", "--output", type=OUTPUT_FILE, required=True,
               help="Engine to write (.plan); OUT.json (sidecar) and OUT.layers.json are written beside it.")
 @options_from(EngineOptions, "options")
@@ -163,7 +179,7 @@ def build(onnx_file: Path, output: Path, options: EngineOptions) -> None:
 
 
 @main.command()
-@click.argument("onnx_file", type=OUTPUT_FILE)
+@click.argument("onnx_file", type=InputFile("ONNX file"))
 @options_from(CheckOptions, "options")
 @click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the findings as JSON.")
 def check(onnx_file: Path, options: CheckOptions, json_path: Path | None) -> None:
@@ -283,7 +299,7 @@ def run(pipeline_or_model: str, select: SelectOptions, overrides: tuple[str, ...
 
 
 @main.command()
-@click.argument("results", type=OUTPUT_FILE)
+@click.argument("results", type=InputFile("Results file"))
 @click.option("-o", "--output", type=OUTPUT_FILE, required=True, help="HTML file to write (self-contained).")
 @click.option("--markdown", type=OUTPUT_FILE, help="Also write Markdown (+ SVGs).")
 @click.option("--batch", type=click.IntRange(1), help="Batch for the accuracy-vs-latency chart (default smallest).")

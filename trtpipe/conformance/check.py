@@ -28,7 +28,6 @@ def rules() -> list[ModuleType]:
 
 
 def check_model(model: onnx.ModelProto, target: Target, path: str | None = None) -> CheckReport:
-    target = Target(target)
     graph = GraphIndex.of(model)
     report = CheckReport(str(target), path)
     for rule in rules():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtpipe.options import option
+from trtpipe.options import Options, option
 from trtpipe.vocab import Target
 
 
 @dataclass
-class CheckOptions:
-    target: str = option(Target.TENSORRT, "The runtime the graph must conform to.", choices=tuple(Target))
+class CheckOptions(Options):
+    target: Target = option(Target.TENSORRT, "The runtime the graph must conform to.", type=Target)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtpipe.options import option
-from trtpipe.vocab import DEFAULT_OPSET, ArtifactKind
+from trtpipe.options import Options, option
+from trtpipe.vocab import DEFAULT_OPSET, ArtifactKind, BackendKind
 
 
 @dataclass
-class ConvertOptions:
+class ConvertOptions(Options):
     opset: int = option(DEFAULT_OPSET, "ONNX opset.", type=int, minimum=7, maximum=25)
     dynamic_batch: bool = option(True, "Make the batch axis dynamic, or fix it to the input shape's.", type=bool,
                                  flag="--dynamic-batch/--static-batch")
@@ -17,5 +17,6 @@ class ConvertOptions:
     rtol: float = option(1e-4, "Error allowed relative to the largest reference output.", type=float, minimum=0)
     min_cosine: float = option(0.9999, "Lowest cosine similarity allowed between outputs.", type=float, minimum=-1,
                                maximum=1)
-    runtime: str = option(ArtifactKind.ONNX.backend, "What runs the ONNX for the check: onnxruntime or openvino "
-                          "(pip install 'trtpipe[openvino]').", choices=tuple(map(str, ArtifactKind.ONNX.runtimes)))
+    runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs the ONNX for the check: onnxruntime or "
+                                  "openvino (pip install 'trtpipe[openvino]').", type=BackendKind,
+                                  choices=ArtifactKind.ONNX.runtimes)

@@ -63,13 +63,16 @@ def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None 
 
 
 def _verify_file(
-    loaded: LoadedModel, path: Path, dynamic_batch: bool | None, tolerance: Tolerance, runtime: str
+    loaded: LoadedModel, path: Path, dynamic_batch: bool | None, tolerance: Tolerance, runtime: BackendKind
 ) -> tuple[VerificationReport, list[TensorInfo], list[TensorInfo]]:
+    from trtpipe.onnx_info import load_onnx
+    from trtpipe.runtime.artifacts import describe_model
     from trtpipe.runtime.registry import backend_class
     from trtpipe.runtime.torch.backend import TorchBackend
 
     # By runtime, not by suffix: convert checks its temporary file before renaming it into place.
-    with backend_class(BackendKind(runtime))(path) as candidate:
+    description = describe_model(load_onnx(path, load_weights=False), path)
+    with backend_class(runtime)(description, None) as candidate:
         if dynamic_batch is None:  # an existing file: its own batch axis decides
             dynamic_batch = candidate.static_batch is None
         reference = TorchBackend(loaded.module, loaded.sample_shape)
@@ -77,7 +80,7 @@ def _verify_file(
         return report, candidate.inputs, candidate.outputs
 
 
-def _verification_line(report: VerificationReport, runtime: str) -> str:
+def _verification_line(report: VerificationReport, runtime: BackendKind) -> str:
     overall = report.overall
     line = (f"Verified on {runtime}: max abs error {overall.max_abs_err:.2e}, max rel error {overall.max_rel_err:.2e}, "
             f"cosine {overall.cosine:.6f}")

@@ -1,4 +1,8 @@
-"""Stage 3, engine build: strongly typed TensorRT 10/11 engines with a sidecar, checked before TensorRT loads."""
+"""Stage 3, the ``build`` stage (``trtpipe build``, the pipeline file's ``[build]`` section): strongly typed
+TensorRT 10/11 engines with a sidecar, checked before TensorRT loads.
+
+The package is named after what the stage makes, never ``build`` (tools treat such a folder as generated output);
+its options are :class:`EngineOptions` and :func:`build_engine` runs it."""
 
 from trtpipe._lazy import lazy_exports
 from trtpipe.engine.options import EngineOptions

@@ -1,8 +1,8 @@
 """Stage 3, engine build: a TensorRT engine from an (optimized) ONNX file, with a sidecar that says what it is for.
 
-Precision comes from the ONNX (FP16 casts, Q/DQ nodes): the network is strongly typed, which is the only kind
-TensorRT 11 builds. The pure parts (shape specs, profiles, sizes, sidecar and precision checks) are planned
-before TensorRT is imported, so a bad option fails in a second on any machine.
+Precision comes from the ONNX's description (its manifest, else its FP16 casts and Q/DQ nodes): the network is
+strongly typed, which is the only kind TensorRT 11 builds. The pure parts (shape specs, profiles, sizes, sidecar and
+precision checks) are planned before TensorRT is imported, so a bad option fails in a second on any machine.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from trtpipe.files import (
     write_bytes_atomic,
     write_json_atomic,
 )
-from trtpipe.manifest import read_manifest
+from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
 from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, sidecar_path
 from trtpipe.vocab import Precision
@@ -36,28 +36,17 @@ class BuildResult:
     layer_info: Path
 
 
-def onnx_inputs(path: Path) -> list[InputInfo]:
-    from trtpipe.onnx_info import load_onnx
-
-    model = load_onnx(path, load_weights=False)
-    initializers = {i.name for i in model.graph.initializer}
-    return [InputInfo(i.name, tuple(d.dim_value if d.HasField("dim_value") else None
-                                    for d in i.type.tensor_type.shape.dim))
-            for i in model.graph.input if i.name not in initializers]
+def _profile_inputs(description: ArtifactDescription) -> list[InputInfo]:
+    return [InputInfo(t.name, tuple(d if isinstance(d, int) and d > 0 else None for d in t.shape))
+            for t in description.inputs]
 
 
-def planned_profile(onnx_path: Path, options: EngineOptions) -> list[ProfileShapes]:
-    return plan_profile(onnx_inputs(onnx_path), shapes=options.shapes, min_shapes=options.min_shapes,
+def planned_profile(onnx_path: Path, options: EngineOptions,
+                    description: ArtifactDescription | None = None) -> list[ProfileShapes]:
+    """The optimisation profile the build will use, planned from the ONNX's inputs and the options."""
+    description = description or describe_artifact(onnx_path)
+    return plan_profile(_profile_inputs(description), shapes=options.shapes, min_shapes=options.min_shapes,
                         opt_shapes=options.opt_shapes, max_shapes=options.max_shapes)
-
-
-def _artifact_precision(onnx_path: Path) -> tuple[Precision, set[str]]:
-    """The precision the ONNX asks for, and the nodes optimize kept in FP32 on purpose (from its manifest)."""
-    from trtpipe.onnx_info import detect_precision, load_onnx
-
-    precision = detect_precision(load_onnx(onnx_path, load_weights=False))
-    manifest = read_manifest(onnx_path)
-    return precision, set(manifest.fp32_nodes) if manifest else set()
 
 
 def _check_conformance(onnx_path: Path) -> None:
@@ -82,8 +71,10 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     onnx_path, output = Path(onnx_path), Path(output)
     require_file(onnx_path, "ONNX file")
     require_parent_dir(output)
-    profile = planned_profile(onnx_path, options)
-    precision, allowed_fp32 = _artifact_precision(onnx_path)
+    # What the ONNX asks for (precision from its manifest or graph) and the nodes optimize kept in FP32 on purpose.
+    description = describe_artifact(onnx_path)
+    profile = planned_profile(onnx_path, options, description)
+    precision, allowed_fp32 = description.precision, set(description.fp32_nodes)
     _check_conformance(onnx_path)
     trt = import_tensorrt("Building a TensorRT engine")
     gpu_name, capability = require_cuda_gpu("Building a TensorRT engine")
@@ -113,7 +104,7 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     sidecar = EngineSidecar(
         tensorrt_version=built.tensorrt_version, gpu_name=gpu_name, compute_capability=capability,
         hardware_compat=options.hardware_compat, version_compatible=options.version_compat,
-        precision=str(precision),
+        precision=precision,
         inputs=built.inputs, outputs=built.outputs, profiles=[[p.to_dict() for p in profile]],
         workspace_bytes=options.workspace, opt_level=options.opt_level, build_seconds=round(built.seconds, 2),
         onnx_sha256=sha256_file(onnx_path), engine_sha256=sha256_file(output),

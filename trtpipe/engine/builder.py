@@ -1,4 +1,5 @@
-"""The thin layer over TensorRT's Python API: everything here needs TensorRT (and the builder a GPU).
+"""The ``build`` stage's thin layer over TensorRT's Python API: everything here needs TensorRT (and the builder a
+GPU).
 
 Planning, parsing, compatibility and precision rules live in pure modules beside this one and are tested on
 any machine; this module only translates a plan into TensorRT calls. It works with TensorRT 10 (strong typing
@@ -71,14 +72,34 @@ def build(
     workspace: int | None,
     timing_cache: bytes | None,
     opt_level: int | None,
-    hardware_compat: str,
+    hardware_compat: HardwareCompat,
     version_compat: bool,
     tf32: bool = False,
     on_phase: Any,
     on_note: Any = None,
 ) -> BuiltEngine:
+    """Parse ``onnx_path``, configure the builder, build the serialized engine and describe it.
+
+    The parser, the timing cache and the progress monitor stay referenced here until the function returns:
+    TensorRT holds only pointers to them (the parser owns the weights the network reads)."""
     logger = TensorRTLogger(trt)
     builder = trt.Builder(logger.trt_logger)
+    network, _parser = _parse_onnx(trt, builder, logger, onnx_path)  # held: it owns the network's weights
+    config = _create_config(trt, builder, profile, workspace)
+    _cache = _attach_timing_cache(config, timing_cache, on_note)  # held: the config points to it
+    _set_build_flags(trt, config, tf32=tf32, opt_level=opt_level, hardware_compat=hardware_compat,
+                     version_compat=version_compat)
+    monitor = progress_monitor(trt, on_phase)
+    if monitor is not None:
+        config.progress_monitor = monitor
+    engine_bytes, seconds = _build_serialized(builder, network, config, logger, workspace)
+    cache_bytes = _timing_cache_bytes(config)
+    inputs, outputs, layers = describe(trt, engine_bytes, profile, logger, version_compat=version_compat)
+    return BuiltEngine(engine_bytes, cache_bytes, seconds, trt.__version__, inputs, outputs, layers)
+
+
+def _parse_onnx(trt: ModuleType, builder: Any, logger: TensorRTLogger, onnx_path: Path) -> tuple[Any, Any]:
+    """A strongly typed network read from ``onnx_path``, and the parser that owns its weights."""
     flags = 0
     creation_flags = getattr(trt, "NetworkDefinitionCreationFlag", None)
     strongly_typed = getattr(creation_flags, "STRONGLY_TYPED", None)
@@ -89,6 +110,11 @@ def build(
     if not parser.parse_from_file(str(onnx_path)):
         raise TrtpipeError(parse_failure_message(onnx_path, [_parser_error(parser.get_error(i))
                                                              for i in range(parser.num_errors)]))
+    return network, parser
+
+
+def _create_config(trt: ModuleType, builder: Any, profile: list[ProfileShapes], workspace: int | None) -> Any:
+    """The builder config: the workspace limit, if any, and the one optimisation profile."""
     config = builder.create_builder_config()
     if workspace is not None:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
@@ -96,6 +122,11 @@ def build(
     for shapes in profile:
         trt_profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
     config.add_optimization_profile(trt_profile)
+    return config
+
+
+def _attach_timing_cache(config: Any, timing_cache: bytes | None, on_note: Any) -> Any:
+    """Give ``config`` the timing cache read from disk, or a fresh one where TensorRT refuses it; the cache."""
     cache = config.create_timing_cache(timing_cache or b"")
     if timing_cache and (cache is None or not config.set_timing_cache(cache, False)):
         # Made on another GPU or TensorRT version (or damaged): TensorRT refuses a mismatched cache.
@@ -104,29 +135,37 @@ def build(
         cache = config.create_timing_cache(b"")
     if cache is not None:
         config.set_timing_cache(cache, False)
+    return cache
+
+
+def _set_build_flags(trt: ModuleType, config: Any, *, tf32: bool, opt_level: int | None,
+                     hardware_compat: HardwareCompat, version_compat: bool) -> None:
+    """The options that decide what the engine computes and where it runs, and detailed layer information."""
     if not tf32 and hasattr(trt.BuilderFlag, "TF32"):
         config.clear_flag(trt.BuilderFlag.TF32)  # FP32 layers compute in FP32 unless TF32 is asked for
     if opt_level is not None:
         config.builder_optimization_level = opt_level
-    config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
-                                                 HardwareCompat(hardware_compat).tensorrt_name)
+    config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel, hardware_compat.tensorrt_name)
     if version_compat:
         config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED  # layer information names the ONNX nodes
-    monitor = progress_monitor(trt, on_phase)
-    if monitor is not None:
-        config.progress_monitor = monitor
 
+
+def _build_serialized(builder: Any, network: Any, config: Any, logger: TensorRTLogger,
+                      workspace: int | None) -> tuple[bytes, float]:
+    """The serialized engine and the seconds TensorRT took; a failure explained from TensorRT's log."""
     start = time.perf_counter()
     serialized = builder.build_serialized_network(network, config)
     seconds = time.perf_counter() - start
     if serialized is None:
         raise TrtpipeError(build_failure_message(logger.errors(), workspace))
-    engine_bytes = bytes(serialized)
+    return bytes(serialized), seconds
+
+
+def _timing_cache_bytes(config: Any) -> bytes | None:
+    """The timing cache after the build (with what it measured), to save for the next build."""
     built_cache = config.get_timing_cache()
-    cache_bytes = bytes(built_cache.serialize()) if built_cache is not None else None
-    inputs, outputs, layers = describe(trt, engine_bytes, profile, logger, version_compat=version_compat)
-    return BuiltEngine(engine_bytes, cache_bytes, seconds, trt.__version__, inputs, outputs, layers)
+    return bytes(built_cache.serialize()) if built_cache is not None else None
 
 
 def describe(trt: ModuleType, engine_bytes: bytes, profile: list[ProfileShapes], logger: TensorRTLogger | None = None,

@@ -70,7 +70,7 @@ def check_precision(summaries: list[LayerSummary], requested: Precision,
     layer precisions each precision accepts), except layers made only of ``allowed_fp32_nodes`` (the ones
     optimize kept in FP32 on purpose)."""
     allowed = allowed_fp32_nodes or set()
-    accepted = Precision(requested).engine_layer_precisions
+    accepted = requested.engine_layer_precisions
     if accepted >= Precision.FP32.engine_layer_precisions:
         return  # an FP32 (or TF32) graph accepts any layer precision
     checkable = [s for s in summaries if s.compute and s.precision != UNKNOWN]

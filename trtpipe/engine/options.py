@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtpipe.options import option
+from trtpipe.options import Options, option
 from trtpipe.shapes import format_shape_specs, format_size, parse_shape_specs, parse_size
 from trtpipe.vocab import HardwareCompat
 
@@ -14,7 +14,7 @@ _SPECS = {"parse": parse_shape_specs, "format": format_shape_specs, "metavar": "
 
 
 @dataclass
-class EngineOptions:
+class EngineOptions(Options):
     workspace: int | None = option(None, "Workspace memory limit, e.g. 4GiB (default: TensorRT's).",
                                    parse=parse_size, format=format_size, metavar="SIZE")
     shapes: dict[str, tuple[int, ...]] = option(default_factory=dict, help="Fixed input shapes (min = opt = max).",
@@ -29,8 +29,8 @@ class EngineOptions:
                                        type=Path)
     opt_level: int | None = option(None, "Builder optimisation level (TensorRT default 3).", type=int, minimum=0,
                                    maximum=5)
-    hardware_compat: str = option(HardwareCompat.NONE, "Which GPUs the engine may run on.",
-                                  choices=tuple(HardwareCompat))
+    hardware_compat: HardwareCompat = option(HardwareCompat.NONE, "Which GPUs the engine may run on.",
+                                             type=HardwareCompat)
     version_compat: bool = option(False, "Let newer TensorRT versions (and the lean runtime) run it.", type=bool)
     tf32: bool = option(False, "Let FP32 layers use TF32 tensor cores (faster, 10-bit mantissa); recorded as "
                         "precision tf32 for an FP32 graph.", type=bool)

@@ -26,6 +26,7 @@ from torch import nn
 
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
+from trtpipe.models.data_spec import DataKind
 from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, get_architecture, skeleton
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import Device
@@ -33,9 +34,6 @@ from trtpipe.vocab import Device
 STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
 TORCHSCRIPT_SUFFIXES = {".ts", ".torchscript", ".jit"}
 _FACTORY_PATTERN = re.compile(r"^(?P<module>[\w./\\-]+\.py|[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
-
-
-PHOTOS = "photos"
 
 
 @dataclass(frozen=True)
@@ -88,7 +86,7 @@ class LoadedModel:
         """The real held-out samples every artifact of this model is judged on: the bundled data set's eval split
         (with its labels), or for an ImageNet-pretrained model the photo crops (labels: None, so figures are
         agreement with FP32). None for a model with no data: callers fall back to seeded random inputs."""
-        if self.dataset == PHOTOS:
+        if self.dataset == DataKind.PHOTOS:
             from trtpipe.models.photos import photo_crops
 
             prep = self.extra["preprocessing"]
@@ -106,7 +104,7 @@ class LoadedModel:
     def calibration_data(self, count: int = 256) -> np.ndarray:
         """Up to ``count`` real calibration samples, disjoint from :meth:`evaluation_data` (the bundled data set's
         calibration split, or photo crops made for calibration); seeded random inputs for a model with no data."""
-        if self.dataset == PHOTOS:
+        if self.dataset == DataKind.PHOTOS:
             from trtpipe.models.photos import photo_crops
 
             prep = self.extra["preprocessing"]
@@ -196,7 +194,7 @@ def _load_pretrained(architecture: Architecture, input_shape: tuple[int, ...] | 
     module.load_state_dict(state)
     return LoadedModel(
         module, architecture.name, architecture.name, "pretrained", input_shape or architecture.input_shape,
-        sha256_file(files[0]), PHOTOS,
+        sha256_file(files[0]), DataKind.PHOTOS,
         {"weights": f"{weights.distribution} (ImageNet)", "preprocessing": weights.preprocessing.to_dict()},
     )
 

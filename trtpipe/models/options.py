@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtpipe.options import option
+from trtpipe.options import Options, option
 from trtpipe.shapes import format_shape, parse_shape
 
 
 @dataclass
-class ModelOptions:
+class ModelOptions(Options):
     source: str | None = option(None, "A registry name, a checkpoint (.pt/.pth/.safetensors, with arch), a "
                                 "TorchScript file, or path/to/file.py:factory / package.module:factory.", cli=False)
     name: str | None = option(None, "Name of the model in the repository and reports (default: from the source).",

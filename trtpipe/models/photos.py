@@ -17,7 +17,7 @@ import numpy as np
 from trtpipe.errors import BadInput
 
 # (package, file inside it): photographs of natural scenes, people, animals and objects.
-PHOTOS = (
+PACKAGED_PHOTOS = (
     ("sklearn", "datasets/images/china.jpg"), ("sklearn", "datasets/images/flower.jpg"),
     ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
     ("skimage", "data/astronaut.png"), ("skimage", "data/chelsea.png"), ("skimage", "data/coffee.png"),
@@ -33,7 +33,7 @@ def photo_files() -> list[Path]:
     """The photos that the installed packages ship (scikit-learn and matplotlib always; scikit-image with the
     pretrained extra)."""
     found = []
-    for package, relative in PHOTOS:
+    for package, relative in PACKAGED_PHOTOS:
         spec = importlib.util.find_spec(package)
         for folder in (spec.submodule_search_locations or []) if spec else []:
             path = Path(folder) / relative

@@ -4,7 +4,8 @@ DATA is one of: ``digits`` (the bundled splits: calibration for --calib, eval fo
 crops of natural photos that installed packages ship; disjoint crops for calibration and eval; labelled by the FP32
 model's own top-1), a ``.npy`` or ``.npz`` array file, a folder of images (for --eval: one subfolder per class,
 classes in sorted order), or ``random`` (calibration only, and only for speed tests: ranges from noise say
-nothing about real inputs).
+nothing about real inputs). :class:`~trtpipe.models.data_spec.DataSpec` parses it, the same way the pipeline's
+cache does.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.errors import BadInput
+from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import ChannelOrder
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-PHOTOS = "photos"
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Dataset:
 
 
 def load_dataset(
-    spec: str,
+    spec: str | DataSpec,
     sample_shape: tuple[int, ...],
     *,
     purpose: str,
@@ -66,16 +67,16 @@ def load_dataset(
     preprocessing: ImagePreprocessing | None = None,
 ) -> Dataset:
     """Load DATA for ``purpose`` ("calibration" or "eval") as inputs of shape ``sample_shape`` (C, H, W)."""
-    path = Path(spec)
-    if spec == "random":
+    data = spec if isinstance(spec, DataSpec) else DataSpec.parse(spec)
+    if data.kind is DataKind.RANDOM:
         dataset = _random(sample_shape, purpose, samples)
-    elif spec in ("digits", "digits:calibration", "digits:eval", "digits:train"):
+    elif data.kind is DataKind.DIGITS:
         from trtpipe.models.data import load_split
 
-        split_name = spec.split(":", 1)[1] if ":" in spec else ("calibration" if purpose == "calibration" else "eval")
-        split = load_split("digits", split_name)
+        split_name = data.split or ("calibration" if purpose == "calibration" else "eval")
+        split = load_split(DataKind.DIGITS, split_name)
         dataset = Dataset(split.images, split.labels, f"digits {split_name} split")
-    elif spec == PHOTOS:
+    elif data.kind is DataKind.PHOTOS:
         from trtpipe.models.photos import photo_crops
 
         prep = preprocessing or ImagePreprocessing()
@@ -84,18 +85,12 @@ def load_dataset(
         std = prep.std or (IMAGENET_STD if channels == 3 else (0.5,) * channels)
         images = photo_crops(purpose, sample_shape, mean, std, samples)
         dataset = Dataset(images, None, f"{len(images)} {purpose} crops of packaged photos", reference_labels=True)
-    elif path.is_dir():
-        dataset = _image_folder(path, sample_shape, purpose, preprocessing or ImagePreprocessing())
-    elif path.suffix.lower() in (".npy", ".npz"):
-        if not path.is_file():
-            raise BadInput(f"{purpose.capitalize()} data {path} does not exist.")
-        dataset = _arrays(path)
-    elif path.exists():
-        raise BadInput(f"{path} is not calibration or evaluation data: give a .npy/.npz file, a folder of images, "
-                       "'digits', 'photos' or 'random'.")
+    elif data.kind is DataKind.FOLDER:
+        assert data.path is not None
+        dataset = _image_folder(data.path, sample_shape, purpose, preprocessing or ImagePreprocessing())
     else:
-        raise BadInput(f"{purpose.capitalize()} data '{spec}' does not exist: give a .npy/.npz file, a folder of "
-                       "images, 'digits', 'photos' or 'random'.")
+        assert data.path is not None
+        dataset = _file(data.path, str(spec), purpose)
     _check_layout(dataset, sample_shape)
     if purpose == "eval" and dataset.labels is None and not dataset.reference_labels:
         raise BadInput(f"Evaluation data {dataset.source} has no labels: give an .npz with 'labels' (or 'y'), a "
@@ -107,6 +102,19 @@ def load_dataset(
         dataset = Dataset(dataset.images[:samples],
                           None if dataset.labels is None else dataset.labels[:samples], dataset.source)
     return dataset
+
+
+def _file(path: Path, spec: str, purpose: str) -> Dataset:
+    """An array file; anything else at ``path`` (or nothing) refused, with what DATA can be."""
+    if path.suffix.lower() in (".npy", ".npz"):
+        if not path.is_file():
+            raise BadInput(f"{purpose.capitalize()} data {path} does not exist.")
+        return _arrays(path)
+    if path.exists():
+        raise BadInput(f"{path} is not calibration or evaluation data: give a .npy/.npz file, a folder of images, "
+                       "'digits', 'photos' or 'random'.")
+    raise BadInput(f"{purpose.capitalize()} data '{spec}' does not exist: give a .npy/.npz file, a folder of "
+                   "images, 'digits', 'photos' or 'random'.")
 
 
 def _random(sample_shape: tuple[int, ...], purpose: str, samples: int | None) -> Dataset:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from trtpipe.errors import BadInput
 from trtpipe.optimize.passes.registry import graph_pass_names, parse_passes
-from trtpipe.options import option
+from trtpipe.options import Options, option
 from trtpipe.shapes import parse_floats
 from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Target
 
-DATA_HELP = "digits, FILE.npy/.npz, an image folder, or random (calibration only: speed tests)"
+DATA_HELP = ("digits, photos (packaged natural photos: pip install 'trtpipe[pretrained]'), FILE.npy/.npz, an image "
+             "folder, or random (calibration only: speed tests)")
 
 
 def _format_floats(values: tuple[float, ...]) -> str:
@@ -20,16 +21,18 @@ def _format_floats(values: tuple[float, ...]) -> str:
 
 
 @dataclass
-class OptimizeOptions:
-    precision: str = option(Precision.FP32, "Precision written into the graph.", choices=Precision.optimize_choices)
-    target: str | None = option(None, "INT8 flavour: tensorrt (S8S8 symmetric) or cpu (U8S8). Default: tensorrt "
-                                "with a GPU, else cpu.", choices=tuple(Target))
+class OptimizeOptions(Options):
+    precision: Precision = option(Precision.FP32, "Precision written into the graph.", type=Precision,
+                                  choices=Precision.optimize_choices)
+    target: Target | None = option(None, "INT8 flavour: tensorrt (S8S8 symmetric) or cpu (U8S8). Default: "
+                                   "tensorrt with a GPU, else cpu.", type=Target)
     passes: tuple[str, ...] = option(("fuse",), "Graph passes run before the precision pass, in order, comma-"
                                      "separated, or 'none'.", parse=parse_passes, format=",".join, metavar="LIST",
                                      choices=graph_pass_names)
     keep_io_fp32: bool = option(True, "FP16: keep graph inputs and outputs FP32.", type=bool)
     calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
-    calib_method: str = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.", choices=tuple(CalibMethod))
+    calib_method: CalibMethod = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.",
+                                       type=CalibMethod)
     calib_samples: int | None = option(None, "Use the first N calibration samples (default: all).", type=int,
                                        minimum=1, metavar="N")
     calib_cache: Path | None = option(None, "Calibration range cache (default: OUT.calib.json).", type=Path)
@@ -51,14 +54,13 @@ class OptimizeOptions:
                                             parse=parse_floats, format=_format_floats, metavar="LIST")
     std: tuple[float, ...] | None = option(None, "Image folders: per-channel std, e.g. 0.229,0.224,0.225.",
                                            parse=parse_floats, format=_format_floats, metavar="LIST")
-    channel_order: str = option(ChannelOrder.RGB, "Image folders: channel order the model expects.",
-                                choices=tuple(ChannelOrder))
+    channel_order: ChannelOrder = option(ChannelOrder.RGB, "Image folders: channel order the model expects.",
+                                         type=ChannelOrder)
 
     def validate(self) -> None:
         """Refuse combinations that cannot work, before any data is read."""
-        precision = Precision(self.precision)
-        if precision.needs_calibration and not self.calib:
-            what = "INT8 calibration" if precision is Precision.INT8 else f"{precision.upper()}'s range check"
+        if self.precision.needs_calibration and not self.calib:
+            what = "INT8 calibration" if self.precision is Precision.INT8 else f"{self.precision.upper()}'s range check"
             raise BadInput(f"{what} needs --calib DATA: 'digits', a .npy/.npz file, a folder of images, or "
                            "'random' (speed tests only).")
         if self.max_accuracy_drop is not None and not self.eval:

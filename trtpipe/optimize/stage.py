@@ -50,8 +50,8 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     options = options or OptimizeOptions()
     source, output = Path(source), Path(output)
     options.validate()
-    precision = Precision(options.precision)
-    target = Target(options.target) if options.target else default_target()
+    precision = options.precision
+    target = options.target or default_target()
     require_parent_dir(output)
     if source.resolve() == output.resolve():
         raise BadInput("The output would overwrite the input ONNX: choose another -o path.")

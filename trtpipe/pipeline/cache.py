@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe.files import sha256_file, write_json_atomic
+from trtpipe.models.data_spec import DataKind, DataSpec
 
 
 def stage_key(**parts: Any) -> str:
@@ -23,18 +24,18 @@ def stage_key(**parts: Any) -> str:
 
 def data_identity(spec: str | None) -> str | None:
     """A data spec's identity: bundled names as they are, files and folders by content."""
-    if spec is None or spec in ("digits", "random") or spec.startswith("digits:"):
-        return spec
-    path = Path(spec)
-    if path.is_file():
-        return sha256_file(path)
-    if path.is_dir():
+    if spec is None:
+        return None
+    data = DataSpec.parse(spec)
+    if data.kind is DataKind.FOLDER and data.path is not None:
         digest = hashlib.sha256()
-        for file in sorted(p for p in path.rglob("*") if p.is_file()):
-            digest.update(str(file.relative_to(path)).encode())
+        for file in sorted(p for p in data.path.rglob("*") if p.is_file()):
+            digest.update(str(file.relative_to(data.path)).encode())
             digest.update(sha256_file(file).encode())
         return digest.hexdigest()
-    return spec
+    if data.kind is DataKind.FILE and data.path is not None and data.path.is_file():
+        return sha256_file(data.path)
+    return spec  # a bundled name, or a path with nothing there (optimize will say so)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from trtpipe.bench.options import BenchOptions
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import BadInput
+from trtpipe.models.data_spec import DataKind
 from trtpipe.models.options import ModelOptions
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.options import OptionValueError, from_mapping, option_fields
@@ -168,7 +169,7 @@ def default_pipeline(source: str, overrides: list[str] | None = None) -> Pipelin
     """``trtpipe run MODEL``: fused FP32 and, with data, FP16 and CPU INT8 of a model, benched at batch 1/8."""
     data: dict[str, Any] = {"model": {"source": source}, "bench": {"batches": [1, 8]}, "variants": [{"name": "fused"}]}
     if source == "digits_resnet":
-        calib = "digits"
+        calib = str(DataKind.DIGITS)
         data["variants"] += [
             {"name": str(Precision.FP16), "precision": str(Precision.FP16), "calib": calib, "eval": calib},
             {"name": "int8_cpu", "precision": str(Precision.INT8), "target": str(Target.CPU), "calib": calib,
@@ -217,7 +218,7 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
         if not SAFE_NAME.match(name) or any(v.name == name for v in pipeline.variants):
             raise source.error("variants", "name", f"variant name '{name}' is repeated or not made of letters, "
                                "digits, '_', '-', '.'.")
-        if Precision(options.precision) is Precision.FP32:
+        if options.precision is Precision.FP32:
             options = replace(options, calib=None)  # nothing to calibrate: keeps the stage key independent of it
         try:
             options.validate()

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtpipe.options import option
+from trtpipe.options import Options, option
 
 
 @dataclass
-class SelectOptions:
+class SelectOptions(Options):
     latency_budget_ms: float | None = option(None, "Largest p99 latency the chosen variant may have.", type=float,
                                              minimum=0, metavar="MS")
     max_accuracy_drop: float | None = option(None, "Top-1 points the chosen variant may lose against PyTorch FP32 "
@@ -23,7 +23,7 @@ class SelectOptions:
 
 
 @dataclass
-class OutputOptions:
+class OutputOptions(Options):
     repository: Path = option(Path("models"), "Model repository to write (Triton layout).", type=Path)
     reports: Path = option(Path("reports"), "Folder for the reports (one subfolder per model).", type=Path)
     triton: Path | None = option(None, "Also export a Triton model repository here.", type=Path)

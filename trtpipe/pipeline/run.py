@@ -7,9 +7,9 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
@@ -18,8 +18,11 @@ from trtpipe.files import sha256_file, write_json_atomic
 from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
-from trtpipe.pipeline.select import batch_advice, choose
+from trtpipe.pipeline.select import Choice, batch_advice, choose
 from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Precision, __version__
+
+if TYPE_CHECKING:
+    from trtpipe.models.loader import LoadedModel
 
 
 def _artifact_path(repository: Path, name: str, kind: ArtifactKind = ArtifactKind.ONNX) -> Path:
@@ -50,135 +53,182 @@ def _source_identity(pipeline: Pipeline) -> str:
 
 def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
     """Run (or reuse) every stage; returns the run manifest's content."""
-    import onnxruntime
-    import torch
+    run = _PipelineRun(pipeline)
+    converted = run.convert()
+    artifacts = [converted, *run.optimize(converted)]
+    artifacts += run.build(artifacts)
+    bench_path, rows = run.bench(artifacts)
+    selection = run.select(rows)
+    run.report(bench_path, selection)
+    if pipeline.output.triton:
+        run.export_triton(artifacts, selection)
+    return run.finish(selection)
 
-    from trtpipe.hardware import cpu_model
 
-    start = time.perf_counter()
-    reports = pipeline.output.reports / pipeline.name
-    repository = pipeline.output.repository
-    reports.mkdir(parents=True, exist_ok=True)
-    manifest = RunManifest(reports / "run.json")
-    versions = {"trtpipe": __version__, "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
-    loaded_model: list[Any] = []
+@dataclass(frozen=True)
+class _Selection:
+    """The chosen variant and batch advice, and the batch size they were judged at."""
 
-    def model() -> Any:
-        if not loaded_model:
+    choice: Choice | None
+    advice: dict[str, Any] | None
+    batch: int
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return {"choice": self.choice.__dict__ if self.choice else None, "batch_advice": self.advice}
+
+
+class _PipelineRun:
+    """One run of a pipeline: where it writes, the run manifest that keys and records every stage, the versions
+    that enter each key, and the PyTorch model, loaded once and only by the stages that need it."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        import onnxruntime
+        import torch
+
+        self.pipeline = pipeline
+        self.started = time.perf_counter()
+        self.reports = pipeline.output.reports / pipeline.name
+        self.repository = pipeline.output.repository
+        self.reports.mkdir(parents=True, exist_ok=True)
+        self.manifest = RunManifest(self.reports / "run.json")
+        self.versions = {"trtpipe": __version__, "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
+        self._model: LoadedModel | None = None
+
+    def model(self) -> LoadedModel:
+        if self._model is None:
             from trtpipe.models.loader import load_model
 
-            loaded_model.append(load_model(str(pipeline.model.source), arch=pipeline.model.arch,
-                                           input_shape=pipeline.model.input_shape,
-                                           trust_checkpoint=pipeline.model.trust_checkpoint))
-        return loaded_model[0]
+            source = self.pipeline.model
+            self._model = load_model(str(source.source), arch=source.arch, input_shape=source.input_shape,
+                                     trust_checkpoint=source.trust_checkpoint)
+        return self._model
 
-    # convert
-    onnx_path = _artifact_path(repository, pipeline.name)
-    model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline), "name": None}
-    convert_key = stage_key(stage="convert", model=model_options, options=to_plain(pipeline.convert),
-                            versions=versions)
+    def convert(self) -> Path:
+        pipeline = self.pipeline
+        onnx_path = _artifact_path(self.repository, pipeline.name)
+        model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline), "name": None}
+        key = stage_key(stage="convert", model=model_options, options=to_plain(pipeline.convert),
+                        versions=self.versions)
 
-    def do_convert() -> list[Path]:
-        from trtpipe.convert.stage import convert
+        def do_convert() -> list[Path]:
+            from trtpipe.convert.stage import convert
 
-        return [convert(model(), onnx_path, pipeline.convert).path]
+            return [convert(self.model(), onnx_path, pipeline.convert).path]
 
-    converted = _stage(manifest, "convert", convert_key, do_convert)[0]
-    converted_sha = sha256_file(converted)
+        return _stage(self.manifest, "convert", key, do_convert)[0]
 
-    # optimize, one stage per variant
-    artifacts: list[Path] = [converted]
-    for variant in pipeline.variants:
-        skip = _unavailable(variant)
-        if skip:
-            console.warn(f"Variant {variant.name} skipped: {skip}")
-            manifest.record(StageRecord(f"optimize:{variant.name}", "", "skipped", note=skip))
-            continue
-        artifacts.append(_optimize_stage(manifest, pipeline, variant, converted, converted_sha, versions))
+    def optimize(self, converted: Path) -> list[Path]:
+        """One optimize stage per variant; a variant this machine cannot make useful is skipped with its reason."""
+        converted_sha = sha256_file(converted)
+        made = []
+        for variant in self.pipeline.variants:
+            skip = _unavailable(variant)
+            if skip:
+                console.warn(f"Variant {variant.name} skipped: {skip}")
+                self.manifest.record(StageRecord(f"optimize:{variant.name}", "", "skipped", note=skip))
+                continue
+            made.append(_optimize_stage(self.manifest, self.pipeline, variant, converted, converted_sha,
+                                        self.versions))
+        return made
 
-    # build: TensorRT engines where TensorRT and a GPU exist
-    artifacts += _build_stages(manifest, pipeline, list(artifacts))
+    def build(self, onnx_files: list[Path]) -> list[Path]:
+        """TensorRT engines, where TensorRT and a GPU exist."""
+        return _build_stages(self.manifest, self.pipeline, list(onnx_files))
 
-    # bench
-    bench_path = reports / "bench.json"
-    bench_key = stage_key(stage="bench", artifacts=[sha256_file(a) for a in artifacts],
-                          options=to_plain(pipeline.bench), cpu=cpu_model(), schema=BENCH_SCHEMA, versions=versions)
+    def bench(self, artifacts: list[Path]) -> tuple[Path, list[BenchRow]]:
+        from trtpipe.hardware import cpu_model
 
-    def do_bench() -> list[Path]:
-        from trtpipe.bench.runner import run_benchmark
-        from trtpipe.report.tables import print_table, write_reports
+        bench_path = self.reports / "bench.json"
+        key = stage_key(stage="bench", artifacts=[sha256_file(a) for a in artifacts],
+                        options=to_plain(self.pipeline.bench), cpu=cpu_model(), schema=BENCH_SCHEMA,
+                        versions=self.versions)
 
-        report = run_benchmark(model(), artifacts, pipeline.bench)
-        print_table(report)
-        write_reports(report, bench_path, reports / "bench.md")
-        return [bench_path]
+        def do_bench() -> list[Path]:
+            from trtpipe.bench.runner import run_benchmark
+            from trtpipe.report.tables import print_table, write_reports
 
-    _stage(manifest, "bench", bench_key, do_bench)
-    results = json.loads(bench_path.read_text())
-    rows = [BenchRow.from_dict(r) for r in results["results"]]
+            report = run_benchmark(self.model(), artifacts, self.pipeline.bench)
+            print_table(report)
+            write_reports(report, bench_path, self.reports / "bench.md")
+            return [bench_path]
 
-    # select and advise
-    select = pipeline.select
-    select_batch = select.batch or min(r.batch for r in rows)
-    choice = choose(rows, batch=select_batch, latency_budget_ms=select.latency_budget_ms,
-                    max_accuracy_drop=select.max_accuracy_drop, memory_budget_mb=select.memory_budget_mb)
-    advice = batch_advice(rows, choice.variant, select.latency_budget_ms, select.memory_budget_mb) if choice else None
-    summary: dict[str, Any] = {"choice": choice.__dict__ if choice else None, "batch_advice": advice}
-    if choice:
-        (console.success if choice.artifact else console.warn)(f"Chosen: {choice.variant} — {choice.reason}")
-        if choice.artifact:
-            write_json_atomic(repository / pipeline.name / "chosen.json", summary)
-    if advice:
-        console.note(f"Batch advice: {advice['reason']}")
+        _stage(self.manifest, "bench", key, do_bench)
+        results = json.loads(bench_path.read_text())
+        return bench_path, [BenchRow.from_dict(r) for r in results["results"]]
 
-    # report: the choice, and what the pipeline left out on this machine and why (a reader of the report was
-    # not there to see the warnings)
-    left_out = [f"{_stage_title(s.stage)}: {s.note}" for s in manifest.stages if s.status == "skipped" and s.note]
-    report_summary = summary | {"left_out": left_out}
-    report_key = stage_key(stage="report", bench=sha256_file(bench_path), summary=report_summary, versions=versions)
+    def select(self, rows: list[BenchRow]) -> _Selection:
+        """The variant to deploy and the batch advice, from the bench rows; the choice is written beside the
+        model's folder in the repository."""
+        select = self.pipeline.select
+        batch = select.batch or min(r.batch for r in rows)
+        choice = choose(rows, batch=batch, latency_budget_ms=select.latency_budget_ms,
+                        max_accuracy_drop=select.max_accuracy_drop, memory_budget_mb=select.memory_budget_mb)
+        advice = batch_advice(rows, choice.variant, select.latency_budget_ms, select.memory_budget_mb) \
+            if choice else None
+        selection = _Selection(choice, advice, batch)
+        if choice:
+            (console.success if choice.artifact else console.warn)(f"Chosen: {choice.variant} — {choice.reason}")
+            if choice.artifact:
+                write_json_atomic(self.repository / self.pipeline.name / "chosen.json", selection.summary)
+        if advice:
+            console.note(f"Batch advice: {advice['reason']}")
+        return selection
 
-    def do_report() -> list[Path]:
-        from trtpipe.report.html import load_results, write_report
+    def report(self, bench_path: Path, selection: _Selection) -> None:
+        """The HTML and Markdown report: the bench rows, the choice, and what the pipeline left out on this
+        machine and why (a reader of the report was not there to see the warnings)."""
+        left_out = [f"{_stage_title(s.stage)}: {s.note}" for s in self.manifest.stages
+                    if s.status == "skipped" and s.note]
+        summary = selection.summary | {"left_out": left_out}
+        key = stage_key(stage="report", bench=sha256_file(bench_path), summary=summary, versions=self.versions)
 
-        html_path, markdown_path = reports / "report.html", reports / "report.md"
-        write_report(load_results(bench_path), html_path, markdown_path, report_summary, batch=select_batch)
-        console.success(f"Report: {html_path} and {markdown_path}")
-        return [html_path, markdown_path]
+        def do_report() -> list[Path]:
+            from trtpipe.report.html import load_results, write_report
 
-    _stage(manifest, "report", report_key, do_report)
+            html_path, markdown_path = self.reports / "report.html", self.reports / "report.md"
+            write_report(load_results(bench_path), html_path, markdown_path, summary, batch=selection.batch)
+            console.success(f"Report: {html_path} and {markdown_path}")
+            return [html_path, markdown_path]
 
-    triton = pipeline.output.triton
-    if triton:
-        triton_key = stage_key(stage="export-triton", artifacts=[sha256_file(a) for a in artifacts],
-                               output=str(triton), serve=to_plain(pipeline.serve),
-                               chosen=choice.__dict__ if choice else None)
+        _stage(self.manifest, "report", key, do_report)
+
+    def export_triton(self, artifacts: list[Path], selection: _Selection) -> None:
+        """A Triton repository of every artifact; the chosen pair runs there on the runtime it was chosen on."""
+        triton = self.pipeline.output.triton
+        choice = selection.choice
+        key = stage_key(stage="export-triton", artifacts=[sha256_file(a) for a in artifacts], output=str(triton),
+                        serve=to_plain(self.pipeline.serve), chosen=choice.__dict__ if choice else None)
 
         def do_export() -> list[Path]:
             from trtpipe.runtime.artifacts import artifact_name
             from trtpipe.serve.triton import export
 
             named = {artifact_name(a): a for a in artifacts}
-            chosen_runtime = {}  # the chosen pair is exported to run on the runtime it was chosen on
-            if choice and choice.artifact and choice.runtime in map(str, ArtifactKind.ONNX.runtimes):
-                chosen_runtime[artifact_name(Path(choice.artifact))] = str(choice.runtime)
-            return [p for p in export(named, triton, pipeline.serve, runtimes=chosen_runtime) if p.is_file()]
+            chosen_runtime = {}
+            if choice and choice.artifact and choice.runtime in ArtifactKind.ONNX.runtimes:
+                chosen_runtime[artifact_name(Path(choice.artifact))] = choice.runtime
+            return [p for p in export(named, triton, self.pipeline.serve, runtimes=chosen_runtime) if p.is_file()]
 
-        _stage(manifest, "export-triton", triton_key, do_export)
+        _stage(self.manifest, "export-triton", key, do_export)
 
-    total = time.perf_counter() - start
-    content = {"pipeline": str(pipeline.path) if pipeline.path else None, "model": pipeline.name,
-               "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "total_seconds": round(total, 2),
-               **summary}
-    manifest.write(content)
-    ran = sum(s.status == "ran" for s in manifest.stages)
-    console.success(f"{pipeline.name}: {ran} stage(s) ran, {len(manifest.stages) - ran} reused or skipped, "
-                    f"in {total:.1f} s; run manifest {manifest.path}")
-    return {**content, "stages": [s.__dict__ for s in manifest.stages]}
+    def finish(self, selection: _Selection) -> dict[str, Any]:
+        """Write the run manifest and say what ran; returns its content."""
+        total = time.perf_counter() - self.started
+        pipeline, manifest = self.pipeline, self.manifest
+        content = {"pipeline": str(pipeline.path) if pipeline.path else None, "model": pipeline.name,
+                   "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                   "total_seconds": round(total, 2), **selection.summary}
+        manifest.write(content)
+        ran = sum(s.status == "ran" for s in manifest.stages)
+        console.success(f"{pipeline.name}: {ran} stage(s) ran, {len(manifest.stages) - ran} reused or skipped, "
+                        f"in {total:.1f} s; run manifest {manifest.path}")
+        return {**content, "stages": [s.__dict__ for s in manifest.stages]}
 
 
 def _unavailable(variant: Variant) -> str | None:
     """Why a variant cannot be made useful on this machine, or None: BF16 needs BF16 hardware and OpenVINO."""
-    if Precision(variant.options.precision) is not Precision.BF16:
+    if variant.options.precision is not Precision.BF16:
         return None
     from trtpipe.hardware import has_bf16
 
@@ -217,12 +267,12 @@ def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pa
         manifest.record(StageRecord("build", "", "skipped", note=missing.message))
         return []
     from trtpipe.engine.build import build_engine
-    from trtpipe.runtime.artifacts import artifact_name, artifact_profile
+    from trtpipe.runtime.artifacts import artifact_name, describe_artifact
 
     repository = pipeline.output.repository
     engines = []
     for onnx_path in onnx_files:
-        if artifact_profile(onnx_path).pinned_runtime:  # a BF16 file is OpenVINO's
+        if describe_artifact(onnx_path).pinned_runtime:  # a BF16 file is OpenVINO's
             continue
         name = f"{artifact_name(onnx_path)}_trt"
         output = _artifact_path(repository, name, ArtifactKind.TENSORRT_ENGINE)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtpipe.bench.rows import BenchRow
-from trtpipe.vocab import Device
+from trtpipe.vocab import BackendKind, Device
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,7 @@ class Choice:
     reason: str
     p99_ms: float | None = None
     throughput: float | None = None
-    runtime: str | None = None  # what ran the chosen artifact (onnxruntime, openvino, tensorrt)
+    runtime: BackendKind | None = None  # what ran the chosen artifact (onnxruntime, openvino, tensorrt)
 
 
 def accuracy_drop_pp(row: BenchRow) -> float | None:
@@ -31,7 +31,7 @@ def accuracy_drop_pp(row: BenchRow) -> float | None:
 
 def memory_mb(row: BenchRow) -> float | None:
     """What a row needed where it ran: device memory for a GPU row, host memory otherwise."""
-    return row.device_memory_mb if row.device == Device.CUDA else row.host_memory_mb
+    return row.device_memory_mb if row.device is Device.CUDA else row.host_memory_mb
 
 
 def _over_memory(row: BenchRow, budget: float | None) -> bool:

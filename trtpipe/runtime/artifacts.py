@@ -1,27 +1,35 @@
-"""What an artifact file is, read from the manifest or sidecar trtpipe wrote beside it.
+"""What an artifact is, read once from the manifest or sidecar trtpipe wrote beside it: the one typed description
+that engine build, every backend, bench and serve use (precision, INT8 target, task, IO, how it must run).
 
 One place decides how an artifact must run to be faithful: an INT8 ONNX made for TensorRT runs on ONNX Runtime
 CPU with graph optimisation off, so its Q/DQ execute as float ops (TensorRT's arithmetic; x86 integer kernels
-would saturate). That run is a *simulation*: its accuracy is TensorRT's, its latency is not. Bench, serve and
-the embedding API all open artifacts through this.
+would saturate). That run is a *simulation*: its accuracy is TensorRT's, its latency is not. A BF16 ONNX keeps
+FP32 activations in the graph (BF16 weights behind Casts): OpenVINO runs it in BF16 kernels.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trtpipe.errors import BadInput
 from trtpipe.manifest import read_manifest
+from trtpipe.runtime.base import TensorInfo
+from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import artifact_kind
-from trtpipe.vocab import ArtifactKind, BackendKind, Precision, Target
+from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, Precision, Target, Task, dtype
+
+if TYPE_CHECKING:
+    import onnx
+
+    from trtpipe.runtime.tensorrt.sidecar import EngineSidecar
 
 TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated with float Q/DQ on the CPU: accuracy is TensorRT's, "
                        "latency is not")
-
-
-# A BF16 ONNX keeps FP32 activations in the graph (BF16 weights behind Casts): OpenVINO runs it in BF16 kernels.
-BF16_RUN = {"runtime": str(BackendKind.OPENVINO), "inference_precision": str(Precision.BF16)}
+_TRT_SIMULATION = RunOptions(optimization=GraphOptimization.DISABLE)
+_BF16_RUN = RunOptions(inference_precision=Precision.BF16)
 
 
 def artifact_name(path: Path) -> str:
@@ -31,49 +39,116 @@ def artifact_name(path: Path) -> str:
 
 
 @dataclass(frozen=True)
-class ArtifactProfile:
+class ArtifactDescription:
+    """An artifact as trtpipe knows it: what it computes, and how it must be run to compute that."""
+
+    path: Path | None  # None: a model held in memory (optimize's candidates)
     kind: ArtifactKind
     precision: Precision
-    target: Target | None
-    options: dict[str, Any] = field(default_factory=dict)  # backend options needed to run it faithfully
+    target: Target | None = None  # INT8 only: the Q/DQ flavour
+    task: Task | None = None  # what its outputs mean, where its manifest records it
+    inputs: tuple[TensorInfo, ...] = ()
+    outputs: tuple[TensorInfo, ...] = ()
+    runtime: BackendKind | None = None  # the one runtime it must run on (a BF16 file: OpenVINO), else None
+    run: RunOptions = field(default_factory=RunOptions)  # settings its default runtime needs to be faithful
     simulated: bool = False  # runs here only to measure another runtime's arithmetic (its latency means nothing)
     note: str | None = None
     size_bytes: int = 0
     build_seconds: float | None = None  # how long the stage that made it took
     fp32_nodes: tuple[str, ...] = ()  # nodes kept in FP32 on purpose
+    engine: EngineSidecar | None = None  # a TensorRT engine's sidecar (what it was built for)
 
     @property
     def backend(self) -> BackendKind:
-        return BackendKind(self.options.get("runtime", self.kind.backend))
+        """The runtime it runs on unless asked otherwise."""
+        return self.runtime or self.kind.backend
 
     @property
     def pinned_runtime(self) -> bool:
         """Whether the artifact must run on one runtime (a BF16 file: OpenVINO's BF16 kernels)."""
-        return "runtime" in self.options
+        return self.runtime is not None
+
+    def natively(self) -> ArtifactDescription:
+        """The same artifact run by something that executes its Q/DQ itself (a GPU provider, OpenVINO): nothing
+        is simulated and no setting is imposed."""
+        return dataclasses.replace(self, run=RunOptions(), simulated=False, note=None)
+
+    def settings_for(self, backend: BackendKind, asked: RunOptions) -> RunOptions:
+        """What ``backend`` is opened with: the caller's settings over the ones this artifact needs, where it runs
+        on its own runtime on the CPU (a GPU provider runs Q/DQ itself; another runtime has other settings)."""
+        if backend is not self.backend or asked.on_gpu:
+            return asked
+        return asked.over(self.run)
 
 
-def artifact_profile(path: Path) -> ArtifactProfile:
+def describe_artifact(path: Path) -> ArtifactDescription:
+    """The description of the artifact file at ``path``: from its sidecar (an engine, checked against the file),
+    its manifest (an ONNX trtpipe wrote), or its graph alone (an ONNX from elsewhere)."""
     path = Path(path)
     kind = artifact_kind(path)
-    size = path.stat().st_size if path.is_file() else 0
+    if not path.is_file():
+        raise BadInput(f"Artifact {path} does not exist.")
     if kind is ArtifactKind.TENSORRT_ENGINE:
-        from trtpipe.runtime.tensorrt.sidecar import read_sidecar
+        return _describe_engine(path)
+    from trtpipe.onnx_info import load_onnx
 
-        sidecar = read_sidecar(path)
-        return ArtifactProfile(kind, Precision(sidecar.precision), None, size_bytes=size,
-                               build_seconds=sidecar.build_seconds)
+    model = load_onnx(path, load_weights=False)  # trtpipe's external-data path checks come first
     manifest = read_manifest(path)
-    if manifest is not None:
-        precision, target, seconds = manifest.precision, manifest.target, manifest.seconds
-        fp32_nodes = tuple(manifest.fp32_nodes)
-    else:
-        from trtpipe.onnx_info import detect_precision, load_onnx
+    if manifest is None:
+        return describe_model(model, path)
+    return _faithful(ArtifactDescription(
+        path, kind, manifest.precision, manifest.target, manifest.task, *_graph_io(model),
+        size_bytes=path.stat().st_size, build_seconds=manifest.seconds, fp32_nodes=tuple(manifest.fp32_nodes)))
 
-        precision, target, seconds, fp32_nodes = detect_precision(load_onnx(path, load_weights=False)), None, None, ()
-    if precision is Precision.BF16:
-        return ArtifactProfile(kind, precision, None, dict(BF16_RUN), size_bytes=size, build_seconds=seconds,
-                               fp32_nodes=fp32_nodes)
-    if precision is Precision.INT8 and target is Target.TENSORRT:
-        return ArtifactProfile(kind, precision, target, {"optimization": "disable"}, True, TRT_SIMULATION_NOTE,
-                               size, seconds, fp32_nodes)
-    return ArtifactProfile(kind, precision, target, size_bytes=size, build_seconds=seconds, fp32_nodes=fp32_nodes)
+
+def describe_model(model: onnx.ModelProto, path: Path | None = None) -> ArtifactDescription:
+    """The description of an ONNX graph without a manifest (held in memory, or from elsewhere): its precision
+    read from its operators and weights."""
+    from trtpipe.onnx_info import detect_precision
+
+    size = path.stat().st_size if path is not None else model.ByteSize()
+    return _faithful(ArtifactDescription(path, ArtifactKind.ONNX, detect_precision(model), None, None,
+                                         *_graph_io(model), size_bytes=size))
+
+
+def _faithful(description: ArtifactDescription) -> ArtifactDescription:
+    """The run settings an ONNX description's precision and target call for."""
+    if description.precision is Precision.BF16:
+        return dataclasses.replace(description, runtime=BackendKind.OPENVINO, run=_BF16_RUN)
+    if description.precision is Precision.INT8 and description.target is Target.TENSORRT:
+        return dataclasses.replace(description, run=_TRT_SIMULATION, simulated=True, note=TRT_SIMULATION_NOTE)
+    return description
+
+
+def _describe_engine(path: Path) -> ArtifactDescription:
+    from trtpipe.runtime.tensorrt.sidecar import check_engine_file, read_sidecar
+
+    sidecar = read_sidecar(path)
+    check_engine_file(path, sidecar)
+    return ArtifactDescription(
+        path, ArtifactKind.TENSORRT_ENGINE, sidecar.precision, None, None, _sidecar_io(sidecar.inputs),
+        _sidecar_io(sidecar.outputs), size_bytes=path.stat().st_size, build_seconds=sidecar.build_seconds,
+        engine=sidecar)
+
+
+def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
+    initializers = {t.name for t in model.graph.initializer}
+
+    def info(value: Any) -> TensorInfo:
+        tensor = value.type.tensor_type
+        entry = dtype(onnx=tensor.elem_type)
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
+        return TensorInfo(value.name, entry.numpy if entry else str(tensor.elem_type), dims)
+
+    return (tuple(info(v) for v in model.graph.input if v.name not in initializers),
+            tuple(info(v) for v in model.graph.output))
+
+
+def _sidecar_io(tensors: list[dict[str, Any]]) -> tuple[TensorInfo, ...]:
+    """A sidecar records TensorRT's type names (FLOAT, HALF, INT8...); the vocabulary's table knows them."""
+    def info(tensor: dict[str, Any]) -> TensorInfo:
+        entry = dtype(tensorrt=str(tensor.get("dtype", "")))
+        shape = tuple(None if not isinstance(d, int) or d < 0 else d for d in tensor.get("shape", []))
+        return TensorInfo(str(tensor.get("name", "")), entry.numpy if entry else str(tensor.get("dtype")), shape)
+
+    return tuple(info(t) for t in tensors)

@@ -1,13 +1,14 @@
 """The backend interface every engine kind implements.
 
-Subclasses fill in ``_run`` and describe their tensors; :meth:`Backend.run` does the checks every caller
-needs once, so a wrong dtype or shape is reported the same way by the CLI, by bench and by the server.
+Subclasses fill in ``_run``, describe their tensors and declare the run settings they honour; :meth:`Backend.run`
+does the checks every caller needs once, so a wrong dtype or shape is reported the same way by the CLI, by bench
+and by the server. Timing loops and servers that run the same checked inputs many times use :meth:`Backend.bind`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar
@@ -15,6 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from trtpipe.errors import BadInput
+from trtpipe.runtime.options import RunOptions
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision
 
@@ -41,10 +43,14 @@ class TensorInfo:
                            f"{format_shape(self.shape)} ('?' is free).")
 
 
+Inputs = np.ndarray | Mapping[str, np.ndarray] | Sequence[np.ndarray]
+
+
 class Backend(ABC):
     """A loaded model that maps numpy inputs to numpy outputs."""
 
     kind: ClassVar[BackendKind]
+    settings: ClassVar[frozenset[str]]  # the RunOptions fields this backend honours
     precision: Precision = Precision.FP32
     device: Device = Device.CPU
     _inputs: list[TensorInfo]  # set by each backend when it loads the artifact
@@ -58,15 +64,37 @@ class Backend(ABC):
     def outputs(self) -> list[TensorInfo]:
         return self._outputs
 
+    @classmethod
+    def accept(cls, options: RunOptions | None) -> RunOptions:
+        """``options``, or BadInput naming each changed setting this backend does not have (a setting silently
+        ignored would make a row or a server run otherwise than asked)."""
+        options = options or RunOptions()
+        foreign = sorted(options.changed() - cls.settings)
+        if foreign:
+            raise BadInput(f"The {cls.kind} backend has no setting {', '.join(foreign)} (its settings: "
+                           f"{', '.join(sorted(cls.settings)) or 'none'}).")
+        return options
+
     @abstractmethod
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
-    def run(self, inputs: np.ndarray | Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+    def run(self, inputs: Inputs) -> list[np.ndarray]:
         """Run the model; a bare array goes to the single input. Returns outputs in ``self.outputs`` order."""
         return self._run(self.feeds(inputs))
 
-    def feeds(self, inputs: np.ndarray | Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-        """Name and check the inputs once; timing loops call :meth:`_run` on the result."""
+    def bind(self, inputs: Inputs) -> Callable[[], list[np.ndarray]]:
+        """A call that runs the model on ``inputs``, named and checked once now: what a timing loop repeats, so
+        it times the model and not the checks."""
+        feeds = self.feeds(inputs)
+        return lambda: self._run(feeds)
+
+    def device_resident_call(self, feeds: dict[str, np.ndarray]) -> Callable[[], None] | None:
+        """On a GPU, a call on inputs already in device memory (outputs left there): the latency without
+        host-device copies. None where there are no transfers (the CPU) or the backend cannot keep them."""
+        return None
+
+    def feeds(self, inputs: Inputs) -> dict[str, np.ndarray]:
+        """Name and check the inputs (:meth:`bind` does it once for repeated runs)."""
         expected = self.inputs
         if isinstance(inputs, np.ndarray):
             inputs = [inputs]

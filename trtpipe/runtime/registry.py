@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trtpipe.errors import BadInput
 from trtpipe.runtime.base import Backend
+from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import ArtifactKind, BackendKind
+
+if TYPE_CHECKING:
+    from trtpipe.runtime.artifacts import ArtifactDescription
 
 
 def backend_class(kind: BackendKind) -> type[Backend]:
-    module_name, class_name = BackendKind(kind).implementation.split(":")
+    module_name, class_name = kind.implementation.split(":")
     return getattr(importlib.import_module(module_name), class_name)
 
 
@@ -26,12 +30,16 @@ def artifact_kind(path: Path) -> ArtifactKind:
     return kind
 
 
-def open_artifact(path: Path, *, runtime: str | None = None, **options: Any) -> Backend:
-    """Open an artifact file with the backend its kind calls for, or with ``runtime`` where that can run it (an
-    ONNX file on OpenVINO)."""
-    kind = artifact_kind(path)
-    backend = BackendKind(runtime) if runtime else kind.backend
-    if backend not in kind.runtimes:
-        raise BadInput(f"{path} cannot run on {backend}: a {kind} artifact runs on "
-                       f"{', '.join(map(str, kind.runtimes))}.")
-    return backend_class(backend)(Path(path), **options)
+def open_artifact(artifact: Path | ArtifactDescription, options: RunOptions | None = None, *,
+                  runtime: BackendKind | None = None) -> Backend:
+    """Open an artifact with the backend its description calls for, or with ``runtime`` where that can run it (an
+    ONNX file on OpenVINO), with the caller's settings over the ones the artifact needs to run faithfully."""
+    from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
+
+    description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
+    backend = runtime or description.backend
+    if backend not in description.kind.runtimes:
+        raise BadInput(f"{description.path} cannot run on {backend}: a {description.kind} artifact runs on "
+                       f"{', '.join(map(str, description.kind.runtimes))}.")
+    settings = description.settings_for(backend, options or RunOptions())
+    return backend_class(backend)(description, settings)

@@ -2,100 +2,122 @@
 
 Batched models go through their MicroBatcher's worker thread; the others run in the default thread pool. The
 event loop only parses, validates and answers, so a slow model never blocks health checks or other models.
+Admission, execution and metrics are the InferenceService's (``service.py``), shared with the gRPC service;
+this module is what is HTTP's own: routes, bodies, headers and status codes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from trtpipe.serve.batching import QueueFull
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.protocol import (
-    HEADER_LENGTH,
-    ProtocolError,
-    encode_infer_response,
-    parse_infer_request,
-    tensor_metadata,
-)
+from trtpipe.serve.protocol import HEADER_LENGTH, InferRequest, ProtocolError, encode_infer_response, tensor_metadata
 from trtpipe.serve.repository import ServedModel
+from trtpipe.serve.service import ClientLeft, InferenceService, Metrics
 from trtpipe.vocab import __version__
-
-
-@dataclass
-class Metrics:
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-
-    def __post_init__(self) -> None:
-        self.requests = Counter("trtpipe_inference_requests", "Inference requests", ["model"],
-                                registry=self.registry)
-        self.failures = Counter("trtpipe_inference_failures", "Failed inference requests", ["model", "code"],
-                                registry=self.registry)
-        self.latency = Histogram("trtpipe_inference_latency_seconds", "Request latency", ["model"],
-                                 buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
-                                 registry=self.registry)
-        self.batch_size = Histogram("trtpipe_batch_size", "Rows per executed batch", ["model"],
-                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=self.registry)
-        self.disconnects = Counter("trtpipe_client_disconnects", "Requests whose client left before the answer",
-                                   ["model"], registry=self.registry)
-        self.queue_depth = Gauge("trtpipe_queue_depth", "Requests waiting for a batch", ["model"],
-                                 registry=self.registry)
-
-
-def lookup(models: dict[str, dict[str, ServedModel]], name: str, version: str | None) -> ServedModel:
-    """A model version by name (the newest when ``version`` is empty); 404 naming what exists otherwise."""
-    versions = models.get(name)
-    if versions is None:
-        raise ProtocolError(404, f"Unknown model '{name}': this server has {', '.join(sorted(models))}.")
-    version = version or max(versions, key=int)
-    if version not in versions:
-        raise ProtocolError(404, f"Model '{name}' has no version {version}: it has {', '.join(versions)}.")
-    return versions[version]
-
 
 CLIENT_CLOSED = 499  # nginx's code for a request the client abandoned: logged, never sent
 LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
 LARGE_BODIES_AT_ONCE = 4
 
 
+def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions | None = None,
+               metrics: Metrics | None = None) -> Starlette:
+    """The ASGI app serving ``models``; with ``settings.grpc_port`` its lifespan runs the gRPC service too.
+
+    ``app.state.service`` is the InferenceService both transports share (``server.py`` sets its
+    ``shutting_down`` on a signal); ``app.state.metrics`` its Prometheus series.
+    """
+    service = InferenceService(models, settings, metrics)
+    endpoints = HttpEndpoints(service)
+    app = Starlette(routes=routes(endpoints), lifespan=lifespan(service),
+                    exception_handlers={HTTPException: http_error})
+    app.state.service = service
+    app.state.metrics = service.metrics
+    return app
+
+
+def routes(endpoints: HttpEndpoints) -> list[Route]:
+    """KServe v2's HTTP paths (each with and without a version), /metrics and the OpenAPI description."""
+    return [
+        Route("/v2", endpoints.server_metadata),
+        Route("/v2/health/live", endpoints.live),
+        Route("/v2/health/ready", endpoints.ready),
+        Route("/v2/models/{name}", endpoints.model_metadata),
+        Route("/v2/models/{name}/versions/{version}", endpoints.model_metadata),
+        Route("/v2/models/{name}/ready", endpoints.model_ready),
+        Route("/v2/models/{name}/versions/{version}/ready", endpoints.model_ready),
+        Route("/v2/models/{name}/infer", endpoints.infer, methods=["POST"]),
+        Route("/v2/models/{name}/versions/{version}/infer", endpoints.infer, methods=["POST"]),
+        Route("/metrics", endpoints.prometheus),
+        Route("/v2/openapi.json", endpoints.api_description),
+    ]
+
+
+def lifespan(service: InferenceService) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """Start the gRPC service (when asked for) on the app's event loop, so that it shares the models, limits and
+    metrics; at shutdown refuse new requests first, then let gRPC's requests in flight finish, then stop the
+    batchers."""
+
+    @asynccontextmanager
+    async def run(app: Starlette) -> AsyncIterator[None]:
+        settings = service.settings
+        grpc_server = None
+        if settings.grpc_port is not None:
+            from trtpipe.serve.grpc_service import start_grpc  # gRPC is optional: imported only when asked for
+
+            grpc_server = await start_grpc(service)
+        yield
+        service.shutting_down = True
+        if grpc_server is not None:
+            await grpc_server.stop(grace=settings.timeout_s or 5.0)
+        service.close()
+
+    return run
+
+
+async def http_error(request: Request, error: Exception) -> Response:
+    """Starlette's own errors (unknown route 404, wrong method 405) in the JSON shape of every other error."""
+    status = getattr(error, "status_code", 500)
+    return _error(status, str(getattr(error, "detail", "")) or "Error")
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions | None = None,
-               metrics: Metrics | None = None) -> Starlette:
-    settings = settings or ServeOptions()
-    metrics = metrics or Metrics()
-    state: dict[str, Any] = {"shutting_down": False}
-    large_bodies = asyncio.Semaphore(LARGE_BODIES_AT_ONCE)
+class HttpEndpoints:
+    """The route handlers: each turns an HTTP request into InferenceService calls and the answer into JSON or
+    binary tensors, and a ProtocolError into its status code with ``{"error": message}``."""
 
-    def find(request: Request) -> ServedModel:
-        return lookup(models, request.path_params["name"], request.path_params.get("version"))
+    def __init__(self, service: InferenceService) -> None:
+        self.service = service
+        # Large bodies are read and parsed a few at a time: each costs memory while it is held.
+        self.large_bodies = asyncio.Semaphore(LARGE_BODIES_AT_ONCE)
 
-    async def server_metadata(request: Request) -> Response:
+    async def server_metadata(self, request: Request) -> Response:
         return JSONResponse({"name": "trtpipe", "version": __version__, "extensions": ["binary_tensor_data"]})
 
-    async def live(request: Request) -> Response:
+    async def live(self, request: Request) -> Response:
         return JSONResponse({"live": True})
 
-    async def ready(request: Request) -> Response:
-        ok = not state["shutting_down"] and all(e.ready for v in models.values() for e in v.values())
+    async def ready(self, request: Request) -> Response:
+        ok = self.service.server_ready()
         return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
-    async def model_metadata(request: Request) -> Response:
+    async def model_metadata(self, request: Request) -> Response:
         try:
-            entry = find(request)
+            entry = self._find(request)
         except ProtocolError as error:
             return _error(error.status, error.message)
         body: dict[str, Any] = {"name": entry.name, "versions": entry.versions, "platform": entry.platform}
@@ -106,112 +128,68 @@ def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions
                     outputs=[tensor_metadata(t) for t in entry.model.outputs], max_batch_size=entry.max_batch_size)
         return JSONResponse(body)
 
-    async def model_ready(request: Request) -> Response:
+    async def model_ready(self, request: Request) -> Response:
         try:
-            entry = find(request)
+            entry = self._find(request)
         except ProtocolError as error:
             return _error(error.status, error.message)
-        ok = entry.ready and not state["shutting_down"]
+        ok = self.service.model_ready(entry)
         body = {"name": entry.name, "ready": ok} | ({"error": entry.error} if entry.error else {})
         return JSONResponse(body, status_code=200 if ok else 400)  # KServe v2: 4xx means "not ready"
 
-    async def infer(request: Request) -> Response:
-        start = time.perf_counter()
+    async def infer(self, request: Request) -> Response:
         name = request.path_params["name"]
-        label = name if name in models else "_unknown"
-        metrics.requests.labels(label).inc()
         try:
-            entry = find(request)
-            if entry.model is None:
-                raise ProtocolError(503, f"Model '{entry.name}' is not ready: {entry.error}")
-            if state["shutting_down"]:
-                raise ProtocolError(503, "The server is shutting down.")
-            header_length = request.headers.get(HEADER_LENGTH)
-            try:
-                length = int(header_length) if header_length is not None else None
-            except ValueError:
-                raise ProtocolError(400, f"{HEADER_LENGTH} must be an integer.") from None
-            # Large bodies are read and parsed a few at a time (memory), and parsing runs in a worker thread, so
-            # the event loop keeps answering health checks and other models meanwhile.
-            declared = request.headers.get("content-length", "")
-            large = not declared.isdigit() or int(declared) > LARGE_BODY
-            async with (large_bodies if large else contextlib.nullcontext()):
-                body = await _read_body(request, settings.max_body_bytes, settings.body_timeout_s)
-                parsed = await asyncio.get_running_loop().run_in_executor(
-                    None, parse_infer_request, body, length, entry.model.inputs, entry.model.outputs,
-                    entry.max_batch_size)
-                del body
-            arrays = [parsed.inputs[t.name] for t in entry.model.inputs]
-            outputs = await run_model(entry, arrays, settings, metrics)
-            payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs, outputs)
-            metrics.latency.labels(label).observe(time.perf_counter() - start)
-            return Response(payload, headers=headers)
+            with self.service.accounted(name):
+                entry = self.service.admit(name, request.path_params.get("version"))
+                parsed = await self._read_request(request, entry)
+                assert entry.model is not None
+                outputs = await self.service.run(entry, [parsed.inputs[t.name] for t in entry.model.inputs])
+                payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs,
+                                                         outputs)
         except ProtocolError as error:
-            metrics.failures.labels(label, str(error.status)).inc()
             return _error(error.status, error.message)
-        except ClientDisconnect:  # the client went away mid-request: nobody to answer, and not a server failure
-            metrics.disconnects.labels(label).inc()
+        except ClientLeft:
             return Response(status_code=CLIENT_CLOSED)
-        except Exception as error:  # the model itself failed: report it, stay up
-            metrics.failures.labels(label, "500").inc()
-            return _error(500, f"Inference failed: {str(error).strip().splitlines()[0] if str(error) else error!r}")
+        return Response(payload, headers=headers)
 
-    async def api_description(request: Request) -> Response:
+    async def api_description(self, request: Request) -> Response:
         from trtpipe.serve.openapi import openapi
 
         return JSONResponse(openapi())
 
-    async def prometheus(request: Request) -> Response:
-        for name, versions in models.items():
-            metrics.queue_depth.labels(name).set(sum(e.batcher.depth for e in versions.values() if e.batcher))
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    async def prometheus(self, request: Request) -> Response:
+        text, content_type = self.service.exposition()
+        return Response(text, media_type=content_type)
 
-    @asynccontextmanager
-    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
-        grpc_server = None
-        if settings.grpc_port is not None:  # the gRPC service shares this loop, the models, limits and metrics
-            from trtpipe.serve.grpc_service import start_grpc
+    def _find(self, request: Request) -> ServedModel:
+        return self.service.find(request.path_params["name"], request.path_params.get("version"))
 
-            grpc_server = await start_grpc(models, settings, metrics, state)
-        yield
-        state["shutting_down"] = True
-        if grpc_server is not None:
-            await grpc_server.stop(grace=settings.timeout_s or 5.0)
-        for versions in models.values():
-            for entry in versions.values():
-                if entry.batcher:
-                    entry.batcher.close()
-
-    routes = [
-        Route("/v2", server_metadata),
-        Route("/v2/health/live", live),
-        Route("/v2/health/ready", ready),
-        Route("/v2/models/{name}", model_metadata),
-        Route("/v2/models/{name}/versions/{version}", model_metadata),
-        Route("/v2/models/{name}/ready", model_ready),
-        Route("/v2/models/{name}/versions/{version}/ready", model_ready),
-        Route("/v2/models/{name}/infer", infer, methods=["POST"]),
-        Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]),
-        Route("/metrics", prometheus),
-        Route("/v2/openapi.json", api_description),
-    ]
-    async def http_error(request: Request, error: Exception) -> Response:
-        status = getattr(error, "status_code", 500)
-        return _error(status, str(getattr(error, "detail", "")) or "Error")
-
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
-    app.state.trtpipe = state
-    app.state.metrics = metrics
-    return app
+    async def _read_request(self, request: Request, entry: ServedModel) -> InferRequest:
+        """The body read and parsed, a large one (or one of unknown size) only while it holds one of a few slots,
+        and dropped as soon as it is parsed."""
+        header_length = request.headers.get(HEADER_LENGTH)
+        try:
+            length = int(header_length) if header_length is not None else None
+        except ValueError:
+            raise ProtocolError(400, f"{HEADER_LENGTH} must be an integer.") from None
+        declared = request.headers.get("content-length", "")
+        large = not declared.isdigit() or int(declared) > LARGE_BODY
+        async with (self.large_bodies if large else contextlib.nullcontext()):
+            body = await _read_body(request, self.service)
+            parsed = await self.service.parse(entry, body, length)
+            del body
+        return parsed
 
 
-async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> bytes:
+async def _read_body(request: Request, service: InferenceService) -> bytes:
     """The body, refused with 413 as soon as it is known to be too big (from Content-Length before reading, or
-    while streaming when the client sends none) and with 408 when it has not all arrived within ``timeout_s``: a
-    client trickling its body cannot hold the connection."""
+    while streaming when the client sends none) and with 408 when it has not all arrived within
+    ``--body-timeout-s``: a client trickling its body cannot hold the connection."""
+    limit, timeout_s = service.settings.max_body_bytes, service.settings.body_timeout_s
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ProtocolError(413, f"The request body is {int(declared)} bytes; the limit is {limit}.")
+    if declared is not None and declared.isdigit():
+        service.check_body_size(int(declared))
     chunks: list[bytes] = []
 
     async def receive() -> None:
@@ -226,37 +204,6 @@ async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> b
         await asyncio.wait_for(receive(), timeout_s)
     except TimeoutError:
         raise ProtocolError(408, f"The request body did not arrive within {timeout_s:g} s.") from None
+    except ClientDisconnect:  # the client went away mid-body: nobody to answer, and not a server failure
+        raise ClientLeft from None
     return b"".join(chunks)
-
-
-async def run_model(entry: ServedModel, arrays: list[Any], settings: ServeOptions, metrics: Metrics) -> list[Any]:
-    assert entry.model is not None
-    timeout = settings.timeout_s
-    if entry.batcher is None:  # without a batcher's queue, admission is bounded here: same --max-queue
-        if entry.in_flight >= settings.max_queue:
-            raise ProtocolError(503, f"{entry.in_flight} requests are already waiting or running for "
-                                     f"'{entry.name}' (--max-queue {settings.max_queue}): retry later.")
-        entry.in_flight += 1
-        try:
-            return await _execute(entry, arrays, timeout, metrics)
-        finally:
-            entry.in_flight -= 1
-    return await _execute(entry, arrays, timeout, metrics)
-
-
-async def _execute(entry: ServedModel, arrays: list[Any], timeout: float | None, metrics: Metrics) -> list[Any]:
-    assert entry.model is not None
-    if entry.batcher is not None:
-        try:
-            future = entry.batcher.submit(arrays)
-        except QueueFull as error:
-            raise ProtocolError(503, error.message) from None
-        wrapped = asyncio.wrap_future(future)
-    else:
-        metrics.batch_size.labels(entry.name).observe(int(arrays[0].shape[0]) if arrays[0].ndim else 1)
-        loop = asyncio.get_running_loop()
-        wrapped = loop.run_in_executor(None, entry.model.predict_all, arrays)
-    try:
-        return await asyncio.wait_for(wrapped, timeout) if timeout else await wrapped
-    except TimeoutError:
-        raise ProtocolError(504, f"Inference did not finish within {timeout:g} s.") from None

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.runtime import Backend, TensorInfo, open_artifact
-from trtpipe.vocab import ArtifactKind, BackendKind, Precision
+from trtpipe.errors import BadInput
+from trtpipe.runtime import ArtifactDescription, Backend, RunOptions, TensorInfo, describe_artifact, open_artifact
+from trtpipe.runtime.artifacts import artifact_name
+from trtpipe.vocab import ArtifactKind, BackendKind, Device, Precision
 
 
 class Model:
@@ -24,7 +26,7 @@ class Model:
         self.backend = backend
         self.name = name
         self.source = source
-        self._lock = None if BackendKind(backend.kind).thread_safe else threading.Lock()
+        self._lock = None if backend.kind.thread_safe else threading.Lock()
 
     @property
     def inputs(self) -> list[TensorInfo]:
@@ -48,11 +50,11 @@ class Model:
 
     def predict_all(self, inputs: Any) -> list[np.ndarray]:
         """Every output, in ``outputs`` order; ``inputs`` is an array, a list, or a {name: array} dict."""
-        feeds = self.backend.feeds(inputs)
+        call = self.backend.bind(inputs)
         if self._lock is None:
-            return self.backend._run(feeds)
+            return call()
         with self._lock:
-            return self.backend._run(feeds)
+            return call()
 
     def predict(self, inputs: Any) -> np.ndarray:
         """The first output: the logits of a classifier."""
@@ -72,28 +74,52 @@ class Model:
         return f"<trtpipe.Model {self.name} on {self.kind} ({self.precision}): {shapes}>"
 
 
-def load(source: str | Path, **options: Any) -> Model:
+def load(source: str | Path, *, runtime: str | None = None, **settings: Any) -> Model:
     """Load an artifact (.onnx, .plan/.engine) or a PyTorch model (registry name, checkpoint, module:factory).
 
-    ``options`` go to the backend: ``threads`` and ``providers`` for ONNX Runtime, ``cuda_graph`` for TensorRT,
-    ``device``, ``arch``, ``input_shape`` and ``trust_checkpoint`` for PyTorch.
+    ``runtime`` runs an ONNX file on onnxruntime or openvino. ``settings`` are run settings (RunOptions:
+    ``threads``, ``providers``, ``optimization``, ``spinning`` for ONNX Runtime, ``hint`` for OpenVINO,
+    ``cuda_graph`` for TensorRT); a setting the artifact's backend does not have is refused. A PyTorch model
+    takes ``device``, ``threads``, ``arch``, ``input_shape`` and ``trust_checkpoint``.
     """
     path = Path(source)
     if ArtifactKind.for_path(path.name) is not None:
-        from trtpipe.runtime.artifacts import artifact_name, artifact_profile
-
-        if not path.is_file():
-            from trtpipe.errors import BadInput
-
-            raise BadInput(f"Artifact {path} does not exist.")
-        name = artifact_name(path)
-        # Run it as it must run to be faithful (a TensorRT-target INT8 file: Q/DQ as float ops); the caller's
-        # options win.
-        options = {**artifact_profile(path).options, **options}
-        return Model(open_artifact(path, **options), name, str(path))
+        chosen = None
+        if runtime is not None:
+            if runtime not in tuple(BackendKind):
+                raise BadInput(f"Unknown runtime '{runtime}': choose from {', '.join(BackendKind)}.")
+            chosen = BackendKind(runtime)
+        return open_model(describe_artifact(path), RunOptions.from_keywords(settings), runtime=chosen)
     from trtpipe.models.loader import load_model
     from trtpipe.runtime.torch.backend import TorchBackend
 
-    loader_options = {k: options.pop(k) for k in ("arch", "input_shape", "trust_checkpoint") if k in options}
+    loader_options = {k: settings.pop(k) for k in ("arch", "input_shape", "trust_checkpoint") if k in settings}
+    device = settings.pop("device", Device.CPU)
+    if device not in tuple(Device):
+        raise BadInput(f"Unknown device '{device}': choose from {', '.join(Device)}.")
     loaded = load_model(str(source), **loader_options)
-    return Model(TorchBackend(loaded.module, loaded.sample_shape, **options), loaded.name, str(source))
+    backend = TorchBackend(loaded.module, loaded.sample_shape, device=Device(device), **settings)
+    return Model(backend, loaded.name, str(source))
+
+
+def open_model(description: ArtifactDescription, options: RunOptions | None = None, *,
+               runtime: BackendKind | None = None) -> Model:
+    """A Model of a described artifact, run as it must be to be faithful (a TensorRT-target INT8 file: Q/DQ as
+    float ops); the caller's settings win."""
+    path = Path(str(description.path))
+    return Model(open_artifact(description, options, runtime=runtime), artifact_name(path), str(path))
+
+
+def serving_runtime(description: ArtifactDescription, runtime: BackendKind | None) -> BackendKind:
+    """The runtime a server runs an artifact on: the one asked for where an ONNX file may run on it (a file pinned
+    to one runtime, a BF16 file, keeps it), else the artifact's own."""
+    if runtime is None or description.pinned_runtime or runtime not in description.kind.runtimes:
+        return description.backend
+    return runtime
+
+
+def serving_options(backend: BackendKind, threads: int | None) -> RunOptions:
+    """What a server asks of a backend: its threads, and, from ONNX Runtime, idle pool threads that sleep rather
+    than spin, leaving the CPU to the server's own threads between requests (the other runtimes have no spinning
+    pool to turn off)."""
+    return RunOptions(threads=threads, spinning=backend is not BackendKind.ONNXRUNTIME)

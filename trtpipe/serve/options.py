@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtpipe.options import option
+from trtpipe.options import Options, option
 from trtpipe.shapes import parse_batch_sizes
-from trtpipe.vocab import SERVE_MAX_BATCH, ArtifactKind, TritonBackend
+from trtpipe.vocab import SERVE_MAX_BATCH, ArtifactKind, BackendKind, TritonBackend
 
 
 @dataclass
-class ServeOptions:
+class ServeOptions(Options):
     host: str = option("127.0.0.1", "Address to bind (loopback by default: the server has no authentication).")
     port: int = option(8000, "Port to listen on.", type=int, minimum=0, maximum=65535)
     grpc_port: int | None = option(None, "Also serve the KServe v2 gRPC service on this port (same host).",
@@ -28,9 +28,9 @@ class ServeOptions:
     timeout_ms: float | None = option(None, "Per-request inference timeout (504 past it).", type=float, minimum=1)
     max_body_mb: float = option(64.0, "Largest request body accepted (413 past it).", type=float, minimum=0.001)
     threads: int | None = option(None, "ONNX Runtime (or OpenVINO) threads per model.", type=int, minimum=1)
-    runtime: str = option(ArtifactKind.ONNX.backend, "What runs ONNX models: onnxruntime or openvino "
-                          "(pip install 'trtpipe[openvino]'). A BF16 file always runs on OpenVINO.",
-                          choices=tuple(map(str, ArtifactKind.ONNX.runtimes)))
+    runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs ONNX models: onnxruntime or openvino "
+                                  "(pip install 'trtpipe[openvino]'). A BF16 file always runs on OpenVINO.",
+                                  type=BackendKind, choices=ArtifactKind.ONNX.runtimes)
     header_timeout_s: float = option(10.0, "Seconds a client may take to send a request's headers before the "
                                      "connection is closed.", type=float, minimum=0.1)
     body_timeout_s: float = option(30.0, "Seconds a client may take to send a request's body (408 past it).",
@@ -38,9 +38,9 @@ class ServeOptions:
     max_connections: int = option(1024, "Concurrent connections and requests before new ones get 503.", type=int,
                                   minimum=1)
     instances: int = option(1, "Model instances in an exported Triton repository.", type=int, minimum=1)
-    triton_backend: str = option(
+    triton_backend: TritonBackend = option(
         TritonBackend.NATIVE, "Triton backend of an exported repository: native (Triton's onnxruntime/tensorrt "
-        "backends) or python (Triton's Python backend running trtpipe's runtime).", choices=tuple(TritonBackend),
+        "backends) or python (Triton's Python backend running trtpipe's runtime).", type=TritonBackend,
         flag="--backend")
 
     @property

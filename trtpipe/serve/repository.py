@@ -12,8 +12,9 @@ from pathlib import Path
 
 from trtpipe import console
 from trtpipe.errors import BadInput
+from trtpipe.runtime import describe_artifact
 from trtpipe.serve.batching import BatchingOptions, MicroBatcher
-from trtpipe.serve.model import Model, load
+from trtpipe.serve.model import Model, open_model, serving_options, serving_runtime
 from trtpipe.serve.options import ServeOptions
 from trtpipe.vocab import ArtifactKind
 
@@ -104,12 +105,9 @@ def load_repository(repository: Path, options: ServeOptions,
         for version, path in versions:
             entry = ServedModel(name, version, path, versions=[v for v, _ in versions])
             try:
-                options: dict[str, object] = {}
-                if ArtifactKind.for_path(path.name) is ArtifactKind.ONNX:
-                    options = {"spinning": False} | ({"threads": threads} if threads else {})
-                    if serve_options.runtime != ArtifactKind.ONNX.backend:
-                        options["runtime"] = serve_options.runtime
-                entry.model = load(path, **options)
+                description = describe_artifact(path)
+                runtime = serving_runtime(description, serve_options.runtime)
+                entry.model = open_model(description, serving_options(runtime, threads), runtime=runtime)
                 entry.max_batch_size = _max_batch(entry.model, batching)
                 if batching and entry.model.dynamic_batch:
                     model = entry.model

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe import console
-from trtpipe.serve.app import Metrics, create_app
+from trtpipe.serve.app import create_app
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.repository import ServedModel, load_repository
+from trtpipe.serve.service import Metrics
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -40,7 +41,7 @@ def serve(repository: Path, options: ServeOptions | None = None) -> None:
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            app.state.trtpipe["shutting_down"] = True  # readiness false before anything else
+            app.state.service.shutting_down = True  # readiness false (HTTP and gRPC) before anything else
             super().handle_exit(sig, frame)
             # uvicorn re-raises a captured signal after its graceful shutdown, so the process dies of it (exit
             # -15). A shutdown that went as planned is a success: exit 0.

@@ -116,31 +116,24 @@ def config_pbtxt(model: TritonModel) -> str:
     return text_format.MessageToString(config)
 
 
-def describe_artifact(name: str, artifact: Path, options: ServeOptions) -> TritonModel:
-    """Read an artifact's tensors (and, for an engine, its profile) into a TritonModel."""
-    kind = ArtifactKind.for_path(artifact.name)
-    max_batch_size = options.max_batch_size
-    if kind is ArtifactKind.TENSORRT_ENGINE:
-        from trtpipe.runtime.tensorrt.sidecar import read_sidecar
+def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonModel:
+    """An artifact's description (tensors and, for an engine, its profile) as a TritonModel."""
+    from trtpipe.runtime.artifacts import describe_artifact
 
-        sidecar = read_sidecar(artifact)
+    description = describe_artifact(artifact)
+    kind, max_batch_size = description.kind, options.max_batch_size
+    if description.engine is not None:
+        sidecar = description.engine
         profile = sidecar.profiles[0][0] if sidecar.profiles and sidecar.profiles[0] else None
         top = int(profile["max"][0]) if profile else max_batch_size
         preferred = tuple(sorted({int(profile["opt"][0]), top})) if profile else (max_batch_size,)
-        inputs = [(t["name"], _numpy_name(t["dtype"]), t["shape"]) for t in sidecar.inputs]
-        outputs = [(t["name"], _numpy_name(t["dtype"]), t["shape"]) for t in sidecar.outputs]
         batch = min(max_batch_size, top)
-    elif kind is ArtifactKind.ONNX:
-        from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
-
-        with OnnxRuntimeBackend(artifact) as backend:
-            inputs = [(t.name, t.dtype, list(t.shape)) for t in backend.inputs]
-            outputs = [(t.name, t.dtype, list(t.shape)) for t in backend.outputs]
-            dynamic = backend.static_batch is None
+    else:
+        dynamic = bool(description.inputs) and not isinstance(description.inputs[0].shape[0], int)
         batch = max_batch_size if dynamic else 0
         preferred = tuple(b for b in (8, 16, 32) if b <= batch) or (batch,)
-    else:
-        raise BadInput(f"{artifact} is not an artifact Triton can serve ({', '.join(ArtifactKind.all_suffixes())}).")
+    inputs = [(t.name, t.dtype, list(t.shape)) for t in description.inputs]
+    outputs = [(t.name, t.dtype, list(t.shape)) for t in description.outputs]
     if options.preferred_batch_sizes:
         preferred = options.preferred_batch_sizes
     # Triton refuses a preferred size above max_batch_size (found by loading an engine whose profile reaches 64
@@ -155,27 +148,15 @@ def describe_artifact(name: str, artifact: Path, options: ServeOptions) -> Trito
             raise BadInput(f"{artifact}: tensor '{tensor_name}' has type {numpy_name}, which Triton has no type for.")
         return TensorSpec(tensor_name, found.triton, tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims))
 
-    runtime, bf16 = kind.backend, False
-    if kind is ArtifactKind.ONNX:
-        from trtpipe.runtime.artifacts import artifact_profile
-
-        profile = artifact_profile(artifact)
-        bf16 = profile.precision is Precision.BF16
-        runtime = profile.backend if profile.pinned_runtime else BackendKind(options.runtime)
+    runtime = description.backend if description.pinned_runtime or kind is not ArtifactKind.ONNX else options.runtime
     return TritonModel(check_name(name), kind, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
                        preferred if batch > 0 else (), max_queue_delay_us=int(options.max_queue_delay_ms * 1000),
-                       instance_count=options.instances, backend=TritonBackend(options.triton_backend),
-                       threads=options.threads, runtime=runtime, bf16=bf16)
-
-
-def _numpy_name(tensorrt_name: str) -> str:
-    """A sidecar records TensorRT's type names (float, half, int8...); the table knows them."""
-    found = dtype(tensorrt=tensorrt_name)
-    return found.numpy if found else tensorrt_name
+                       instance_count=options.instances, backend=options.triton_backend, threads=options.threads,
+                       runtime=runtime, bf16=description.precision is Precision.BF16)
 
 
 def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | None = None, *,
-           version: str = REPOSITORY_VERSION, runtimes: dict[str, str] | None = None) -> list[Path]:
+           version: str = REPOSITORY_VERSION, runtimes: dict[str, BackendKind] | None = None) -> list[Path]:
     """Write a Triton repository at ``output`` with one model per (name, artifact); ``runtimes`` names the
     runtime of some ONNX models (the pipeline's chosen pair), the others take ``options.runtime``."""
     from dataclasses import replace
@@ -185,7 +166,7 @@ def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | Non
     written = []
     for name, artifact in artifacts.items():
         own = replace(options, runtime=runtimes[name]) if runtimes and name in runtimes else options
-        model = describe_artifact(check_name(name), artifact, own)
+        model = triton_model(check_name(name), artifact, own)
         text = config_pbtxt(model)
         model_dir = output / model.name
         files = _version_files(artifact, model)

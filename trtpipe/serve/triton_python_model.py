@@ -1,11 +1,11 @@
-"""A Triton Python-backend model that runs a trtpipe artifact: copied as ``<name>/<version>/model.py`` by
-``trtpipe export-triton --backend python``.
+"""A Triton Python-backend model that runs a trtpipe artifact: copied as ``<name>/<version>/model.py`` by ``trtpipe
+export-triton --backend python``.
 
-Triton's Python backend imports this file in a stub process of its own, never trtpipe: it uses only the public
-``trtpipe.load`` API, so the artifact runs on the runtime it was made for (ONNX Runtime, TensorRT), with the same
-faithful-execution rules as ``trtpipe serve`` (read from the manifest or sidecar copied beside it). Triton's
-dynamic batcher hands ``execute`` several requests at once: they run as one batch and the outputs are split back,
-so batching pays off here as it does in the native backends.
+Triton's Python backend imports this file in a stub process of its own, never trtpipe: it opens the artifact as
+``trtpipe serve`` does (``trtpipe.serve.model``), so it runs on the runtime it was made for (ONNX Runtime, OpenVINO,
+TensorRT), with the same faithful-execution rules (read from the manifest or sidecar copied beside it). Triton's
+dynamic batcher hands ``execute`` several requests at once: they run as one batch and the outputs are split back, so
+batching pays off here as it does in the native backends.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ for _entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
 import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
-import trtpipe  # noqa: E402
+from trtpipe.runtime import describe_artifact  # noqa: E402
+from trtpipe.serve.model import open_model, serving_options, serving_runtime  # noqa: E402
 from trtpipe.serve.triton import ARTIFACT_PARAMETER, RUNTIME_PARAMETER, THREADS_PARAMETER  # noqa: E402
+from trtpipe.vocab import BackendKind  # noqa: E402
 
 
 class TritonPythonModel:
@@ -39,19 +41,18 @@ class TritonPythonModel:
         artifact = (version_dir / parameters[ARTIFACT_PARAMETER]).resolve()
         if version_dir.resolve() not in artifact.parents:
             raise ValueError(f"{parameters[ARTIFACT_PARAMETER]!r} is outside the model's version folder")
-        # As `trtpipe serve` runs ONNX Runtime: idle pool threads sleep rather than spin, leaving the CPU to
-        # Triton's own threads between requests (TensorRT ignores the option).
-        options: dict[str, Any] = {"spinning": False}
-        if parameters.get(THREADS_PARAMETER):
-            options["threads"] = int(parameters[THREADS_PARAMETER])
-        if parameters.get(RUNTIME_PARAMETER) and artifact.suffix == ".onnx":
-            options["runtime"] = parameters[RUNTIME_PARAMETER]  # onnxruntime or openvino
+        # As `trtpipe serve` runs its models: on the runtime the export names (onnxruntime or openvino), with
+        # ONNX Runtime's idle pool threads sleeping rather than spinning between requests.
+        description = describe_artifact(artifact)
+        asked = parameters.get(RUNTIME_PARAMETER)
+        runtime = serving_runtime(description, BackendKind(asked) if asked in tuple(BackendKind) else None)
+        threads = int(parameters[THREADS_PARAMETER]) if parameters.get(THREADS_PARAMETER) else None
         if args.get("model_instance_kind") == "GPU":
             # Each instance on the GPU Triton placed it on: trtpipe's TensorRT runtime uses torch's current device.
             import torch
 
             torch.cuda.set_device(int(args.get("model_instance_device_id", "0")))
-        self.model = trtpipe.load(artifact, **options)
+        self.model = open_model(description, serving_options(runtime, threads), runtime=runtime)
         self.batched = int(config.get("max_batch_size", 0)) > 0
         self.input_names = [entry["name"] for entry in config["input"]]
         self.outputs = [(entry["name"], pb_utils.triton_string_to_numpy(entry["data_type"]))

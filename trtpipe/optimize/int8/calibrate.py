@@ -18,7 +18,6 @@ import numpy as np
 import onnx
 
 from trtpipe import console
-from trtpipe.errors import BadInput
 from trtpipe.optimize.activations import RunningStats, float_activations, observe
 from trtpipe.vocab import CalibMethod
 
@@ -29,10 +28,8 @@ MSE_CANDIDATES = 256
 Ranges = dict[str, tuple[float, float]]
 
 
-def calibrate(model: onnx.ModelProto, batches: list[np.ndarray], method: str, *, symmetric: bool) -> Ranges:
+def calibrate(model: onnx.ModelProto, batches: list[np.ndarray], method: CalibMethod, *, symmetric: bool) -> Ranges:
     """Per-tensor (low, high) ranges of every float activation of ``model`` on ``batches``."""
-    if method not in tuple(CalibMethod):
-        raise BadInput(f"Unknown calibration method '{method}': choose one of {', '.join(CalibMethod)}.")
     if method == CalibMethod.MSE:
         return _mse_ranges(model, batches, symmetric=symmetric)
     return _onnxruntime_ranges(model, batches, method, symmetric=symmetric)
@@ -69,11 +66,12 @@ def quiet_onnxruntime_quantization() -> Iterator[None]:
         root.setLevel(level)
 
 
-def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], method: str, *, symmetric: bool) -> Ranges:
+def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], method: CalibMethod, *,
+                        symmetric: bool) -> Ranges:
     from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
 
     ort_method = {CalibMethod.MINMAX: CalibrationMethod.MinMax, CalibMethod.ENTROPY: CalibrationMethod.Entropy,
-                  CalibMethod.PERCENTILE: CalibrationMethod.Percentile}[CalibMethod(method)]
+                  CalibMethod.PERCENTILE: CalibrationMethod.Percentile}[method]
     extra = {"symmetric": symmetric}
     if method == CalibMethod.PERCENTILE:
         extra["percentile"] = 99.999

@@ -30,7 +30,7 @@ from typing import Any
 
 from trtpipe.errors import BadInput
 from trtpipe.hardware import has_vnni
-from trtpipe.vocab import Target
+from trtpipe.vocab import GraphOptimization, Target
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class QuantProfile:
     reduce_range: bool
     reduce_range_reason: str
     op_types: tuple[str, ...] | None  # None: ONNX Runtime's default set
-    evaluation_optimization: str  # how ONNX Runtime must run the result to measure it faithfully
+    evaluation_optimization: GraphOptimization  # how ONNX Runtime must run the result to measure it faithfully
     extra_options: dict[str, Any] = field(default_factory=dict)
     residual_branch_only: bool = False  # on an Add fed by a weighted op, drop that input's Q/DQ
 
@@ -56,7 +56,7 @@ class QuantProfile:
                 "weights": "int8 symmetric per-channel" + (" (7-bit)" if self.reduce_range else ""),
                 "reduce_range": self.reduce_range, "reduce_range_reason": self.reduce_range_reason,
                 "accuracy_measured_with": "Q/DQ as float ops (TensorRT arithmetic)"
-                if self.evaluation_optimization == "disable" else "ONNX Runtime CPU integer kernels"}
+                if self.evaluation_optimization is GraphOptimization.DISABLE else "ONNX Runtime CPU integer kernels"}
 
 
 # Weighted ops (inputs quantized, TensorRT picks INT8 kernels), residual Adds and the ops TensorRT propagates
@@ -66,13 +66,12 @@ TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "
 
 
 def profile_for(target: Target) -> QuantProfile:
-    target = Target(target)
     if target is Target.TENSORRT:
         return QuantProfile(
             target, signed_activations=True, symmetric_activations=True, reduce_range=False,
             reduce_range_reason="TensorRT accumulates in int32: full 8-bit weights",
             op_types=TENSORRT_OP_TYPES,
-            evaluation_optimization="disable",
+            evaluation_optimization=GraphOptimization.DISABLE,
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
                            "OpTypesToExcludeOutputQuantization": list(TENSORRT_OP_TYPES)},
             residual_branch_only=True,
@@ -83,7 +82,7 @@ def profile_for(target: Target) -> QuantProfile:
             target, signed_activations=False, symmetric_activations=False, reduce_range=not vnni,
             reduce_range_reason="this CPU has VNNI: full 8-bit weights" if vnni else
             "this CPU lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products",
-            op_types=None, evaluation_optimization="all",
+            op_types=None, evaluation_optimization=GraphOptimization.ALL,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
         )
     raise BadInput(f"No INT8 profile for target '{target}'.")

@@ -17,8 +17,11 @@ from onnx import numpy_helper
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.registry import PrecisionPass
+from trtpipe.vocab import Precision
 
-DESCRIPTION = "BF16 weights behind Casts (convolutions, matrix products); run in BF16 kernels by OpenVINO"
+PASS = PrecisionPass(Precision.BF16, "BF16 weights behind Casts (convolutions, matrix products); run in BF16 "
+                     "kernels by OpenVINO")
 WEIGHTED_OPS = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}  # op -> index of its weight input
 MIN_COSINE = 0.999  # 8 mantissa bits: rounding the weights alone keeps the logits' direction to three nines
 
@@ -28,10 +31,6 @@ def to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     rounding = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
     return ((bits + rounding) >> np.uint32(16)).astype(np.uint16)
-
-
-def from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def convert_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:

@@ -13,7 +13,7 @@ from trtpipe.comparison import Comparison, compare
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import logits
 from trtpipe.optimize.options import OptimizeOptions
-from trtpipe.vocab import Target
+from trtpipe.vocab import GraphOptimization, Target
 
 CALIBRATION_BATCH = 8  # per-batch activation memory is what calibration peaks at: 8 keeps it near 1 GB at 224x224
 
@@ -36,11 +36,12 @@ class PassContext:
         batches = dataset.batches(size)
         return [b for b in batches if len(b) == size] if self.static_batch else batches
 
-    def logits(self, model: onnx.ModelProto, images: np.ndarray, optimization: str = "all") -> np.ndarray:
+    def logits(self, model: onnx.ModelProto, images: np.ndarray,
+               optimization: GraphOptimization = GraphOptimization.ALL) -> np.ndarray:
         return logits(model, images, optimization=optimization, batch=self.static_batch)
 
     def compare(self, reference: onnx.ModelProto, candidate: onnx.ModelProto, data: Dataset,
-                optimization: str = "all") -> Comparison:
+                optimization: GraphOptimization = GraphOptimization.ALL) -> Comparison:
         """The candidate against the reference model on ``data`` (accuracy of both where it has labels)."""
         expected = self.logits(reference, data.images)
         return compare(expected, self.logits(candidate, data.images, optimization), data.labels)

@@ -33,9 +33,10 @@ from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.onnx_info import attribute, clip_bounds
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.registry import GraphPass
 from trtpipe.vocab import Target
 
-DESCRIPTION = "cross-layer equalization of consecutive convolutions (for depthwise-separable nets; INT8)"
+PASS = GraphPass("cross-layer equalization of consecutive convolutions (for depthwise-separable nets; INT8)")
 ROUNDS = 8
 MIN_COSINE = 0.99999  # an exact rescaling: anything below this is a bug, not rounding
 HOMOGENEOUS = ("Relu", "LeakyRelu", "PRelu")

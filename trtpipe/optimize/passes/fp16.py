@@ -18,8 +18,11 @@ from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.optimize.activations import observe
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.registry import PrecisionPass
+from trtpipe.vocab import Precision
 
-DESCRIPTION = "FP16 with ONNX Runtime's converter; overflow-prone operators and measured hot nodes stay FP32"
+PASS = PrecisionPass(Precision.FP16, "FP16 with ONNX Runtime's converter; overflow-prone operators and measured hot "
+                     "nodes stay FP32")
 # FP16 keeps ~3 significant digits; a conversion below this cosine has lost more than rounding.
 MIN_COSINE = 0.999
 

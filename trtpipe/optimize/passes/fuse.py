@@ -17,8 +17,10 @@ from trtpipe import console
 from trtpipe.errors import TrtpipeError, VerificationFailed
 from trtpipe.onnx_info import name_nodes, op_counts
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.registry import GraphPass
 
-DESCRIPTION = "onnxslim: constant folding, Conv+BatchNorm folding, identity and redundant Cast/Reshape removal"
+PASS = GraphPass("onnxslim: constant folding, Conv+BatchNorm folding, identity and redundant Cast/Reshape "
+                 "removal")
 # Fusion only reorders exact arithmetic: anything below this cosine is a bug, not rounding.
 MIN_COSINE = 0.99999
 

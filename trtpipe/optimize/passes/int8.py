@@ -19,8 +19,11 @@ from trtpipe.optimize.int8.profiles import QuantProfile, profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.registry import PrecisionPass
+from trtpipe.vocab import Precision
 
-DESCRIPTION = "INT8 Q/DQ for the target (tensorrt: S8S8 symmetric; cpu: U8S8), with an accuracy budget"
+PASS = PrecisionPass(Precision.INT8, "INT8 Q/DQ for the target (tensorrt: S8S8 symmetric; cpu: U8S8), with an "
+                     "accuracy budget")
 
 
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:

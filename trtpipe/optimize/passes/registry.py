@@ -1,31 +1,92 @@
-"""The optimization passes: one module per pass in this folder, found by its file name.
+"""The optimization passes: one module per pass in this folder, each declaring at its top what it is.
 
-A module named after a precision (``fp16.py``, ``int8.py``) is that precision's pass; every other module is a
-graph pass that `--passes` can name. Each module has ``DESCRIPTION`` and ``apply(model, context) -> model``.
-Finding passes by file name keeps the CLI's choices light (no onnx import) and makes a new pass one file; no
-pass registers itself as a side effect of an import.
+A graph pass, which `--passes` names by its module's name, declares ``PASS = GraphPass("what it does")``; the
+pass that writes a precision into the graph declares ``PASS = PrecisionPass(Precision.FP16, "what it does")``.
+Both also have ``apply(model, context) -> model``. A module without a declaration (``context``, this one, any
+helper added later) is no pass and never becomes a choice. The declarations are read from the modules' source
+with ``ast``, not imported, so the CLI's choices cost no onnx import; no pass registers itself as a side effect
+of an import, and a new pass is one file.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-import pkgutil
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
 from trtpipe.vocab import Precision
 
 _FOLDER = Path(__file__).parent
-_NOT_PASSES = {"registry", "context"}
+MARKER = "PASS"  # the module-level name a pass declares itself with
 
 
-def _modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules([str(_FOLDER)]) if m.name not in _NOT_PASSES)
+@dataclass(frozen=True)
+class GraphPass:
+    """Declares its module a graph pass: a rewrite that keeps the precision (fusion, equalization)."""
+
+    description: str
+
+
+@dataclass(frozen=True)
+class PrecisionPass:
+    """Declares its module the pass that writes ``precision`` into the graph."""
+
+    precision: Precision
+    description: str
+
+
+Declaration = GraphPass | PrecisionPass
+_KINDS: dict[str, type[GraphPass] | type[PrecisionPass]] = {"GraphPass": GraphPass, "PrecisionPass": PrecisionPass}
+
+
+def _literal(node: ast.expr, path: Path) -> object:
+    """A declaration's argument: a literal, or a member of Precision (``Precision.FP16``)."""
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == Precision.__name__
+            and node.attr in Precision.__members__):
+        return Precision[node.attr]
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise ValueError(f"{path}: the arguments of {MARKER} must be literals or Precision members, so that the "
+                         "pass can be found without importing it") from None
+
+
+def read_declaration(path: Path) -> Declaration | None:
+    """The pass ``path`` declares at module level, read from its source without importing it; None for a module
+    that declares none."""
+    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+        if isinstance(node, ast.Assign):
+            targets, call = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign):
+            targets, call = [node.target], node.value
+        else:
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == MARKER for t in targets):
+            continue
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in _KINDS):
+            raise ValueError(f"{path}: {MARKER} must be GraphPass(...) or PrecisionPass(...)")
+        args = [_literal(arg, path) for arg in call.args]
+        kwargs = {kw.arg: _literal(kw.value, path) for kw in call.keywords if kw.arg is not None}
+        return _KINDS[call.func.id](*args, **kwargs)  # type: ignore[arg-type]
+    return None
+
+
+def declared_passes(folder: Path) -> dict[str, Declaration]:
+    """{module name: declaration} for each module in ``folder`` that declares a pass, by name."""
+    found = {path.stem: read_declaration(path) for path in sorted(folder.glob("*.py"))}
+    return {name: declaration for name, declaration in found.items() if declaration is not None}
+
+
+@lru_cache(maxsize=1)
+def _passes() -> dict[str, Declaration]:
+    return declared_passes(_FOLDER)
 
 
 def graph_pass_names() -> tuple[str, ...]:
-    precisions = {str(p) for p in Precision}
-    return tuple(name for name in _modules() if name not in precisions)
+    return tuple(name for name, declaration in _passes().items() if isinstance(declaration, GraphPass))
 
 
 def parse_passes(text: str) -> tuple[str, ...]:
@@ -40,16 +101,26 @@ def parse_passes(text: str) -> tuple[str, ...]:
     return names
 
 
+def _load(name: str) -> ModuleType:
+    """Import the pass module ``name``, checking that what it declares is what was read from its source."""
+    module = importlib.import_module(f"{__package__}.{name}")
+    if getattr(module, MARKER, None) != _passes()[name]:
+        raise RuntimeError(f"{module.__file__}: {MARKER} differs from the declaration read from its source")
+    return module
+
+
 def graph_pass(name: str) -> ModuleType:
     if name not in graph_pass_names():
         raise ValueError(f"unknown pass {name}")
-    return importlib.import_module(f"{__package__}.{name}")
+    return _load(name)
 
 
 def precision_pass(precision: Precision) -> ModuleType | None:
     """The pass that writes ``precision`` into the graph; None for FP32 (nothing to write)."""
     if precision is Precision.FP32:
         return None
-    if str(precision) not in _modules():
+    name = next((name for name, declaration in _passes().items()
+                 if isinstance(declaration, PrecisionPass) and declaration.precision is precision), None)
+    if name is None:
         raise ValueError(f"no optimization pass writes {precision}")
-    return importlib.import_module(f"{__package__}.{precision}")
+    return _load(name)

@@ -8,58 +8,49 @@ import numpy as np
 import onnx
 
 from trtpipe.errors import BadInput
-from trtpipe.onnx_info import detect_precision, load_onnx
+from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact, describe_model
 from trtpipe.runtime.base import Backend, TensorInfo
-from trtpipe.runtime.onnxruntime.providers import Providers, check_active, check_providers
-from trtpipe.vocab import BackendKind, Device, dtype
+from trtpipe.runtime.onnxruntime.providers import check_active, check_providers
+from trtpipe.runtime.options import RunOptions
+from trtpipe.vocab import BackendKind, Device, GraphOptimization, dtype
 
-OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+# ONNX Runtime's GraphOptimizationLevel member for each level.
+_LEVELS = {GraphOptimization.DISABLE: "ORT_DISABLE_ALL", GraphOptimization.BASIC: "ORT_ENABLE_BASIC",
+           GraphOptimization.EXTENDED: "ORT_ENABLE_EXTENDED", GraphOptimization.ALL: "ORT_ENABLE_ALL"}
 
 
 class OnnxRuntimeBackend(Backend):
     kind = BackendKind.ONNXRUNTIME
+    settings = frozenset({"threads", "spinning", "optimization", "providers"})
 
-    def __init__(
-        self,
-        path: Path | onnx.ModelProto,
-        *,
-        providers: Providers | None = None,
-        threads: int | None = None,
-        optimization: str = "all",
-        spinning: bool = True,
-    ) -> None:
+    def __init__(self, artifact: Path | onnx.ModelProto | ArtifactDescription,
+                 options: RunOptions | None = None) -> None:
+        """``artifact``: a file, its description, or a model held in memory (optimize's candidates, which run
+        without touching the disk). ``options`` are used as given (open_artifact adds what the artifact needs)."""
         import onnxruntime as ort
 
-        # An in-memory model (optimize's candidates) runs without touching the disk.
-        in_memory = isinstance(path, onnx.ModelProto)
-        self.path = None if in_memory else Path(path)
-        model = path if in_memory else load_onnx(self.path, load_weights=False)
-        self.precision = detect_precision(model)
-        source = model.SerializeToString() if in_memory else str(self.path)
-        label = "the in-memory model" if in_memory else str(self.path)
-        del model
-        self.providers = list(providers or ["CPUExecutionProvider"])
+        options = self.accept(options)
+        if isinstance(artifact, onnx.ModelProto):
+            description, source, label = describe_model(artifact), artifact.SerializeToString(), "the in-memory model"
+        else:
+            description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(artifact)
+            source = label = str(description.path)
+        self.path = description.path
+        self.precision = description.precision
+        self.providers = list(options.providers or ["CPUExecutionProvider"])
         names = check_providers(self.providers)
-        if optimization not in OPTIMIZATION_LEVELS:
-            raise BadInput(f"Unknown graph optimisation level '{optimization}': choose one of "
-                           f"{', '.join(OPTIMIZATION_LEVELS)}.")
-        options = ort.SessionOptions()
-        options.graph_optimization_level = {
-            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        }[optimization]
-        options.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
-        if threads:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-        if not spinning:  # a server needs the CPU between requests: idle pool threads must sleep, not spin
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.optimization = optimization
-        self.threads = threads
+        session_options = ort.SessionOptions()
+        session_options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[options.optimization])
+        session_options.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
+        if options.threads:
+            session_options.intra_op_num_threads = options.threads
+            session_options.inter_op_num_threads = 1
+        if not options.spinning:  # a server needs the CPU between requests: idle pool threads must sleep, not spin
+            session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.optimization = options.optimization
+        self.threads = options.threads
         try:
-            self.session = ort.InferenceSession(source, options, providers=self.providers)
+            self.session = ort.InferenceSession(source, session_options, providers=self.providers)
         except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BadInput(f"ONNX Runtime cannot load {label}: {message}") from None

@@ -4,7 +4,6 @@ that they exist here (ONNX Runtime would otherwise fall back to the CPU without 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from trtpipe.errors import BadInput
@@ -13,28 +12,22 @@ from trtpipe.vocab import GPU_PROVIDERS, OnnxExecution
 Providers = Sequence[str | tuple[str, dict[str, Any]]]
 
 
-def provider_list(execution: OnnxExecution, *, trt_workspace: int | None = None, trt_cache_dir: Path | None = None,
+def provider_list(execution: OnnxExecution, *,
                   trt_profile: tuple[str, str, str] | None = None) -> list[str | tuple[str, dict[str, Any]]]:
     """Providers (with options) for an execution choice.
 
     The CUDA provider computes FP32 in FP32 (``use_tf32=0``: TF32 would be a different row). The TensorRT provider
-    gets its workspace, engine and timing caches, and ``trt_profile``: min/opt/max shape specs such as
-    ``input:1x3x224x224``, so it builds one engine for the whole batch range instead of one per new shape.
+    gets ``trt_profile``: min/opt/max shape specs such as ``input:1x3x224x224``, so it builds one
+    engine for the whole batch range instead of one per new shape.
     """
     providers: list[str | tuple[str, dict[str, Any]]] = []
-    for name in OnnxExecution(execution).providers:
+    for name in execution.providers:
         options: dict[str, Any] = {}
         if name == "CUDAExecutionProvider":
             options["use_tf32"] = 0
-        elif name == "TensorrtExecutionProvider":
-            if trt_workspace:
-                options["trt_max_workspace_size"] = trt_workspace
-            if trt_cache_dir:
-                options.update(trt_engine_cache_enable=True, trt_engine_cache_path=str(trt_cache_dir),
-                               trt_timing_cache_enable=True, trt_timing_cache_path=str(trt_cache_dir))
-            if trt_profile:
-                options.update(trt_profile_min_shapes=trt_profile[0], trt_profile_opt_shapes=trt_profile[1],
-                               trt_profile_max_shapes=trt_profile[2])
+        elif name == "TensorrtExecutionProvider" and trt_profile:
+            options.update(trt_profile_min_shapes=trt_profile[0], trt_profile_opt_shapes=trt_profile[1],
+                           trt_profile_max_shapes=trt_profile[2])
         providers.append((name, options) if options else name)
     return providers
 

@@ -3,7 +3,7 @@
 OpenVINO reads our ONNX files directly: FP32, FP16 (weights decompressed) and INT8 Q/DQ, which it turns into its
 own low-precision kernels. Its CPU plugin silently computes in BF16 on CPUs that have AVX512-BF16 or AMX unless
 told otherwise, so the inference precision is always set: f32 for every artifact except a BF16 one, whose
-manifest asks for bf16. Threads and the latency/throughput hint are settable like ONNX Runtime's threads.
+description asks for bf16. Threads and the latency/throughput hint are settable like ONNX Runtime's threads.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 
 from trtpipe.errors import BadInput, MissingDependency
-from trtpipe.manifest import read_manifest
-from trtpipe.onnx_info import detect_precision, load_onnx
+from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.base import Backend, TensorInfo
-from trtpipe.vocab import BackendKind, Device, Precision, Target
+from trtpipe.runtime.options import RunOptions
+from trtpipe.vocab import BackendKind, Device, PerformanceHint, Precision, Target
 
 INSTALL = "pip install 'trtpipe[openvino]'"
-HINTS = {"latency": "LATENCY", "throughput": "THROUGHPUT"}
-# trtpipe's spelling -> OpenVINO's INFERENCE_PRECISION_HINT (OpenVINO spells BF16 as trtpipe does)
-INFERENCE_PRECISIONS = {"f32": "f32", str(Precision.BF16): str(Precision.BF16)}
+HINTS = {PerformanceHint.LATENCY: "LATENCY", PerformanceHint.THROUGHPUT: "THROUGHPUT"}
+# trtpipe's precision -> OpenVINO's INFERENCE_PRECISION_HINT (OpenVINO spells BF16 as trtpipe does)
+INFERENCE_PRECISIONS = {Precision.FP32: "f32", Precision.BF16: str(Precision.BF16)}
 
 
 def import_openvino(purpose: str) -> Any:
@@ -35,42 +35,43 @@ def import_openvino(purpose: str) -> Any:
 
 class OpenVinoBackend(Backend):
     kind = BackendKind.OPENVINO
+    settings = frozenset({"threads", "hint", "inference_precision"})
     device = Device.CPU
 
-    def __init__(self, path: Path, *, threads: int | None = None, hint: str = "latency",
-                 inference_precision: str = "f32", **_: Any) -> None:
+    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | None = None) -> None:
+        """``artifact``: a trtpipe ONNX (or its description), or an OpenVINO IR ``.xml`` (what bench --peers has
+        NNCF write), which is OpenVINO's own format and has no trtpipe description."""
+        options = self.accept(options)
         ov = import_openvino("Running an ONNX artifact on OpenVINO")
-        self.path = Path(path)
-        ir = self.path.suffix.lower() == ".xml"  # OpenVINO's own format: what bench --peers has NNCF write
-        precision = Precision.FP32
+        ir = not isinstance(artifact, ArtifactDescription) and Path(artifact).suffix.lower() == ".xml"
+        description = None
         if not ir:
-            manifest = read_manifest(self.path)
-            if manifest and manifest.precision is Precision.INT8 and manifest.target is Target.TENSORRT:
-                raise BadInput(f"{self.path} is TensorRT-target INT8: OpenVINO's integer kernels would not compute "
-                               "TensorRT's arithmetic. Run it on onnxruntime, or optimize with --target cpu.")
-            model = load_onnx(self.path, load_weights=False)  # trtpipe's external-data path checks come first
-            precision = detect_precision(model)
-            del model
-        if hint not in HINTS:
-            raise BadInput(f"Unknown OpenVINO hint '{hint}': choose {' or '.join(HINTS)}.")
-        if inference_precision not in INFERENCE_PRECISIONS:
-            raise BadInput(f"Unknown OpenVINO inference precision '{inference_precision}': choose "
-                           f"{' or '.join(INFERENCE_PRECISIONS)}.")
-        config: dict[str, Any] = {"PERFORMANCE_HINT": HINTS[hint],
-                                  "INFERENCE_PRECISION_HINT": INFERENCE_PRECISIONS[inference_precision]}
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = threads
-        self.threads, self.hint = threads, hint
+            description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(artifact)
+            if description.precision is Precision.INT8 and description.target is Target.TENSORRT:
+                raise BadInput(f"{description.path} is TensorRT-target INT8: OpenVINO's integer kernels would not "
+                               "compute TensorRT's arithmetic. Run it on onnxruntime, or optimize with --target cpu.")
+        self.path = Path(artifact) if description is None else Path(str(description.path))
+        if options.inference_precision not in INFERENCE_PRECISIONS:
+            raise BadInput(f"Unknown OpenVINO inference precision '{options.inference_precision}': choose "
+                           f"{' or '.join(map(str, INFERENCE_PRECISIONS))}.")
+        config: dict[str, Any] = {"PERFORMANCE_HINT": HINTS[options.hint],
+                                  "INFERENCE_PRECISION_HINT": INFERENCE_PRECISIONS[options.inference_precision]}
+        if options.threads:
+            config["INFERENCE_NUM_THREADS"] = options.threads
+        self.threads, self.hint = options.threads, options.hint
         try:
             core = ov.Core()
             model = core.read_model(str(self.path))
-            if ir and any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
-                precision = Precision.INT8
+            if description is not None:
+                precision = description.precision
+            else:
+                fake_quantized = any(op.get_type_name() == "FakeQuantize" for op in model.get_ops())
+                precision = Precision.INT8 if fake_quantized else Precision.FP32
             self.compiled = core.compile_model(model, "CPU", config)
         except Exception as error:  # OpenVINO raises its own RuntimeError subclasses
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BadInput(f"OpenVINO cannot load {self.path}: {message}") from None
-        self.precision = Precision.BF16 if inference_precision == Precision.BF16 else precision
+        self.precision = Precision.BF16 if options.inference_precision is Precision.BF16 else precision
         self._request = self.compiled.create_infer_request()
         self._inputs = [_info(port) for port in self.compiled.inputs]
         self._outputs = [_info(port) for port in self.compiled.outputs]

@@ -1,10 +1,11 @@
 """TensorRT execution of a built engine, with device buffers and streams from torch's CUDA allocator.
 
-Before TensorRT sees the engine, its sidecar is checked: the file's SHA-256, the TensorRT version and the GPU's
-compute capability it was built for. Inputs are copied from pinned host memory on a dedicated CUDA stream,
-``set_input_shape`` picks the batch within the optimisation profile, and ``execute_async_v3`` runs the engine;
-with ``cuda_graph=True`` each input shape's launch is captured once and replayed on the same stream, with the
-device buffers that shape was captured with (allocated once per shape and reused).
+Before TensorRT sees the engine, its sidecar (read by the artifact's description) is checked: the file's SHA-256,
+the TensorRT version and the GPU's compute capability it was built for. Inputs are copied from pinned host memory on
+a dedicated CUDA stream, ``set_input_shape`` picks the batch within the optimisation profile, and
+``execute_async_v3`` runs the engine; with ``cuda_graph=True`` each input shape's launch is captured once and
+replayed on the same stream, with the device buffers that shape was captured with (allocated once per shape and
+reused).
 """
 
 from __future__ import annotations
@@ -17,22 +18,30 @@ from typing import Any
 import numpy as np
 
 from trtpipe.errors import BadInput, TrtpipeError
+from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.tensorrt.loader import TensorRTLogger, import_tensorrt_runtime, require_cuda_gpu
-from trtpipe.runtime.tensorrt.sidecar import check_compatibility, check_engine_file, read_sidecar
-from trtpipe.vocab import BackendKind, Device, Precision, dtype
+from trtpipe.runtime.tensorrt.sidecar import check_compatibility
+from trtpipe.vocab import BackendKind, Device, dtype
 
 
 class TensorRTBackend(Backend):
     kind = BackendKind.TENSORRT
+    # threads: accepted from callers that set it for every row (bench); the engine runs on the GPU, so no CPU
+    # thread pool is sized by it.
+    settings = frozenset({"cuda_graph", "threads"})
     device = Device.CUDA
 
-    def __init__(self, path: Path, *, cuda_graph: bool = False, threads: int | None = None, **_: Any) -> None:
+    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | None = None) -> None:
         import torch
 
-        self.path = Path(path)
-        sidecar = read_sidecar(self.path)
-        check_engine_file(self.path, sidecar)
+        options = self.accept(options)
+        description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(artifact)
+        self.path = Path(str(description.path))
+        sidecar = description.engine
+        if sidecar is None:  # the description of an engine always carries its (checked) sidecar
+            raise BadInput(f"{self.path} is not a TensorRT engine with a trtpipe sidecar.")
         trt, lean = import_tensorrt_runtime("Running a TensorRT engine")
         if lean and not sidecar.version_compatible:
             raise BadInput(f"{self.path} was not built with --version-compat, and only TensorRT's lean runtime is "
@@ -41,7 +50,7 @@ class TensorRTBackend(Backend):
         gpu_name, capability = require_cuda_gpu("Running a TensorRT engine")
         check_compatibility(sidecar, tensorrt_version=trt.__version__, compute_capability=capability,
                             gpu_name=gpu_name)
-        self.precision = Precision(sidecar.precision)
+        self.precision = description.precision
         self._trt, self._torch = trt, torch
         self._logger = TensorRTLogger(trt)
         self._runtime = trt.Runtime(self._logger.trt_logger)
@@ -57,7 +66,7 @@ class TensorRTBackend(Backend):
             raise TrtpipeError(f"TensorRT could not create an execution context for {self.path} "
                                f"({'; '.join(self._logger.errors()) or 'no message'}): the GPU may be out of memory.")
         self._stream = torch.cuda.Stream()
-        self._cuda_graph = cuda_graph
+        self._cuda_graph = options.cuda_graph
         self._buffers: dict[ShapeKey, _Buffers] = {}  # device buffers per input shape, allocated once
         self._graphs: dict[ShapeKey, Any] = {}  # captured CUDA graphs, replayed on self._stream
         self._graph_failed: set[ShapeKey] = set()

@@ -25,10 +25,10 @@ class EngineSidecar:
     tensorrt_version: str
     gpu_name: str
     compute_capability: str  # "9.0"
-    hardware_compat: str = HardwareCompat.NONE
+    hardware_compat: HardwareCompat = HardwareCompat.NONE
     version_compatible: bool = False
     strongly_typed: bool = True
-    precision: str = Precision.FP32
+    precision: Precision = Precision.FP32
     inputs: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
     profiles: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -38,6 +38,15 @@ class EngineSidecar:
     onnx_sha256: str | None = None
     engine_sha256: str | None = None
     schema: str = SIDECAR_SCHEMA
+
+    def __post_init__(self) -> None:
+        """Choices become the vocabulary's enums here, whether the sidecar is built or read (ValueError names a
+        value that is none of them)."""
+        for key, enum in (("hardware_compat", HardwareCompat), ("precision", Precision)):
+            value = getattr(self, key)
+            if value not in tuple(enum):
+                raise ValueError(f"'{key}' is {value!r}, not one of {', '.join(enum)}")
+            setattr(self, key, enum(value))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

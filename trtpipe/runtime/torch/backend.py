@@ -15,28 +15,29 @@ from trtpipe.vocab import BackendKind, Device, Precision
 
 class TorchBackend(Backend):
     kind = BackendKind.TORCH
+    settings = frozenset({"threads"})
 
     def __init__(
         self,
         module: nn.Module,
         sample_shape: tuple[int, ...],
         *,
-        device: str = Device.CPU,
+        device: Device = Device.CPU,
         threads: int | None = None,
         input_name: str = "input",
         compile: bool = False,
         autocast: Precision | None = None,
     ) -> None:
-        if device.startswith(Device.CUDA) and not torch.cuda.is_available():
+        if device is Device.CUDA and not torch.cuda.is_available():
             raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
         if threads:
             torch.set_num_threads(threads)  # process-wide; bench sets the same count for every backend
-        self.device = Device.CUDA if device.startswith(Device.CUDA) else Device.CPU
-        self._torch_device = device
+        self.device = device
+        self._torch_device = str(device)
         self.module = module.eval().to(device)
         # Autocast: matmuls and convolutions in BF16/FP16, the rest in FP32, as PyTorch users deploy it.
         self._autocast = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(autocast)  # type: ignore[arg-type]
-        self.precision = Precision(autocast) if self._autocast is not None else Precision.FP32
+        self.precision = autocast if autocast is not None and self._autocast is not None else Precision.FP32
         self.compiled = compile
         if compile:  # Inductor compiles on the first call of each new shape (the probe below, then warm-up)
             self.module = torch.compile(self.module)

@@ -1,4 +1,4 @@
-"""A real Triton Inference Server on the CPU, for the tests and `make loadtest`.
+"""A real Triton Inference Server on the CPU, for `make loadtest` and the tests that compare trtpipe with it.
 
 The ``nvidia-pytriton`` wheel ships a ``tritonserver`` binary with its shared libraries, the Python backend and
 a backend stub per Python version (no onnxruntime or TensorRT backend). ``make install`` downloads the wheel into
@@ -25,13 +25,12 @@ import time
 import zipfile
 from pathlib import Path
 
-import httpx
+from trtpipe.serve.loopback import answers_ok, free_port
 
-import trtpipe
-from tests.serve.conftest import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-WHEELS = Path(os.environ.get("TRTPIPE_TRITONSERVER_WHEELS", ROOT / ".venv" / "tritonserver"))
+# The folder that holds the trtpipe package: the checkout, in the editable install `make install` makes (where it
+# downloads the wheels); elsewhere, TRTPIPE_TRITONSERVER_WHEELS says where they are.
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+WHEELS = Path(os.environ.get("TRTPIPE_TRITONSERVER_WHEELS", PACKAGE_PARENT / ".venv" / "tritonserver"))
 UNPACKED = WHEELS / "unpacked"
 SERVER_DIR = UNPACKED / "pytriton" / "tritonserver"
 LIBS_DIR = UNPACKED / "nvidia_pytriton.libs"
@@ -92,7 +91,7 @@ def _environment() -> dict[str, str]:
     (trtpipe's model.py adds PYTHONPATH to sys.path: the stub's embedded Python ignores the variable)."""
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(LIBS_DIR), env.get("LD_LIBRARY_PATH")]))
-    python_path = [str(STUB_SITE), str(Path(trtpipe.__file__).resolve().parents[1]), *site.getsitepackages()]
+    python_path = [str(STUB_SITE), str(PACKAGE_PARENT), *site.getsitepackages()]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*python_path, env.get("PYTHONPATH")]))
     return env
 
@@ -136,11 +135,8 @@ class TritonServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"tritonserver exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(self.http_url + path, timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
+            if answers_ok(self.http_url + path):
+                return self
             time.sleep(0.2)
         self.__exit__()
         raise RuntimeError(f"tritonserver was not ready in {self.timeout_s:.0f} s:\n{self.log_tail()}")

@@ -1,0 +1,221 @@
+"""HTTP and gRPC share one InferenceService: the same admission (readiness, --max-queue, --max-body-mb,
+--max-connections), parsing off the event loop, and the same Prometheus series, latency included.
+
+Each test sends the same request by both transports to a real server (uvicorn and the aio gRPC server on one
+loop, real ONNX Runtime sessions) and checks that they are answered and counted alike.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as triton_grpc
+from tritonclient.utils import InferenceServerException
+
+from tests.serve.conftest import RunningServer
+
+
+def _sample(server: RunningServer, name: str, **labels: str) -> float:
+    """A metric's current value in the server's own registry (0 before its first count)."""
+    return server.app.state.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def _http_infer(server: RunningServer, model: str, data: np.ndarray) -> httpx.Response:
+    tensor = {"name": "input", "shape": list(data.shape), "datatype": "FP32", "data": data.ravel().tolist()}
+    return httpx.post(f"http://{server.url}/v2/models/{model}/infer", json={"inputs": [tensor]}, timeout=30)
+
+
+def _grpc_infer(server: RunningServer, model: str, data: np.ndarray) -> Any:
+    tensor = triton_grpc.InferInput("input", list(data.shape), "FP32")
+    tensor.set_data_from_numpy(data)
+    return triton_grpc.InferenceServerClient(server.grpc_url).infer(model, [tensor])
+
+
+def _grpc_refusal(server: RunningServer, model: str, data: np.ndarray) -> InferenceServerException:
+    with pytest.raises(InferenceServerException) as caught:
+        _grpc_infer(server, model, data)
+    return caught.value
+
+
+IMAGE = np.zeros((1, 1, 32, 32), np.float32)
+
+
+def test_grpc_requests_are_counted_and_timed_like_http(server: RunningServer) -> None:
+    series = {"requests": "trtpipe_inference_requests_total", "latency": "trtpipe_inference_latency_seconds_count"}
+    before = {key: _sample(server, name, model="digits") for key, name in series.items()}
+    assert _http_infer(server, "digits", IMAGE).status_code == 200
+    after_http = {key: _sample(server, name, model="digits") for key, name in series.items()}
+    _grpc_infer(server, "digits", IMAGE)
+    after_grpc = {key: _sample(server, name, model="digits") for key, name in series.items()}
+    assert {key: after_http[key] - before[key] for key in series} == {"requests": 1, "latency": 1}
+    assert {key: after_grpc[key] - after_http[key] for key in series} == {"requests": 1, "latency": 1}
+    exposed = httpx.get(f"http://{server.url}/metrics").text
+    assert f'trtpipe_inference_latency_seconds_count{{model="digits"}} {after_grpc["latency"]}' in exposed
+
+
+def test_grpc_refuses_an_oversized_body_as_http_does(server: RunningServer) -> None:
+    """Typed FP32 contents are 4 bytes a value in protobuf (under gRPC's message limit) but many more as the
+    protocol's JSON: the body limit is the service's, with HTTP's message and count."""
+    data = np.random.default_rng(0).random((1, 125_000), dtype=np.float32)  # the server's limit: 1 MB
+    failures = _sample(server, "trtpipe_inference_failures_total", model="digits", code="413")
+    refused = _http_infer(server, "digits", data)
+    assert refused.status_code == 413 and refused.json()["error"].startswith("The request body is ")
+    limit = int(refused.json()["error"].rsplit(" ", 1)[1].rstrip("."))
+    request = triton_grpc.service_pb2.ModelInferRequest(model_name="digits")
+    tensor = request.inputs.add(name="input", datatype="FP32", shape=list(data.shape))
+    tensor.contents.fp32_contents.extend(data.ravel().tolist())
+    assert request.ByteSize() < limit
+    with grpc.insecure_channel(server.grpc_url) as channel, pytest.raises(grpc.RpcError) as caught:
+        triton_grpc.service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert caught.value.details().startswith("The request body is ")
+    assert caught.value.details().endswith(f"the limit is {limit}.")
+    assert _sample(server, "trtpipe_inference_failures_total", model="digits", code="413") == failures + 2
+
+
+class SlowParse:
+    """Stands in for the service's parser on a long body: holds each call until released (events, no clock)."""
+
+    def __init__(self, parse: Any) -> None:
+        self.parse = parse
+        self.parsing, self.release, self.parsed = threading.Event(), threading.Event(), threading.Event()
+
+    def __call__(self, *args: Any) -> Any:
+        self.parsing.set()
+        self.release.wait(30)
+        self.parsed.set()
+        return self.parse(*args)
+
+
+@pytest.fixture()
+def slow_parse(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowParse]:
+    import trtpipe.serve.service as service_module
+
+    held = SlowParse(service_module.parse_infer_request)
+    monkeypatch.setattr(service_module, "parse_infer_request", held)
+    yield held
+    held.release.set()
+
+
+def _in_background(call: Any) -> tuple[threading.Thread, list[object]]:
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            results.append(call())
+        except Exception as error:
+            results.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, results
+
+
+def test_grpc_parses_off_the_event_loop(server: RunningServer, slow_parse: SlowParse) -> None:
+    """While a gRPC request's body is being parsed, both transports still answer: as for HTTP, the parse runs in a
+    worker thread."""
+    thread, results = _in_background(lambda: _grpc_infer(server, "digits", IMAGE).as_numpy("output").shape)
+    assert slow_parse.parsing.wait(30)
+    assert httpx.get(f"http://{server.url}/v2/health/live", timeout=10).status_code == 200
+    assert triton_grpc.InferenceServerClient(server.grpc_url).is_server_live()
+    assert not slow_parse.parsed.is_set()  # answered while the parse was still running
+    slow_parse.release.set()
+    thread.join(30)
+    assert results == [(1, 10)]
+
+
+@pytest.fixture(scope="module")
+def limited(repository: Path) -> Iterator[RunningServer]:
+    """No batching, so --max-queue counts requests in flight."""
+    running = RunningServer(repository, batching=False, max_queue=2)
+    yield running
+    running.stop()
+
+
+def test_grpc_applies_max_queue_as_http_does(limited: RunningServer) -> None:
+    entry = limited.models["digits"]["1"]
+    failures = _sample(limited, "trtpipe_inference_failures_total", model="digits", code="503")
+    entry.in_flight = 2  # two requests already admitted and not finished
+    try:
+        refused = _http_infer(limited, "digits", IMAGE)
+        error = _grpc_refusal(limited, "digits", IMAGE)
+    finally:
+        entry.in_flight = 0
+    assert refused.status_code == 503 and "--max-queue 2" in refused.json()["error"]
+    assert error.status() == "StatusCode.UNAVAILABLE" and "--max-queue 2" in error.message()
+    assert _sample(limited, "trtpipe_inference_failures_total", model="digits", code="503") == failures + 2
+    _grpc_infer(limited, "digits", IMAGE)  # admitted again once there is room
+
+
+def test_shutting_down_refuses_both_transports(limited: RunningServer) -> None:
+    service = limited.app.state.service
+    client = triton_grpc.InferenceServerClient(limited.grpc_url)
+    service.shutting_down = True
+    try:
+        refused = _http_infer(limited, "digits", IMAGE)
+        error = _grpc_refusal(limited, "digits", IMAGE)
+        http_ready = httpx.get(f"http://{limited.url}/v2/models/digits/ready").status_code
+        grpc_ready = client.is_model_ready("digits")
+    finally:
+        service.shutting_down = False
+    assert refused.status_code == 503 and "shutting down" in refused.json()["error"]
+    assert error.status() == "StatusCode.UNAVAILABLE" and "shutting down" in error.message()
+    assert http_ready == 400 and not grpc_ready
+    assert client.is_model_ready("digits")
+
+
+def test_grpc_calls_are_bounded_by_max_connections(repository: Path, slow_parse: SlowParse) -> None:
+    """Past --max-connections calls at once, gRPC refuses new ones (RESOURCE_EXHAUSTED) as HTTP does (503)."""
+    running = RunningServer(repository, max_connections=1)
+    try:
+        client = triton_grpc.InferenceServerClient(running.grpc_url)
+        thread, results = _in_background(lambda: _grpc_infer(running, "digits", IMAGE).as_numpy("output").shape)
+        assert slow_parse.parsing.wait(30)  # the one call allowed is now in flight
+        with pytest.raises(InferenceServerException) as caught:
+            client.is_server_live()
+        assert caught.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
+        slow_parse.release.set()
+        thread.join(30)
+        assert results == [(1, 10)]
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def failing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """A model that loads and fails at run time: ONNX Runtime's Gather refuses an index past its table of 10."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = numpy_helper.from_array(np.arange(10, dtype=np.float32), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["input"], ["index"], to=TensorProto.INT64),
+         helper.make_node("Gather", ["table", "index"], ["output"], axis=0)], "lookup",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 1])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["n", 1])], initializer=[table])
+    repository = tmp_path_factory.mktemp("failing")
+    (repository / "lookup" / "1").mkdir(parents=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9),
+              repository / "lookup" / "1" / "model.onnx")
+    running = RunningServer(repository)
+    yield running
+    running.stop()
+
+
+def test_a_model_failure_is_reported_and_counted_alike(failing: RunningServer) -> None:
+    good, bad = np.array([[3.0]], np.float32), np.array([[100.0]], np.float32)
+    failures = _sample(failing, "trtpipe_inference_failures_total", model="lookup", code="500")
+    answer = _http_infer(failing, "lookup", bad)
+    assert answer.status_code == 500 and answer.json()["error"].startswith("Inference failed: ")
+    error = _grpc_refusal(failing, "lookup", bad)
+    assert error.status() == "StatusCode.INTERNAL" and error.message().startswith("Inference failed: ")
+    assert "indices element out of data bounds" in error.message()
+    assert _sample(failing, "trtpipe_inference_failures_total", model="lookup", code="500") == failures + 2
+    np.testing.assert_array_equal(_grpc_infer(failing, "lookup", good).as_numpy("output"), [[3.0]])  # still serving

@@ -1,0 +1,76 @@
+"""How a backend is asked to run an artifact: one typed record for every engine kind.
+
+Each backend declares which of these settings it honours (``Backend.settings``); opening one with a setting it
+does not have is refused with one line naming the setting and the backend, instead of being swallowed. Values are
+converted once, here: a Python caller may write ``optimization="disable"`` and gets the enum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trtpipe.errors import BadInput
+from trtpipe.vocab import GPU_PROVIDERS, GraphOptimization, PerformanceHint, Precision
+
+# An ONNX Runtime execution provider: its name, or its name and its options.
+Provider = str | tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Settings for running an artifact; each field's default is "the backend's own default"."""
+
+    threads: int | None = None  # CPU threads (ONNX Runtime intra-op, OpenVINO inference threads, PyTorch)
+    spinning: bool = True  # ONNX Runtime: idle pool threads spin (lowest latency) or sleep (a server's CPU)
+    optimization: GraphOptimization = GraphOptimization.ALL  # ONNX Runtime graph optimisation level
+    providers: tuple[Provider, ...] = ()  # ONNX Runtime execution providers (empty: the CPU)
+    hint: PerformanceHint = PerformanceHint.LATENCY  # OpenVINO
+    inference_precision: Precision = Precision.FP32  # OpenVINO: f32, or bf16 kernels for a BF16 artifact
+    cuda_graph: bool = False  # TensorRT: capture each input shape's launch once and replay it
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        try:
+            set_(self, "optimization", GraphOptimization(self.optimization))
+            set_(self, "hint", PerformanceHint(self.hint))
+            set_(self, "inference_precision", Precision(self.inference_precision))
+        except ValueError as error:
+            raise BadInput(f"Run setting {error}.") from None
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise BadInput(f"Run setting threads must be a positive integer, not {self.threads!r}.")
+        set_(self, "providers", tuple(self.providers))
+
+    @classmethod
+    def from_keywords(cls, keywords: Mapping[str, Any]) -> RunOptions:
+        """The edge for ``trtpipe.load(path, threads=2, ...)``: unknown names are refused with the known ones."""
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(keywords) - set(known))
+        if unknown:
+            raise BadInput(f"Unknown run setting {', '.join(unknown)}: the settings are {', '.join(known)}.")
+        return cls(**keywords)
+
+    def changed(self) -> set[str]:
+        """The settings that differ from their defaults."""
+        return {f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
+
+    def over(self, required: RunOptions) -> RunOptions:
+        """These settings on top of ``required`` (what an artifact needs to run faithfully): a setting the caller
+        changed wins, every other one is the artifact's."""
+        return dataclasses.replace(required, **{name: getattr(self, name) for name in self.changed()})
+
+    @property
+    def provider_names(self) -> list[str]:
+        return [p if isinstance(p, str) else p[0] for p in self.providers]
+
+    @property
+    def on_gpu(self) -> bool:
+        return bool(set(self.provider_names) & GPU_PROVIDERS)
+
+    def to_plain(self) -> dict[str, Any]:
+        """The changed settings as JSON values (for a child process that opens the same artifact)."""
+        return {name: (str(value) if isinstance(value, str) else value) for name in sorted(self.changed())
+                for value in [getattr(self, name)]}
