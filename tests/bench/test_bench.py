@@ -235,12 +235,12 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
     from trtpipe.bench.standing import describe, peer_standing
 
     def row(variant: str, p50: float, **extra: object) -> dict[str, object]:
-        return {"variant": variant, "batch": 1, "device": "cpu", "p50_ms": p50, "top1_agreement": 0.9} | extra
+        return {"variant": variant, "batch": 1, "device": "cpu", "p50_ms": p50, "agreement": 0.9} | extra
 
     rows = [row("pytorch-fp32", 10.0), row("onnxruntime-int8-trtsim (t)", 0.5, artifact="t.onnx", simulated=True),
             row("openvino-int8-cpu (q)", 2.0, artifact="q.onnx", round_p50_ms=[2.0, 2.2]),
             row("onnxruntime-int8-cpu (q)", 2.5, artifact="q.onnx", round_p50_ms=[2.5, 2.4]),
-            row("peer: openvino-int8 (NNCF PTQ)", 2.1, peer="nncf", round_p50_ms=[2.1, 2.0], top1_agreement=0.8)]
+            row("peer: openvino-int8 (NNCF PTQ)", 2.1, peer="nncf", round_p50_ms=[2.1, 2.0], agreement=0.8)]
     [entry] = peer_standing(rows)
     assert entry["trtpipe"] == "openvino-int8-cpu (q)" and entry["p50_ratio"] == pytest.approx(2.1 / 2.0)
     assert entry["round_ratio_min"] == pytest.approx(2.0 / 2.2) and entry["round_ratio_max"] == pytest.approx(1.05)
@@ -255,7 +255,7 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
 
     # A faster peer that lost accuracy takes the headline; the others stay in the line with their agreement.
     careless = row("peer: onnxruntime-int8 (quantize_static U8S8)", 1.9, peer="ort", round_p50_ms=[1.8, 2.0],
-                   top1_agreement=0.6)
+                   agreement=0.6)
     [entry] = peer_standing([*rows, careless])
     assert entry["peer"] == careless["variant"] and entry["ratio"] == pytest.approx((1.8 / 2.0 + 2.0 / 2.2) / 2)
     [other] = entry["other_peers"]

@@ -101,7 +101,8 @@ def test_html_report_is_self_contained_with_every_chart(first_run: Path) -> None
     assert "Chosen:" in html and "Environment" in html
     # Every figure says what it is, in the report itself: the memory column names how it was measured.
     assert "<dt>Host MB</dt><dd>peak resident memory" in html and "fresh process" in html
-    assert "<dt>Top-1 agree</dt>" in html and "<dt>Variant</dt>" not in html  # only the columns that need it
+    assert "<dt>Agreement</dt>" in html and "<dt>Variant</dt>" not in html  # only the columns that need it
+    assert "task classify: Agreement is top-1 agreement" in html  # the heading names the task's measure
     markdown = (first_run / "reports" / "digits_resnet" / "report.md").read_text()
     assert "| Variant |" in markdown and "report_pareto.svg" in markdown
     assert "Columns: p50 ms: median latency" in markdown and "Host MB: peak resident memory" in markdown

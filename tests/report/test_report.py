@@ -33,10 +33,10 @@ def report() -> dict[str, Any]:
     rows = []
     for batch, scale in ((1, 1.0), (8, 3.0)):
         rows.append(_row("pytorch-fp32", BackendKind.TORCH, Precision.FP32, batch, 2.0 * scale,
-                         speedup_vs_torch_fp32=1.0, top1_agreement=1.0, top1_accuracy=0.97))
+                         speedup_vs_torch_fp32=1.0, agreement=1.0, top1_accuracy=0.97))
         rows.append(_row("onnxruntime-int8", BackendKind.ONNXRUNTIME, Precision.INT8, batch, 0.5 * scale,
                          artifact="model_int8.onnx", target=Target.CPU, speedup_vs_torch_fp32=4.0,
-                         max_abs_err=0.02, top1_agreement=0.99, top1_accuracy=0.965, model_size_mb=0.31,
+                         max_abs_err=0.02, agreement=0.99, top1_accuracy=0.965, model_size_mb=0.31,
                          host_memory_mb=42.0))
     return {
         "schema": BENCH_SCHEMA,
@@ -56,7 +56,7 @@ def report() -> dict[str, Any]:
 def _columns(shown: bool) -> list[str]:
     """Headers of the columns the fixture's rows have figures for (shown) or lack entirely."""
     keys_with_values = {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "throughput", "speedup_vs_torch_fp32",
-                        "max_abs_err", "top1_agreement", "top1_accuracy", "model_size_mb", "host_memory_mb"}
+                        "max_abs_err", "agreement", "top1_accuracy", "model_size_mb", "host_memory_mb"}
     return [c.header for c in COLUMNS if (c.always or c.key in keys_with_values) == shown]
 
 

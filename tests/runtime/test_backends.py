@@ -116,5 +116,5 @@ def test_chunked_runs_stay_within_a_backends_max_batch(digits_onnx: Path) -> Non
 
     images = load_split("digits", "eval").images[:100]
     with ProfileLimited(digits_onnx) as backend:
-        out = backend.run_chunked(images, 64)
+        (out,) = backend.run_chunked(images, 64)
     assert out.shape == (100, 10) and max(ProfileLimited.seen) == 16 and sum(ProfileLimited.seen) == 100

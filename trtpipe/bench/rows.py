@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trtpipe.vocab import BackendKind, Baseline, Device, Precision, Target
+from trtpipe.vocab import BackendKind, Baseline, Device, Precision, Target, Task
 
-BENCH_SCHEMA = "trtpipe.bench/2"
+BENCH_SCHEMA = "trtpipe.bench/3"  # 3: every output compared, the task's agreement
 
 
 @dataclass
@@ -38,9 +38,13 @@ class BenchRow:
     speedup_vs_torch_fp32: float | None = None  # ratio of p50s at the same batch, same run
     max_abs_err: float | None = None
     max_rel_err: float | None = None
-    cosine: float | None = None
-    top1_agreement: float | None = None
-    top1_accuracy: float | None = None
+    cosine: float | None = None  # the lowest over the outputs
+    worst_output: str | None = None  # the output furthest from the reference's, where there are several
+    task: Task | None = None  # what the outputs mean: which measure ``agreement`` is
+    agreement: float | None = None  # the task's fidelity to the reference (trtpipe.tasks): top-1, pixel, mAP...
+    agreement_name: str | None = None  # what ``agreement`` is ("top-1 agreement", "mAP@0.5 vs FP32"...)
+    top1_agreement: float | None = None  # a classifier's (the same figure as ``agreement``)
+    top1_accuracy: float | None = None  # the task's accuracy against labels (top-1, pixel accuracy, mAP@0.5)
     reference_accuracy: float | None = None  # PyTorch FP32's accuracy on the same samples
     agreement_samples: int = 0
     model_size_mb: float | None = None
@@ -70,4 +74,5 @@ class BenchRow:
         return cls(**values)
 
 
-_ENUMS = {"backend": BackendKind, "precision": Precision, "device": Device, "target": Target, "baseline": Baseline}
+_ENUMS = {"backend": BackendKind, "precision": Precision, "device": Device, "target": Target, "baseline": Baseline,
+          "task": Task}

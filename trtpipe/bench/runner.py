@@ -19,6 +19,7 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.bench import environment
+from trtpipe.bench.identity import check_weights
 from trtpipe.bench.isolated import VariantSpec, host_memory_alone
 from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.options import BenchOptions
@@ -26,6 +27,7 @@ from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.standing import peer_standing
 from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import compare
+from trtpipe.errors import BadInput
 from trtpipe.hardware import has_bf16, usable_cores
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
@@ -34,9 +36,20 @@ from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_artifact
 from trtpipe.runtime.torch.backend import TorchBackend
-from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision, Target, __version__
+from trtpipe.vocab import (
+    ArtifactKind,
+    BackendKind,
+    Baseline,
+    Device,
+    OnnxExecution,
+    Precision,
+    Target,
+    Task,
+    __version__,
+)
 
 RANDOM_AGREEMENT_SAMPLES = 32
+RANDOM_WEIGHTS = "random weights: accuracy not measured"
 AGREEMENT_CHUNK = 64  # capped by each backend's max batch (a TensorRT profile's maximum)
 MIN_ITERS = 5
 
@@ -49,6 +62,8 @@ class _Samples:
     agreement: np.ndarray
     labels: np.ndarray | None
     description: str
+    # Why the task's agreement would mean nothing on these samples (random weights on random inputs), or None.
+    unmeasured: str | None = None
 
 
 @dataclass
@@ -106,6 +121,7 @@ class _Run:
 def _run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions) -> dict[str, Any]:
     threads = options.threads or usable_cores()
     descriptions = [describe_artifact(Path(a)) for a in artifacts]  # engines are checked against their sidecar
+    check_weights(loaded, descriptions)  # an artifact of other weights than the reference's is refused
     runs = _plan_runs(descriptions, _executions(options, descriptions))
     samples = _samples(loaded, options.batches)
     # With more than one round every variant stays open until its last round; with one it is closed at once.
@@ -128,10 +144,20 @@ def _run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpt
         "environment": environment.collect(threads),
         "model": loaded.describe(),
         "settings": to_plain(options) | {"threads": threads},
-        "agreement_inputs": samples.description,
+        "task": bench.task,
+        "agreement_inputs": _agreement_inputs(samples, rows, bench.task),
         "results": [r.to_dict() for r in rows],
         "standing": peer_standing([r.to_dict() for r in rows]),
     }
+
+
+def _agreement_inputs(samples: _Samples, rows: list[BenchRow], task: Task | None) -> str:
+    """What agreement was measured on and by which measure: the sentence every report's heading prints."""
+    if samples.unmeasured:
+        return f"{samples.description}; {samples.unmeasured}"
+    name = next((r.agreement_name for r in rows if r.agreement_name), None)
+    measure = f"; task {task}: Agreement is {name}" if name else f"; task {task}: no task figure" if task else ""
+    return samples.description + measure
 
 
 def _executions(options: BenchOptions, descriptions: list[ArtifactDescription]) -> list[OnnxExecution]:
@@ -176,7 +202,11 @@ def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
     rng = np.random.default_rng(0)
     timing = {b: rng.standard_normal((b, *loaded.sample_shape), dtype=np.float32) for b in batches}
     agreement = rng.standard_normal((RANDOM_AGREEMENT_SAMPLES, *loaded.sample_shape), dtype=np.float32)
-    return _Samples(timing, agreement, None, f"{RANDOM_AGREEMENT_SAMPLES} seeded random inputs (no labels)")
+    # A registry network without data of its own has seeded random weights: its "classes" on noise are no answer
+    # an optimization could keep or lose, so only the output errors are reported.
+    unmeasured = RANDOM_WEIGHTS if loaded.source_kind == "registry" else None
+    return _Samples(timing, agreement, None, f"{RANDOM_AGREEMENT_SAMPLES} seeded random inputs (no labels)",
+                    unmeasured)
 
 
 class _Bench:
@@ -190,7 +220,8 @@ class _Bench:
         self.keep = kept if schedule.count > 1 else None  # one round: each variant is closed once timed
         self.timed: list[_Timed] = []
         self.rows: list[BenchRow] = []
-        self.reference_outputs: np.ndarray | None = None
+        self.reference_outputs: list[np.ndarray] | None = None
+        self.task: Task | None = loaded.task
         # PyTorch's weights are in memory before its probe starts: they are added to its host figure on the CPU.
         self.torch_weights_mb = _module_bytes(loaded.module) / 1e6 if options.device is Device.CPU else 0.0
 
@@ -299,7 +330,7 @@ class _Bench:
     def _variant(self, backend: Backend, label: str, memory: MemoryProbe, *,
                  description: ArtifactDescription | None = None, extra_host_mb: float = 0.0,
                  mode: Callable[[bool], None] | None = None,
-                 host_alone: dict[int, float | None] | None = None) -> tuple[list[BenchRow], np.ndarray]:
+                 host_alone: dict[int, float | None] | None = None) -> tuple[list[BenchRow], list[np.ndarray]]:
         """Rows of one variant, smallest batch first, timed for the first round (their entries are kept for the
         later ones), and its outputs on the agreement samples (compared with the reference's; the reference
         itself has none yet). Memory is read after each batch, before the agreement run: a row's figure is what
@@ -320,7 +351,7 @@ class _Bench:
                 rows.append(entry.row)
             self.timed += entries
         if not batches:
-            return [], np.empty(0)
+            return [], []
         return rows, self._agreement(backend, rows)
 
     def _batches(self, backend: Backend, label: str) -> list[int]:
@@ -361,16 +392,30 @@ class _Bench:
                      f"{stats.p99_ms:8.2f} ms  {stats.throughput:9.1f} items/s  ({stats.iters} runs"
                      f"{', round 1 of ' + str(rounds) if rounds > 1 else ''})")
 
-    def _agreement(self, backend: Backend, rows: list[BenchRow]) -> np.ndarray:
-        """The variant's outputs on the agreement samples, and its rows' agreement with the reference's."""
+    def _agreement(self, backend: Backend, rows: list[BenchRow]) -> list[np.ndarray]:
+        """The variant's outputs on the agreement samples, and its rows' fidelity to the reference's: every output
+        compared (the worst named), and the task's figure (the reference's own run fixes the task)."""
         outputs = backend.run_chunked(self.samples.agreement, AGREEMENT_CHUNK)
         reference = outputs if self.reference_outputs is None else self.reference_outputs
-        comparison = compare(reference[: len(outputs)], outputs, self.samples.labels)
+        if len(reference) != len(outputs):
+            raise BadInput(f"{rows[0].variant} has {len(outputs)} outputs and the reference {len(reference)}: the "
+                           "artifact is not of this model (convert it again).")
+        usable = len(outputs[0])
+        comparison = compare([r[:usable] for r in reference], outputs, self.samples.labels, task=self.task,
+                             names=[t.name for t in backend.outputs])
+        self.task = comparison.task
+        measured = self.samples.unmeasured is None
         for row in rows:
-            row.max_abs_err, row.max_rel_err = comparison.max_abs_err, comparison.max_rel_err
-            row.cosine, row.top1_agreement, row.top1_accuracy = (comparison.cosine, comparison.top1_agreement,
-                                                                  comparison.accuracy)
-            row.reference_accuracy, row.agreement_samples = comparison.reference_accuracy, comparison.samples
+            row.max_abs_err, row.max_rel_err, row.cosine = (comparison.max_abs_err, comparison.max_rel_err,
+                                                            comparison.cosine)
+            row.worst_output, row.task = comparison.worst_output, comparison.task
+            row.agreement_samples = comparison.samples
+            if measured:
+                row.top1_agreement, row.agreement, row.agreement_name = (
+                    comparison.top1_agreement, comparison.agreement, comparison.agreement_name)
+                row.top1_accuracy, row.reference_accuracy = comparison.accuracy, comparison.reference_accuracy
+            row.note = "; ".join(filter(None, [row.note, None if measured else self.samples.unmeasured,
+                                               comparison.note]))  or None
         return outputs
 
     def later_rounds(self) -> None:

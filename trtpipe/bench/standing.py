@@ -1,13 +1,13 @@
 """Where trtpipe stands against the peers (``bench --peers``), batch by batch, from the rows of one run.
 
-The comparison a user makes before adopting trtpipe: its fastest CPU row against the fastest peer row at the
-same batch, as a ratio of p50s (above 1: trtpipe is faster), with both rows' top-1 agreement beside it, since a
-faster row that agrees less with FP32 is not a win by itself. When the run was split into rounds, the ratio is
-taken round by round (both rows were timed in the same round, moments apart) and the headline is the median of
+The comparison a user makes before adopting trtpipe: its fastest CPU row against the fastest peer row at the same
+batch, as a ratio of p50s (above 1: trtpipe is faster), with both rows' agreement (the task's figure) beside it,
+since a faster row that agrees less with FP32 is not a win by itself. When the run was split into rounds, the ratio
+is taken round by round (both rows were timed in the same round, moments apart) and the headline is the median of
 those paired ratios: a slow spell of a shared machine that lands on one round moves the p50 over all runs of
-whichever row it hit (ResNet-50 at batch 8 here: one round at 0.56x turned a 1.02x median into 0.93x over all
-runs), and moves the median of paired ratios least. The ratio of the p50s over all runs is kept beside it, with
-the lowest and highest round ratio as the spread to read the median within.
+whichever row it hit (ResNet-50 at batch 8 here: one round at 0.56x turned a 1.02x median into 0.93x over all runs),
+and moves the median of paired ratios least. The ratio of the p50s over all runs is kept beside it, with the lowest
+and highest round ratio as the spread to read the median within.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         best, peer = min(ours, key=lambda r: r["p50_ms"]), peers[0]
         entry: dict[str, Any] = {
             "batch": batch, "trtpipe": best["variant"], "trtpipe_p50_ms": best["p50_ms"],
-            "trtpipe_agreement": best.get("top1_agreement"), "peer": peer["variant"], "peer_p50_ms": peer["p50_ms"],
-            "peer_agreement": peer.get("top1_agreement"), **_against(best, peer),
+            "trtpipe_agreement": best.get("agreement"), "peer": peer["variant"], "peer_p50_ms": peer["p50_ms"],
+            "peer_agreement": peer.get("agreement"), **_against(best, peer),
             "other_peers": [{"peer": other["variant"], "peer_p50_ms": other["p50_ms"],
-                             "peer_agreement": other.get("top1_agreement"), **_against(best, other)}
+                             "peer_agreement": other.get("agreement"), **_against(best, other)}
                             for other in peers[1:]],
         }
         entries.append(entry)
@@ -67,7 +67,7 @@ def describe(entry: dict[str, Any]) -> str:
                   f"{entry['round_ratio_max']:.2f}x; {pooled:.2f}x from the p50s over all runs)")
     agreement = ""
     if entry.get("trtpipe_agreement") is not None and entry.get("peer_agreement") is not None:
-        agreement = (f"; top-1 agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
+        agreement = (f"; agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
                      f"{100 * entry['peer_agreement']:.1f} %")
     peer = entry["peer"].removeprefix("peer: ")
     others = "".join(

@@ -78,7 +78,8 @@ class BatchListType(click.ParamType):
 def _load_model(source: str, model: ModelOptions) -> Any:
     from trtpipe.models.loader import load_model
 
-    return load_model(source, arch=model.arch, input_shape=model.input_shape, trust_checkpoint=model.trust_checkpoint)
+    return load_model(source, arch=model.arch, input_shape=model.input_shape, trust_checkpoint=model.trust_checkpoint,
+                      task=model.task)
 
 
 @click.group(cls=TrtpipeGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

@@ -46,8 +46,10 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
         if not report.passed:
             raise VerificationFailed(report.failure_message("The exported ONNX") + " Nothing was written.")
     console.success(_verification_line(report, options.runtime))
+    # The task as given, or as the outputs implied when verification measured it: optimize and bench read it here.
     manifest = ArtifactManifest.describe(output, Precision.FP32, seconds=exported.seconds,
-                                         details=_details(loaded, exported, report, inputs, outputs))
+                                         details=_details(loaded, exported, report, inputs, outputs),
+                                         task=report.overall.task)
     return ConvertResult(output, write_manifest(output, manifest), report)
 
 
@@ -76,7 +78,8 @@ def _verify_file(
         if dynamic_batch is None:  # an existing file: its own batch axis decides
             dynamic_batch = candidate.static_batch is None
         reference = TorchBackend(loaded.module, loaded.sample_shape)
-        report = verify_backends(reference, candidate, loaded, dynamic_batch=dynamic_batch, tolerance=tolerance)
+        report = verify_backends(reference, candidate, loaded, dynamic_batch=dynamic_batch, tolerance=tolerance,
+                                 task=loaded.task)
         return report, candidate.inputs, candidate.outputs
 
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.comparison import Comparison, compare, merge
+from trtpipe.comparison import Comparison, OutputFigures, compare, merge
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
+from trtpipe.vocab import Task
 
 RANDOM_BATCHES_DYNAMIC = (1, 2, 5)
 REAL_DATA_CHUNK = 128
@@ -37,9 +38,9 @@ class Tolerance:
         return self.atol + self.rtol * ref_max_abs
 
     def accepts(self, agreement: Comparison) -> bool:
-        return (agreement.max_abs_err <= self.allowed_abs(agreement.ref_max_abs)
-                and agreement.cosine >= self.min_cosine)
-
+        """Every output within its own bound (an output of small values is not judged by a larger one's scale)."""
+        return all(output.max_abs_err <= self.allowed_abs(output.ref_max_abs) and output.cosine >= self.min_cosine
+                   for output in agreement.outputs)
 
     @classmethod
     def of(cls, options: ConvertOptions) -> Tolerance:
@@ -77,14 +78,22 @@ class VerificationReport:
         return merge([case.comparison for case in self.cases])
 
     def failure_message(self, what: str) -> str:
-        worst = max((c for c in self.cases if not c.passed),
-                    key=lambda c: c.comparison.max_abs_err / self.tolerance.allowed_abs(c.comparison.ref_max_abs))
-        a, tol = worst.comparison, self.tolerance
-        return (f"{what} differs from PyTorch FP32 beyond tolerance on {worst.label}: max abs error "
-                f"{a.max_abs_err:.3g} (allowed {tol.allowed_abs(a.ref_max_abs):.3g} = atol {tol.atol:g} + rtol "
-                f"{tol.rtol:g} x max|ref| {a.ref_max_abs:.3g}), max rel error {a.max_rel_err:.3g}, "
-                f"cosine {a.cosine:.6f} (min {tol.min_cosine}), top-1 agreement "
-                f"{_pct(a.top1_agreement)}.")
+        """One line: the case and the output furthest past the tolerance, with its figures."""
+        tol = self.tolerance
+
+        def excess(output: OutputFigures) -> float:
+            error = output.max_abs_err / tol.allowed_abs(output.ref_max_abs)
+            return max(error, (1 - output.cosine) / max(1 - tol.min_cosine, 1e-12))
+
+        case, out = max(((c, o) for c in self.cases if not c.passed for o in c.comparison.outputs),
+                        key=lambda pair: excess(pair[1]))
+        named = f" (output '{out.name}' of {len(case.comparison.outputs)})" if len(case.comparison.outputs) > 1 else ""
+        task = case.comparison
+        figure = f", {task.agreement_name} {_pct(task.agreement)}" if task.agreement_name else ""
+        return (f"{what} differs from PyTorch FP32 beyond tolerance on {case.label}{named}: max abs error "
+                f"{out.max_abs_err:.3g} (allowed {tol.allowed_abs(out.ref_max_abs):.3g} = atol {tol.atol:g} + rtol "
+                f"{tol.rtol:g} x max|ref| {out.ref_max_abs:.3g}), max rel error {out.max_rel_err:.3g}, "
+                f"cosine {out.cosine:.6f} (min {tol.min_cosine}){figure}.")
 
     def to_dict(self) -> dict[str, Any]:
         overall = self.overall
@@ -119,18 +128,22 @@ def verify_backends(
     *,
     dynamic_batch: bool,
     tolerance: Tolerance = FP32_TOLERANCE,
+    task: Task | None = None,
 ) -> VerificationReport:
-    """Run both backends on the same inputs and judge the candidate against ``tolerance``."""
+    """Run both backends on the same inputs and judge every output of the candidate against ``tolerance`` (the
+    worst output decides), named as the candidate names them."""
     report = VerificationReport(tolerance)
+    names = [t.name for t in candidate.outputs]
     for label, batch in verification_inputs(loaded, dynamic_batch):
-        agreement = compare(reference.run(batch)[0], candidate.run(batch)[0])
+        agreement = compare(reference.run(batch), candidate.run(batch), names=names, task=task)
         report.cases.append(CaseResult(label, agreement, tolerance.accepts(agreement)))
     data = loaded.evaluation_data()
     if data is not None:
-        ref_logits = reference.run_chunked(data.images, REAL_DATA_CHUNK)
-        cand_logits = candidate.run_chunked(data.images, REAL_DATA_CHUNK)
-        usable = len(cand_logits)
-        comparison = compare(ref_logits[:usable], cand_logits, data.labels)
+        ref_outputs = reference.run_chunked(data.images, REAL_DATA_CHUNK)
+        cand_outputs = candidate.run_chunked(data.images, REAL_DATA_CHUNK)
+        usable = len(cand_outputs[0])
+        comparison = compare([r[:usable] for r in ref_outputs], cand_outputs, data.labels, names=names,
+                             task=task)
         report.cases.append(CaseResult(data.description, comparison, tolerance.accepts(comparison)))
         report.dataset = loaded.dataset
         report.eval_samples = usable

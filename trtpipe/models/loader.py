@@ -27,13 +27,12 @@ from torch import nn
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
 from trtpipe.models.data_spec import DataKind
-from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, get_architecture, skeleton
+from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, factory_spec, get_architecture, skeleton
 from trtpipe.shapes import format_shape
-from trtpipe.vocab import Device
+from trtpipe.vocab import Device, Task
 
 STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
 TORCHSCRIPT_SUFFIXES = {".ts", ".torchscript", ".jit"}
-_FACTORY_PATTERN = re.compile(r"^(?P<module>[\w./\\-]+\.py|[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,7 @@ class LoadedModel:
     source_sha256: str | None = None
     dataset: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    task: Task | None = None  # what its outputs mean, where the user said (--task); else inferred from them
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -135,11 +135,12 @@ def load_model(
     arch: str | None = None,
     input_shape: tuple[int, ...] | None = None,
     trust_checkpoint: bool = False,
+    task: Task | None = None,
 ) -> LoadedModel:
-    """Resolve ``spec`` into a :class:`LoadedModel` in eval mode on the CPU."""
-    factory = _FACTORY_PATTERN.match(spec)
-    if factory and not Path(spec).exists():
-        loaded = _load_factory(spec, factory["module"], factory["attr"], input_shape or _arch_shape(arch))
+    """Resolve ``spec`` into a :class:`LoadedModel` in eval mode on the CPU; ``task`` says what its outputs mean."""
+    factory = factory_spec(spec)
+    if factory is not None:
+        loaded = _load_factory(spec, factory.module, factory.factory, input_shape or _arch_shape(arch))
     elif _looks_like_path(spec):
         loaded = _load_file(Path(spec), arch, input_shape, trust_checkpoint)
     else:
@@ -147,6 +148,7 @@ def load_model(
             raise BadInput(f"--arch is for checkpoints; '{spec}' is a registry name already.")
         loaded = _load_registry(get_architecture(spec), input_shape)
     loaded.module.eval()
+    loaded.task = task
     return loaded
 
 
@@ -336,6 +338,8 @@ def _load_factory(
             import_spec.loader.exec_module(python_module)
         else:
             python_module = importlib.import_module(module_name)
+            file_name = getattr(python_module, "__file__", None)  # the code's identity, as for a .py path
+            source_sha = sha256_file(Path(file_name)) if file_name and Path(file_name).is_file() else None
     except BadInput:
         raise
     except Exception as error:  # the user's code failed to import

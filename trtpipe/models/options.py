@@ -6,6 +6,12 @@ from dataclasses import dataclass
 
 from trtpipe.options import Options, option
 from trtpipe.shapes import format_shape, parse_shape
+from trtpipe.vocab import Task
+
+TASK_HELP = ("What the outputs mean, and so how fidelity to FP32 is measured: classify (top-1/top-5 "
+             "agreement), detect (mAP@0.5 of the detections against FP32's), segment (pixel agreement, mIoU), "
+             "dense (F1 of the map, mean error), embed (cosine), generic (every output's errors only). Default: "
+             "inferred from the output shapes where that is unambiguous, else generic.")
 
 
 @dataclass
@@ -18,6 +24,7 @@ class ModelOptions(Options):
     input_shape: tuple[int, ...] | None = option(
         None, "Model input shape, e.g. 1x3x224x224 (default: the registry's).", parse=parse_shape,
         format=format_shape, metavar="SHAPE")
+    task: Task | None = option(None, TASK_HELP, type=Task)
     trust_checkpoint: bool = option(
         False, "Allow full unpickling of a checkpoint (runs code from the file: only for trusted files).", type=bool,
         flag="--trust-checkpoint")

@@ -10,14 +10,17 @@ record the preprocessing their weights were trained with.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from torch import nn
 
 RANDOM_WEIGHTS_SEED = 0
+_FACTORY_PATTERN = re.compile(r"^(?P<module>[\w./\\-]+\.py|[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_]\w*)$")
 
 
 @dataclass(frozen=True)
@@ -153,3 +156,20 @@ def skeleton(arch: Architecture) -> nn.Module:
 
 def parameter_count(arch: Architecture) -> int:
     return sum(p.numel() for p in skeleton(arch).parameters())
+
+
+@dataclass(frozen=True)
+class FactorySpec:
+    """MODEL named as a factory: ``path/to/file.py:make`` (``module`` ends in .py) or ``package.module:make``."""
+
+    module: str
+    factory: str
+
+
+def factory_spec(spec: str) -> FactorySpec | None:
+    """The factory ``spec`` names, or None for a registry name or a file (a path that exists is a file even when
+    it looks like ``a.py:b``). Here, without torch, so the pipeline can name a model before loading it."""
+    match = _FACTORY_PATTERN.match(spec)
+    if match is None or Path(spec).exists():
+        return None
+    return FactorySpec(match["module"], match["attr"])

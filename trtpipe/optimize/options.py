@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtpipe.errors import BadInput
+from trtpipe.models.options import TASK_HELP
 from trtpipe.optimize.passes.registry import graph_pass_names, parse_passes
 from trtpipe.options import Options, option
 from trtpipe.shapes import parse_floats
-from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Target
+from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Target, Task
 
 DATA_HELP = ("digits, photos (packaged natural photos: pip install 'trtpipe[pretrained]'), FILE.npy/.npz, an image "
              "folder, or random (calibration only: speed tests)")
@@ -29,6 +30,8 @@ class OptimizeOptions(Options):
     passes: tuple[str, ...] = option(("fuse",), "Graph passes run before the precision pass, in order, comma-"
                                      "separated, or 'none'.", parse=parse_passes, format=",".join, metavar="LIST",
                                      choices=graph_pass_names)
+    task: Task | None = option(None, TASK_HELP.replace("Default:", "Default: the source's manifest, else"),
+                               type=Task)
     keep_io_fp32: bool = option(True, "FP16: keep graph inputs and outputs FP32.", type=bool)
     calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
     calib_method: CalibMethod = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.",

@@ -20,11 +20,12 @@ from trtpipe.files import atomic_path, require_parent_dir, sha256_file
 from trtpipe.manifest import ArtifactManifest, read_manifest, write_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
+from trtpipe.optimize.opset import upgrade_for_precision
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import graph_pass, precision_pass
 from trtpipe.options import to_plain
-from trtpipe.vocab import Precision, Target
+from trtpipe.vocab import Precision, Target, Task
 
 
 @dataclass
@@ -60,13 +61,17 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     if found is not Precision.FP32:
         kind = "quantised (it has Q/DQ or integer ops)" if found is Precision.INT8 else f"already {found}"
         raise BadInput(f"{source} is {kind}: give the FP32 ONNX that 'trtpipe convert' wrote.")
+    model, opset_note = upgrade_for_precision(model, precision)  # ONNX from elsewhere: often below opset 13
     name_nodes(model)
     sample_shape, static_batch = _input_geometry(model, source)
 
     preprocessing = _preprocessing(options, source)
     calib = _load(options.calib, sample_shape, "calibration", options.calib_samples, preprocessing)
     evaluation = _load(options.eval, sample_shape, "eval", None, preprocessing)
-    if evaluation is not None and evaluation.labels is None:  # reference labels: FP32's own top-1
+    probe = calib or evaluation or _random_probe(sample_shape)
+    task = _task(options, source, model, probe, static_batch)
+    if evaluation is not None and evaluation.labels is None and task is Task.CLASSIFY:
+        # Reference labels: FP32's own top-1 (other tasks are judged by their agreement with FP32 directly).
         from dataclasses import replace
 
         from trtpipe.optimize.evaluate import logits
@@ -75,12 +80,12 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         evaluation = replace(evaluation, images=evaluation.images[: len(labels)], labels=labels)
         console.note(f"{evaluation.source}: labelled by the FP32 model's top-1, so accuracy here is agreement "
                      "with FP32, not ImageNet accuracy")
-    probe = calib or evaluation or _random_probe(sample_shape)
-    context = PassContext(options, target, calib, evaluation, probe, static_batch, output)
+    context = PassContext(options, target, calib, evaluation, probe, static_batch, output, task)
     context.details.update({
         "input": {"path": str(source), "sha256": sha256_file(source), "precision": str(Precision.FP32)},
         "options": to_plain(options) | {"target": str(target)},
         "data": {"calibration": _describe(calib), "eval": _describe(evaluation)},
+        **({"opset_upgrade": opset_note} if opset_note else {}),
     })
 
     result = model
@@ -98,7 +103,8 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     context.details["ops"] = op_counts(result)
     manifest = ArtifactManifest.describe(
         output, precision, target=target if precision is Precision.INT8 else None,
-        seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.details)
+        seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.details,
+        task=context.task)
     manifest_file = write_manifest(output, manifest)
     console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
     return OptimizeResult(output, manifest_file, manifest)
@@ -144,6 +150,31 @@ def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int, ..
     if any(v is None for v in values[1:]):
         raise BadInput(f"{source} has dynamic dimensions besides the batch: re-export with a fixed --input-shape.")
     return tuple(int(v) for v in values[1:]), values[0]  # type: ignore[arg-type]
+
+
+def _task(options: OptimizeOptions, source: Path, model: onnx.ModelProto, probe: Dataset,
+          static_batch: int | None) -> Task:
+    """The model's task: as asked, else as its source's manifest records it, else as FP32's outputs on two probe
+    samples imply; a budget on a task with no figure to judge it by is refused before any work."""
+    from trtpipe.manifest import read_manifest
+    from trtpipe.optimize.evaluate import outputs
+    from trtpipe.tasks import check_fits, infer_task
+
+    samples = probe.images[: static_batch or 2]
+    shapes = [tuple(o.shape) for o in outputs(model, samples, batch=static_batch)]
+    recorded = read_manifest(source)
+    task = options.task or (recorded.task if recorded else None)
+    if task is None:
+        task = infer_task(shapes)
+    else:
+        check_fits(task, shapes[0])
+    if options.max_accuracy_drop is not None and task is Task.GENERIC:
+        raise BadInput(f"--max-accuracy-drop cannot be judged on {source}: its outputs "
+                       f"({', '.join(str(list(s)) for s in shapes)}) name no task, so nothing measures accuracy. Give "
+                       "--task classify|detect|segment|dense|embed, or drop the budget.")
+    console.note(f"Task: {task} (" + ("as asked" if options.task else "from the manifest" if recorded and
+                                      recorded.task else "from the output shapes") + ")")
+    return task
 
 
 def _load(spec: str | None, sample_shape: tuple[int, ...], purpose: str, samples: int | None,

@@ -29,6 +29,7 @@ from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import BadInput
 from trtpipe.models.data_spec import DataKind
 from trtpipe.models.options import ModelOptions
+from trtpipe.models.registry import factory_spec
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.options import OptionValueError, from_mapping, option_fields
 from trtpipe.pipeline.options import OutputOptions, SelectOptions
@@ -66,10 +67,17 @@ class Pipeline:
 
     @property
     def name(self) -> str:
+        """The model's folder in the repository and the reports: ``[model] name``, else the factory's name
+        (``seg.py:deeplab`` is ``deeplab``: two factories of one file are two models), else the registry name or
+        the file's stem, as they always were."""
         if self.model.name:
             return self.model.name
         source = str(self.model.source)
-        stem = Path(source).stem if ("/" in source or "." in Path(source).name) else source
+        factory = factory_spec(source)
+        if factory is not None:
+            stem = factory.factory
+        else:
+            stem = Path(source).stem if ("/" in source or "." in Path(source).name) else source
         return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
 
 

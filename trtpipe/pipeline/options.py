@@ -12,9 +12,10 @@ from trtpipe.options import Options, option
 class SelectOptions(Options):
     latency_budget_ms: float | None = option(None, "Largest p99 latency the chosen variant may have.", type=float,
                                              minimum=0, metavar="MS")
-    max_accuracy_drop: float | None = option(None, "Top-1 points the chosen variant may lose against PyTorch FP32 "
-                                             "(labelled data), else top-1 disagreement.", type=float, minimum=0,
-                                             metavar="PP")
+    max_accuracy_drop: float | None = option(None, "Points of the task's figure the chosen variant may lose against "
+                                             "PyTorch FP32: accuracy with labelled data, else its agreement (top-1, "
+                                             "pixel, mAP@0.5 vs FP32...); refused where nothing measures it.",
+                                             type=float, minimum=0, metavar="PP")
     batch: int | None = option(None, "Batch size the choice is made at (default: the smallest benched).", type=int,
                                minimum=1, flag="--select-batch")
     memory_budget_mb: float | None = option(None, "Largest memory the chosen variant may need at its batch, in MB: "

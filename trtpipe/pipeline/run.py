@@ -15,6 +15,7 @@ from trtpipe import console
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.errors import MissingDependency
 from trtpipe.files import sha256_file, write_json_atomic
+from trtpipe.models.registry import factory_spec
 from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
@@ -45,9 +46,19 @@ def _stage(manifest: RunManifest, stage: str, key: str, run: Callable[[], list[P
     return produced
 
 
-def _source_identity(pipeline: Pipeline) -> str:
+def _source_identity(pipeline: Pipeline, model: Callable[[], LoadedModel]) -> str | dict[str, str | None]:
+    """What the convert key knows of the model. A registry name is itself (its weights ship with trtpipe or are
+    seeded); a checkpoint or TorchScript file is its content. A factory is its name, its code's hash and the hash
+    of the weights it builds: two factories of one file are two models, and a factory that reads a checkpoint or
+    draws weights builds a new model when those change although its code did not. Only calling the factory tells
+    its weights, so a factory is loaded even when every stage is reused (once: the stages share that model)."""
     source = str(pipeline.model.source)
-    path = Path(source.split(":")[0]) if ":" in source else Path(source)
+    factory = factory_spec(source)
+    if factory is not None:
+        loaded = model()
+        return {"factory": factory.factory, "code": loaded.source_sha256 or factory.module,
+                "weights": loaded.weights_sha256()}
+    path = Path(source)
     return sha256_file(path) if path.is_file() else source
 
 
@@ -101,19 +112,21 @@ class _PipelineRun:
 
             source = self.pipeline.model
             self._model = load_model(str(source.source), arch=source.arch, input_shape=source.input_shape,
-                                     trust_checkpoint=source.trust_checkpoint)
+                                     trust_checkpoint=source.trust_checkpoint, task=source.task)
         return self._model
 
     def convert(self) -> Path:
         pipeline = self.pipeline
         onnx_path = _artifact_path(self.repository, pipeline.name)
-        model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline), "name": None}
+        model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline, self.model), "name": None}
         key = stage_key(stage="convert", model=model_options, options=to_plain(pipeline.convert),
                         versions=self.versions)
 
         def do_convert() -> list[Path]:
+            from trtpipe.bench.identity import warn_if_unseeded
             from trtpipe.convert.stage import convert
 
+            warn_if_unseeded(self.model())  # such a model's stages are never reused: say why
             return [convert(self.model(), onnx_path, pipeline.convert).path]
 
         return _stage(self.manifest, "convert", key, do_convert)[0]

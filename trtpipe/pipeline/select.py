@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtpipe.bench.rows import BenchRow
+from trtpipe.errors import BadInput
 from trtpipe.vocab import BackendKind, Device
 
 
@@ -20,12 +21,14 @@ class Choice:
 
 
 def accuracy_drop_pp(row: BenchRow) -> float | None:
-    """Points of top-1 accuracy lost against PyTorch FP32 on the same samples, or (without labels) the share of
-    samples whose top-1 class changed."""
+    """Points of the task's accuracy lost against PyTorch FP32 on the same samples (labels), or without labels
+    how much of FP32's answer was lost (100 x (1 - agreement): top-1, pixel agreement, mAP@0.5 vs FP32...); None
+    where nothing measured it (a generic task, random weights)."""
     if row.top1_accuracy is not None and row.reference_accuracy is not None:
         return round(100.0 * (row.reference_accuracy - row.top1_accuracy), 9)  # 5.0, not 5.000000000000004
-    if row.top1_agreement is not None:
-        return round(100.0 * (1.0 - row.top1_agreement), 9)
+    agreement = row.agreement if row.agreement is not None else row.top1_agreement
+    if agreement is not None:
+        return round(100.0 * (1.0 - agreement), 9)
     return None
 
 
@@ -49,6 +52,11 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
                   and r.includes_transfers and not r.simulated]
     if not candidates:
         return None
+    if max_accuracy_drop is not None and all(accuracy_drop_pp(r) is None for r in candidates):
+        why = next((r.note for r in candidates if r.note), None) or "no row has a task figure"
+        raise BadInput(f"max_accuracy_drop cannot be judged: nothing measured the variants' accuracy ({why}). Name "
+                       "the model's task (--task classify|detect|segment|dense|embed) and give it real data, or "
+                       "drop the limit.")
     rejected = []
     fitting = []
     for row in candidates:

@@ -63,10 +63,12 @@ def speedup_chart(rows: list[dict[str, Any]]) -> str:
 
 
 def pareto_chart(rows: list[dict[str, Any]], batch: int) -> str:
-    """Accuracy (or top-1 agreement) against p50 latency at one batch; the Pareto front joined."""
+    """The task's accuracy (or agreement with the reference: top-1, pixel, mAP@0.5...) against p50 latency at one
+    batch; the Pareto front joined."""
     points = [r for r in rows if r["batch"] == batch]
     use_accuracy = all(r.get("top1_accuracy") is not None for r in points)
-    key = "top1_accuracy" if use_accuracy else "top1_agreement"
+    key = "top1_accuracy" if use_accuracy else "agreement"
+    name = next((r.get("agreement_name") for r in points if r.get("agreement_name")), "agreement with FP32")
     points = [r for r in points if r.get(key) is not None]
     figure, axis = plt.subplots(figsize=(6, 3.6))
     for row in points:
@@ -82,7 +84,7 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int) -> str:
         axis.plot([r["p50_ms"] for r in front], [100 * r[key] for r in front], linestyle="--", color="grey",
                   linewidth=1)
     axis.set_xlabel(f"p50 latency at batch {batch}, ms")
-    axis.set_ylabel("top-1 accuracy, %" if use_accuracy else "top-1 agreement with PyTorch FP32, %")
+    axis.set_ylabel("accuracy, %" if use_accuracy else f"{name}, %")
     axis.set_title("Accuracy vs latency (Pareto front dashed)")
     return _svg(figure)
 

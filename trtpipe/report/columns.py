@@ -34,10 +34,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("Speedup", "speedup_vs_torch_fp32", "{:.2f}x",
            meaning="PyTorch FP32 eager's p50 over this row's, same batch, same run"),
     Column("Max abs err", "max_abs_err", "{:.2e}",
-           meaning="largest absolute difference from PyTorch FP32's outputs on the agreement samples"),
-    Column("Top-1 agree", "top1_agreement", "{:.2%}",
-           meaning="share of agreement samples whose top-1 class matches PyTorch FP32's"),
-    Column("Accuracy", "top1_accuracy", "{:.2%}", meaning="top-1 accuracy against the samples' labels"),
+           meaning="largest absolute difference from the reference's outputs on the agreement samples, over every "
+                   "output"),
+    Column("Worst output", "worst_output", "{}", text=True,
+           meaning="of a model with several outputs, the one furthest from the reference's (lowest cosine)"),
+    Column("Agreement", "agreement", "{:.2%}",
+           meaning="how much of the reference's answer the row gives, by the model's task: top-1 agreement "
+                   "(classify), pixel agreement (segment), mAP@0.5 of its detections against the reference's "
+                   "(detect), F1 of the map (dense), mean cosine (embed); the heading names the one used"),
+    Column("Accuracy", "top1_accuracy", "{:.2%}",
+           meaning="the task's accuracy against the samples' labels (top-1, pixel accuracy, mAP@0.5)"),
     Column("Size MB", "model_size_mb", "{:.2f}", meaning="the artifact file's size"),
     Column("Host MB", "host_memory_mb", "{:.0f}",
            meaning="peak resident memory the variant added while loading and running up to this batch; artifact "

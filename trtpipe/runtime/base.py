@@ -115,15 +115,17 @@ class Backend(ABC):
             feeds[info.name] = array
         return feeds
 
-    def run_chunked(self, data: np.ndarray, chunk: int) -> np.ndarray:
-        """The first output over ``data`` in chunks of at most ``chunk`` samples (the model's static batch, else
-        within an engine profile's maximum). A static batch drops the remainder that does not fill one."""
+    def run_chunked(self, data: np.ndarray, chunk: int) -> list[np.ndarray]:
+        """Every output over ``data``, in ``self.outputs`` order, run in chunks of at most ``chunk`` samples (the
+        model's static batch, else within an engine profile's maximum). A static batch drops the remainder that
+        does not fill one."""
         fixed = self.static_batch
         size = fixed or min(chunk, self.max_batch or chunk)
         usable = len(data) - len(data) % size if fixed else len(data)
         if usable == 0:
             raise BadInput(f"{len(data)} samples do not fill one batch of the model's static batch size {fixed}.")
-        return np.concatenate([self.run(data[i : i + size])[0] for i in range(0, usable, size)])
+        parts = [self.run(data[i : i + size]) for i in range(0, usable, size)]
+        return [np.concatenate(chunks) for chunks in zip(*parts, strict=True)]
 
     @property
     def max_batch(self) -> int | None:

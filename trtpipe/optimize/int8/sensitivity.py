@@ -27,10 +27,12 @@ import onnx
 from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import TrtpipeError
-from trtpipe.optimize.evaluate import logits
+from trtpipe.optimize.data import Dataset
+from trtpipe.optimize.evaluate import logits, outputs
 from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32, reading_dequantized
 from trtpipe.optimize.int8.profiles import QuantProfile
 from trtpipe.optimize.int8.quantize import quantizable_nodes
+from trtpipe.vocab import Task
 
 PROBE_SAMPLES = 64
 TRIES_PER_KEPT_NODE = 3  # the greedy pass tries at most this many candidates per node the limit allows
@@ -99,9 +101,9 @@ TIE_ERROR_GAIN = 0.01  # on an unchanged accuracy, a node must cut the mean logi
 
 
 def _better(candidate: Comparison, current: Comparison) -> bool:
-    """Strictly better on the budget's figure; on a tie, a clearly smaller logit error (a node that changes
+    """Strictly better on the budget's figure; on a tie, a clearly smaller output error (a node that changes
     nothing would spend the FP32 allowance for nothing)."""
-    new, old = candidate.accuracy_drop_pp, current.accuracy_drop_pp
+    new, old = candidate.drop_pp, current.drop_pp
     assert new is not None and old is not None
     if abs(new - old) > 1e-9:
         return new < old
@@ -110,17 +112,21 @@ def _better(candidate: Comparison, current: Comparison) -> bool:
 
 def fall_back_until_within_budget(
     fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, *, probe: np.ndarray,
-    eval_images: np.ndarray, eval_labels: np.ndarray, fp32_eval_logits: np.ndarray, budget_pp: float,
+    evaluation: Dataset, fp32_outputs: list[np.ndarray], task: Task | None, budget_pp: float,
     batch: int | None, max_fp32_nodes: int | None = None, full_int8: Comparison | None = None,
 ) -> FallbackResult:
     """``quantized`` (made from ``fp32`` with ``profile``) with the fewest units in FP32 that the greedy
-    schedule needs to bring the drop on the eval data within ``budget_pp``."""
+    schedule needs to bring the drop on the eval data within ``budget_pp``: the task's accuracy drop with labels,
+    else its agreement drop against ``fp32_outputs`` (every output compared)."""
     run = profile.evaluation_optimization
+    names = [o.name for o in fp32.graph.output]
 
     def judge(excluded: list[str]) -> tuple[onnx.ModelProto, Comparison]:
         candidate = keep_in_fp32(quantized, fp32, excluded, profile)
-        out = logits(candidate, eval_images, optimization=run, batch=batch)
-        return candidate, compare(fp32_eval_logits[: len(out)], out, eval_labels)
+        out = outputs(candidate, evaluation.images, optimization=run, batch=batch)
+        usable = len(out[0])
+        return candidate, compare([o[:usable] for o in fp32_outputs], out, evaluation.labels, task=task,
+                                  names=names)
 
     ranking = rank_layers(fp32, quantized, profile, probe, batch)
     quantizable = sum(len(unit) for unit, _ in ranking)
@@ -130,14 +136,14 @@ def fall_back_until_within_budget(
     attempts: list[dict[str, object]] = []
     tries = TRIES_PER_KEPT_NODE * limit
     with console.progress() as bar:
-        task = bar.add_task(f"Keeping nodes in FP32 until the drop is within {budget_pp} pp", total=tries)
+        progress = bar.add_task(f"Keeping nodes in FP32 until the drop is within {budget_pp} pp", total=tries)
         waiting = [unit for unit, _ in ranking]
-        while waiting and len(attempts) < tries and (best.accuracy_drop_pp or 0.0) > budget_pp:
+        while waiting and len(attempts) < tries and (best.drop_pp or 0.0) > budget_pp:
             # One pass down the ranking; units turned down wait for the next pass, where the mix has changed.
             turned_down: list[tuple[str, ...]] = []
             joined = len(excluded)
             for unit in waiting:
-                if (best.accuracy_drop_pp or 0.0) <= budget_pp or len(attempts) >= tries:
+                if (best.drop_pp or 0.0) <= budget_pp or len(attempts) >= tries:
                     break
                 trial = list(dict.fromkeys([*excluded, *unit]))
                 if len(trial) == len(excluded) or len(trial) > limit:
@@ -145,8 +151,8 @@ def fall_back_until_within_budget(
                 candidate, result = judge(trial)
                 kept = _better(result, best)
                 attempts.append({"nodes": list(unit), "fp32_layers": len(trial) if kept else len(excluded),
-                                 "kept": kept, "accuracy": result.accuracy, "drop_pp": result.accuracy_drop_pp})
-                bar.advance(task)
+                                 "kept": kept, "accuracy": result.accuracy, "drop_pp": result.drop_pp})
+                bar.advance(progress)
                 if kept:
                     excluded = trial
                     best_model, best = candidate, result
@@ -156,7 +162,7 @@ def fall_back_until_within_budget(
             if len(excluded) == joined:
                 break  # a whole pass changed nothing: another would not either
             waiting = turned_down
-    drop = best.accuracy_drop_pp
+    drop = best.drop_pp
     if drop is not None and drop <= budget_pp and best_model is not None:
         return FallbackResult(best_model, excluded, ranking, best, attempts)
     raise TrtpipeError(

@@ -11,9 +11,9 @@ import onnx
 
 from trtpipe.comparison import Comparison, compare
 from trtpipe.optimize.data import Dataset
-from trtpipe.optimize.evaluate import logits
+from trtpipe.optimize.evaluate import logits, outputs
 from trtpipe.optimize.options import OptimizeOptions
-from trtpipe.vocab import GraphOptimization, Target
+from trtpipe.vocab import GraphOptimization, Target, Task
 
 CALIBRATION_BATCH = 8  # per-batch activation memory is what calibration peaks at: 8 keeps it near 1 GB at 224x224
 
@@ -27,6 +27,7 @@ class PassContext:
     probe: Dataset  # calibration, eval or seeded random inputs: what graph passes are checked on
     static_batch: int | None
     output: Path
+    task: Task | None = None  # what the outputs mean: the measure every check and the budget use
     details: dict[str, Any] = field(default_factory=dict)  # manifest sections, one per pass
     fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
 
@@ -40,8 +41,15 @@ class PassContext:
                optimization: GraphOptimization = GraphOptimization.ALL) -> np.ndarray:
         return logits(model, images, optimization=optimization, batch=self.static_batch)
 
+    def outputs(self, model: onnx.ModelProto, images: np.ndarray,
+                optimization: GraphOptimization = GraphOptimization.ALL) -> list[np.ndarray]:
+        return outputs(model, images, optimization=optimization, batch=self.static_batch)
+
     def compare(self, reference: onnx.ModelProto, candidate: onnx.ModelProto, data: Dataset,
                 optimization: GraphOptimization = GraphOptimization.ALL) -> Comparison:
-        """The candidate against the reference model on ``data`` (accuracy of both where it has labels)."""
-        expected = self.logits(reference, data.images)
-        return compare(expected, self.logits(candidate, data.images, optimization), data.labels)
+        """Every output of the candidate against the reference model's on ``data``, with the task's figure
+        (accuracy of both where it has labels)."""
+        expected = self.outputs(reference, data.images)
+        names = [o.name for o in reference.graph.output]
+        return compare(expected, self.outputs(candidate, data.images, optimization), data.labels, task=self.task,
+                       names=names)

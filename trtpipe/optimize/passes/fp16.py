@@ -162,7 +162,7 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         raise VerificationFailed(f"FP16 output differs from FP32 beyond rounding (cosine {check.cosine:.5f} < "
                                  f"{MIN_COSINE}): {check.line()}.")
     budget = context.options.max_accuracy_drop
-    if budget is not None and check.accuracy_drop_pp is not None and check.accuracy_drop_pp > budget:
-        raise VerificationFailed(f"FP16 loses {check.accuracy_drop_pp:.2f} pp of accuracy, over the budget of "
-                                 f"{budget} pp: {check.line()}.")
+    if budget is not None and check.drop_pp is not None and check.drop_pp > budget:
+        raise VerificationFailed(f"FP16 loses {check.drop_pp:.2f} pp, over the budget of {budget} pp: "
+                                 f"{check.line()}.")
     return converted

@@ -58,13 +58,12 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if options.bias_correction:
         quantized, check, section["bias_correction"] = _correct_biases(fp32, quantized, context, judge, profile)
     budget = options.max_accuracy_drop
-    drop = check.accuracy_drop_pp
+    drop = check.drop_pp
     if budget is not None and evaluation is not None and drop is not None and drop > budget:
         console.warn(f"INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
-        assert evaluation.labels is not None
         fallback = fall_back_until_within_budget(
-            fp32, quantized, profile, probe=calib.images[:PROBE_SAMPLES], eval_images=evaluation.images,
-            eval_labels=evaluation.labels, fp32_eval_logits=context.logits(fp32, evaluation.images),
+            fp32, quantized, profile, probe=calib.images[:PROBE_SAMPLES], evaluation=evaluation,
+            fp32_outputs=context.outputs(fp32, evaluation.images), task=context.task,
             budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes, full_int8=check,
         )
         quantized, check = fallback.model, fallback.comparison

@@ -1,0 +1,126 @@
+"""bench compares an artifact only with the model it was made from: the weights' SHA-256 in the manifest chain
+(convert's manifest, or optimize's input back to it) must be the reference's."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import error_line
+from trtpipe.bench.identity import check_weights, recorded_weights
+from trtpipe.errors import BadInput
+from trtpipe.files import sha256_file
+from trtpipe.models.loader import load_model
+from trtpipe.runtime.artifacts import describe_artifact
+from trtpipe.runtime.tensorrt.sidecar import EngineSidecar
+from trtpipe.vocab import ArtifactKind
+
+FACTORIES = textwrap.dedent("""
+    from pathlib import Path
+
+    import torch
+
+    class Tiny(torch.nn.Module):
+        input_shape = (1, 3, 16, 16)
+
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+            self.bn = torch.nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return self.bn(self.conv(x)).mean((2, 3))
+
+    def unseeded():
+        return Tiny()
+
+    def seeded():  # its weights follow seed.txt: a changed seed is a changed model
+        torch.manual_seed(int(Path(__file__).with_name("seed.txt").read_text()))
+        return Tiny()
+""")
+QUICK = ("--batch", "1", "--iters", "2", "--warmup", "0", "--rounds", "1", "--threads", "1")
+HASH = re.compile(r"\b[0-9a-f]{12}\b")
+
+
+@pytest.fixture()
+def factories(tmp_path: Path) -> Path:
+    (tmp_path / "tiny.py").write_text(FACTORIES)
+    (tmp_path / "seed.txt").write_text("0")
+    return tmp_path
+
+
+def _weights(onnx: Path) -> str:
+    return str(json.loads(onnx.with_suffix(".manifest.json").read_text())["source"]["weights_sha256"])
+
+
+def test_unseeded_factory_is_refused_with_one_line(factories: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    model, onnx = f"{factories}/tiny.py:unseeded", factories / "unseeded.onnx"
+    assert run_cli("convert", model, "-o", onnx).exit_code == 0
+    result = run_cli("bench", model, onnx, *QUICK)
+    assert result.exit_code == 1
+    line = error_line(result.output)
+    assert f"The factory {model} builds different weights on each call" in line
+    assert "seed it (torch.manual_seed" in line and "re-run convert" in line
+    hashes = HASH.findall(line)
+    assert len(hashes) == 2 and hashes[0] == _weights(onnx)[:12] and hashes[1] != hashes[0]
+    assert "p50" not in result.output  # refused before anything was measured
+
+
+def test_seeded_factory_passes_through_the_optimize_chain_and_stale_weights_are_refused(
+        factories: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    model, onnx, fused = f"{factories}/tiny.py:seeded", factories / "seeded.onnx", factories / "fused.onnx"
+    assert run_cli("convert", model, "-o", onnx).exit_code == 0
+    assert run_cli("optimize", onnx, "-o", fused).exit_code == 0  # fuses the BatchNorm: another file, same weights
+    assert recorded_weights(fused) == _weights(onnx) == load_model(model).weights_sha256()
+    result = run_cli("bench", model, onnx, fused, *QUICK)
+    assert result.exit_code == 0, result.output
+    assert "could not be matched" not in result.output
+
+    (factories / "seed.txt").write_text("1")  # the factory now builds another model; the artifacts are stale
+    result = run_cli("bench", model, fused, *QUICK)
+    assert result.exit_code == 1
+    line = error_line(result.output)
+    assert f"{fused} is not made from seeded" in line and "Re-run convert" in line
+    assert HASH.findall(line) == [_weights(onnx)[:12], load_model(model).weights_sha256()[:12]]
+
+
+def test_optimized_file_moved_with_its_input_still_leads_back(factories: Path, run_cli, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """optimize records its input's path as given: a folder moved as a whole is followed by the files' hashes."""
+    onnx, fused = factories / "seeded.onnx", factories / "fused.onnx"
+    assert run_cli("convert", f"{factories}/tiny.py:seeded", "-o", onnx).exit_code == 0
+    assert run_cli("optimize", onnx, "-o", fused).exit_code == 0
+    moved = tmp_path_factory.mktemp("moved")
+    for path in factories.glob("*.*"):
+        shutil.copy(path, moved / path.name)
+    onnx.unlink()
+    assert recorded_weights(moved / "fused.onnx") == _weights(moved / "seeded.onnx")
+    (moved / "seeded.onnx").write_bytes(b"another file")
+    assert recorded_weights(moved / "fused.onnx") is None  # the hash optimize recorded decides
+
+
+def test_onnx_from_elsewhere_is_benched_with_one_note(factories: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    model, onnx, elsewhere = f"{factories}/tiny.py:seeded", factories / "seeded.onnx", factories / "elsewhere.onnx"
+    assert run_cli("convert", model, "-o", onnx).exit_code == 0
+    shutil.copy(onnx, elsewhere)  # no manifest beside it
+    result = run_cli("bench", model, elsewhere, *QUICK)
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if "could not be matched" in line]
+    assert len(notes) == 1 and str(elsewhere) in notes[0] and "no trtpipe manifest leads back" in notes[0]
+
+
+def test_an_engine_is_matched_through_the_onnx_it_was_built_from(digits_onnx: Path, tmp_path: Path) -> None:
+    onnx = describe_artifact(digits_onnx)
+    sidecar = EngineSidecar(tensorrt_version="10.0", gpu_name="test", compute_capability="9.0",
+                            onnx_sha256=sha256_file(digits_onnx), engine_sha256="0" * 64)
+    engine = dataclasses.replace(onnx, path=tmp_path / "model.plan", kind=ArtifactKind.TENSORRT_ENGINE,
+                                 engine=sidecar)
+    check_weights(load_model("digits_resnet"), [engine, onnx])  # the same weights: nothing to say
+    other = load_model("resnet18")
+    with pytest.raises(BadInput, match=r"model\.plan is not made from resnet18 .* Re-run convert"):
+        check_weights(other, [engine, onnx])

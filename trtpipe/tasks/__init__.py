@@ -1,0 +1,6 @@
+"""Task measures: how an optimized model's outputs are judged against FP32's, one module per task."""
+
+from trtpipe.tasks.base import Fidelity
+from trtpipe.tasks.registry import MEASURES, check_fits, infer_task
+
+__all__ = ["MEASURES", "Fidelity", "check_fits", "infer_task"]

@@ -1,0 +1,29 @@
+"""Classifiers: class scores ``[N, C]``. Top-1 and top-5 agreement with the reference; top-1 accuracy with
+labels (one class index per sample)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trtpipe.tasks.base import Fidelity
+from trtpipe.vocab import Task
+
+EXPECTED = "[N, C] class scores (C > 1)"
+
+
+def fits(shape: tuple[int, ...]) -> bool:
+    return len(shape) == 2 and shape[1] > 1
+
+
+def measure(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | None) -> Fidelity:
+    top1 = float(np.mean(reference.argmax(1) == candidate.argmax(1)))
+    k = min(5, reference.shape[1])
+    top_k = np.argpartition(-candidate, k - 1, axis=1)[:, :k]
+    top5 = float(np.mean((top_k == reference.argmax(1)[:, None]).any(1)))
+    accuracy = reference_accuracy = None
+    if labels is not None:
+        labels = np.asarray(labels).reshape(-1)[: len(reference)]
+        reference_accuracy = float(np.mean(reference.argmax(1) == labels))
+        accuracy = float(np.mean(candidate.argmax(1) == labels))
+    return Fidelity(Task.CLASSIFY, top1, "top-1 agreement", {"top5_agreement": top5}, accuracy, reference_accuracy,
+                    "top-1 accuracy" if labels is not None else None)

@@ -1,0 +1,36 @@
+"""Which measure judges which task, and the task a model's outputs imply when the user names none.
+
+A new task measure is one module here (``EXPECTED``, ``fits(shape)``, ``measure(reference, candidate, labels)``)
+and one line in MEASURES; the comparison, and so every stage that reports or gates accuracy, picks it up.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from trtpipe.errors import BadInput
+from trtpipe.tasks import classify, dense, detect, embed, generic, segment
+from trtpipe.vocab import Task
+
+MEASURES: dict[Task, ModuleType] = {
+    Task.CLASSIFY: classify, Task.DETECT: detect, Task.SEGMENT: segment, Task.DENSE: dense, Task.EMBED: embed,
+    Task.GENERIC: generic,
+}
+# Tried in this order on a single output; [N, C] is read as class scores (name --task embed for embeddings).
+_INFERRED = (Task.CLASSIFY, Task.DETECT, Task.SEGMENT, Task.DENSE)
+
+
+def infer_task(shapes: list[tuple[int, ...]]) -> Task:
+    """The task a model's output shapes imply where that is unambiguous (one output of a known layout), else
+    generic."""
+    if len(shapes) != 1:
+        return Task.GENERIC
+    return next((task for task in _INFERRED if MEASURES[task].fits(tuple(shapes[0]))), Task.GENERIC)
+
+
+def check_fits(task: Task, shape: tuple[int, ...]) -> None:
+    """BadInput when the task's measure cannot read an output of ``shape``: which shape it expected."""
+    if not MEASURES[task].fits(tuple(shape)):
+        raise BadInput(f"--task {task} does not fit the model's first output, shaped {list(shape)}: {task} expects "
+                       f"{MEASURES[task].EXPECTED}. Name the task its outputs have (--task generic compares them "
+                       "without a task figure).")
