@@ -54,11 +54,13 @@ class BenchRow:
     host_memory_mb: float | None = None  # peak resident memory the variant added while loading and running
     device_memory_mb: float | None = None  # GPU memory it held (engine, weights, activations, workspace)
     round_p50_ms: list[float] | None = None  # the p50 of each timed round (bench --rounds), in the order run
+    reference: bool = False  # the row every speedup and agreement is measured against
 
     @property
     def is_reference(self) -> bool:
-        """PyTorch FP32 eager: the row every speedup and accuracy drop is measured against."""
-        return self.backend is BackendKind.TORCH and self.precision is Precision.FP32 and self.baseline is None
+        """The row every speedup and accuracy drop is measured against: PyTorch FP32 eager, or the FP32 ONNX on
+        ONNX Runtime when bench was given an ONNX file as its model."""
+        return self.reference
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

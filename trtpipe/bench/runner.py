@@ -23,6 +23,7 @@ from trtpipe.bench.identity import check_weights
 from trtpipe.bench.isolated import VariantSpec, host_memory_alone
 from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.options import BenchOptions
+from trtpipe.bench.reference import REFERENCE, OnnxReference
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.standing import peer_standing
 from trtpipe.bench.timing import LatencyStats, measure
@@ -101,7 +102,8 @@ class _Schedule:
         return self.options.warmup if round_index == 0 else min(1, self.options.warmup)
 
 
-def run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions | None = None) -> dict[str, Any]:
+def run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
+                  options: BenchOptions | None = None) -> dict[str, Any]:
     """Benchmark ``loaded`` in PyTorch FP32 eager and each artifact; returns the JSON-ready report, whose
     ``warnings`` repeat what the run warned about (rows skipped on this machine, and why)."""
     with console.recording_warnings() as warnings:
@@ -118,10 +120,12 @@ class _Run:
     label: str
 
 
-def _run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOptions) -> dict[str, Any]:
+def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
+                   options: BenchOptions) -> dict[str, Any]:
     threads = options.threads or usable_cores()
     descriptions = [describe_artifact(Path(a)) for a in artifacts]  # engines are checked against their sidecar
-    check_weights(loaded, descriptions)  # an artifact of other weights than the reference's is refused
+    if isinstance(loaded, LoadedModel):
+        check_weights(loaded, descriptions)  # an artifact of other weights than the reference's is refused
     runs = _plan_runs(descriptions, _executions(options, descriptions))
     samples = _samples(loaded, options.batches)
     # With more than one round every variant stays open until its last round; with one it is closed at once.
@@ -143,6 +147,7 @@ def _run_benchmark(loaded: LoadedModel, artifacts: list[Path], options: BenchOpt
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "environment": environment.collect(threads),
         "model": loaded.describe(),
+        "reference": REFERENCE if loaded.module is None else "PyTorch FP32 eager",
         "settings": to_plain(options) | {"threads": threads},
         "task": bench.task,
         "agreement_inputs": _agreement_inputs(samples, rows, bench.task),
@@ -194,7 +199,7 @@ def _speedups(rows: list[BenchRow]) -> None:
             row.speedup_vs_torch_fp32 = base / row.p50_ms
 
 
-def _samples(loaded: LoadedModel, batches: tuple[int, ...]) -> _Samples:
+def _samples(loaded: LoadedModel | OnnxReference, batches: tuple[int, ...]) -> _Samples:
     data = loaded.evaluation_data()
     if data is not None:
         timing = {b: np.resize(data.images, (b, *data.images.shape[1:])) for b in batches}
@@ -213,7 +218,7 @@ class _Bench:
     """What one benchmark run shares across its variants: the model, options, samples and round schedule, the
     progress bar, the variants kept open for later rounds, the timed entries and the rows made so far."""
 
-    def __init__(self, loaded: LoadedModel, options: BenchOptions, threads: int, samples: _Samples,
+    def __init__(self, loaded: LoadedModel | OnnxReference, options: BenchOptions, threads: int, samples: _Samples,
                  schedule: _Schedule, bar: Any, kept: contextlib.ExitStack) -> None:
         self.loaded, self.options, self.threads = loaded, options, threads
         self.samples, self.schedule, self.bar = samples, schedule, bar
@@ -223,14 +228,19 @@ class _Bench:
         self.reference_outputs: list[np.ndarray] | None = None
         self.task: Task | None = loaded.task
         # PyTorch's weights are in memory before its probe starts: they are added to its host figure on the CPU.
-        self.torch_weights_mb = _module_bytes(loaded.module) / 1e6 if options.device is Device.CPU else 0.0
+        self.torch_weights_mb = (_module_bytes(loaded.module) / 1e6
+                                 if options.device is Device.CPU and loaded.module is not None else 0.0)
 
     def _hold(self, backend: Backend, own: contextlib.ExitStack) -> Backend:
         """Keep ``backend`` open until the last round (several rounds), else until the caller's block ends."""
         return (self.keep or own).enter_context(backend)
 
     def reference(self) -> None:
-        """PyTorch FP32 eager, the reference every other row is compared with (and TF32 beside it on a GPU)."""
+        """PyTorch FP32 eager, the reference every other row is compared with (and TF32 beside it on a GPU); for an
+        ONNX model, that file on ONNX Runtime CPU."""
+        if self.loaded.module is None:
+            self._onnx_reference()
+            return
         device = self.options.device
         with MemoryProbe(device) as memory:
             reference = TorchBackend(self.loaded.module, self.loaded.sample_shape, device=device,
@@ -238,6 +248,8 @@ class _Bench:
             _set_tf32(device, enabled=False)  # the baseline is true FP32
         rows, self.reference_outputs = self._variant(reference, "pytorch-fp32", memory,
                                                      extra_host_mb=self.torch_weights_mb)
+        for row in rows:
+            row.reference = True
         self.rows += rows
         if device is Device.CUDA:
             def tf32_mode(enabled: bool) -> None:
@@ -251,8 +263,23 @@ class _Bench:
                 row.precision, row.note = Precision.TF32, "PyTorch eager with TF32 matmuls and convolutions"
             self.rows += tf32
 
+    def _onnx_reference(self) -> None:
+        path = Path(self.loaded.path)
+        settings = RunOptions(threads=self.threads)
+        alone = self._host_memory_alone(BackendKind.ONNXRUNTIME, path, settings, "reference")
+        with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
+            backend = self._hold(open_artifact(path, settings, runtime=BackendKind.ONNXRUNTIME), own)
+            rows, self.reference_outputs = self._variant(backend, f"onnxruntime-fp32 ({self.loaded.name}, reference)",
+                                                         memory, host_alone=alone)
+        for row in rows:
+            row.reference, row.note = True, f"the reference: {REFERENCE}"
+        self.rows += rows
+
     def baseline(self, baseline: Baseline) -> None:
         """A PyTorch row users would deploy instead: torch.compile FP32, or eager under BF16/FP16 autocast."""
+        if self.loaded.module is None:
+            console.warn(f"pytorch-{baseline} skipped: the model was given as an ONNX file, with no PyTorch module.")
+            return
         device = self.options.device
         cuda = device is Device.CUDA
         autocast = None
@@ -402,7 +429,7 @@ class _Bench:
                            "artifact is not of this model (convert it again).")
         usable = len(outputs[0])
         comparison = compare([r[:usable] for r in reference], outputs, self.samples.labels, task=self.task,
-                             names=[t.name for t in backend.outputs])
+                             names=[t.name for t in backend.outputs], decoder=self.loaded.decoder)
         self.task = comparison.task
         measured = self.samples.unmeasured is None
         for row in rows:

@@ -79,7 +79,7 @@ def _load_model(source: str, model: ModelOptions) -> Any:
     from trtpipe.models.loader import load_model
 
     return load_model(source, arch=model.arch, input_shape=model.input_shape, trust_checkpoint=model.trust_checkpoint,
-                      task=model.task)
+                      task=model.task, postprocess=model.postprocess)
 
 
 @click.group(cls=TrtpipeGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -135,7 +135,8 @@ def verify(model: str, onnx_file: Path, options: ConvertOptions, source: ModelOp
 @options_from(ModelOptions, "source")
 def bench(model: str, artifacts: tuple[Path, ...], options: BenchOptions, json_path: Path | None,
           markdown: Path | None, source: ModelOptions) -> None:
-    """Measure PyTorch FP32 eager on MODEL and each ARTIFACT, with the same inputs, in one run."""
+    """Measure MODEL (PyTorch FP32 eager; an FP32 .onnx or a packaged model on ONNX Runtime) and each ARTIFACT, with
+    the same inputs, in one run."""
     from trtpipe.bench.runner import run_benchmark
     from trtpipe.files import require_parent_dir
     from trtpipe.report.tables import print_table, write_reports
@@ -143,7 +144,11 @@ def bench(model: str, artifacts: tuple[Path, ...], options: BenchOptions, json_p
     for path in (json_path, markdown):
         if path:
             require_parent_dir(path)
-    report = run_benchmark(_load_model(model, source), list(artifacts), options)
+    from trtpipe.bench.reference import onnx_reference
+
+    # An FP32 ONNX file (or a packaged model) is its own reference, on ONNX Runtime; else the PyTorch model is.
+    reference = onnx_reference(model, source) or _load_model(model, source)
+    report = run_benchmark(reference, list(artifacts), options)
     print_table(report)
     write_reports(report, json_path, markdown)
 

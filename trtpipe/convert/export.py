@@ -26,7 +26,7 @@ import torch
 from trtpipe import console
 from trtpipe.errors import TrtpipeError
 from trtpipe.models.loader import LoadedModel
-from trtpipe.runtime.torch.backend import flatten_outputs
+from trtpipe.runtime.torch.backend import output_names as named_outputs
 from trtpipe.vocab import DEFAULT_OPSET
 
 INPUT_NAME = "input"
@@ -51,8 +51,7 @@ def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
     # A seeded example input: tracing exporters follow the branches this input takes, so it must not vary.
     example = torch.randn((batch, *loaded.sample_shape), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
-        n_outputs = len(flatten_outputs(loaded.module(example)))
-    output_names = ["output"] if n_outputs == 1 else [f"output_{i}" for i in range(n_outputs)]
+        output_names = named_outputs(loaded.module(example))  # a dict's keys, a namedtuple's fields
 
     fallback_reason = None
     if isinstance(loaded.module, torch.jit.ScriptModule):

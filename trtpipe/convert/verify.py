@@ -135,7 +135,8 @@ def verify_backends(
     report = VerificationReport(tolerance)
     names = [t.name for t in candidate.outputs]
     for label, batch in verification_inputs(loaded, dynamic_batch):
-        agreement = compare(reference.run(batch), candidate.run(batch), names=names, task=task)
+        agreement = compare(reference.run(batch), candidate.run(batch), names=names, task=task,
+                            decoder=loaded.decoder)
         report.cases.append(CaseResult(label, agreement, tolerance.accepts(agreement)))
     data = loaded.evaluation_data()
     if data is not None:
@@ -143,7 +144,7 @@ def verify_backends(
         cand_outputs = candidate.run_chunked(data.images, REAL_DATA_CHUNK)
         usable = len(cand_outputs[0])
         comparison = compare([r[:usable] for r in ref_outputs], cand_outputs, data.labels, names=names,
-                             task=task)
+                             task=task, decoder=loaded.decoder)
         report.cases.append(CaseResult(data.description, comparison, tolerance.accepts(comparison)))
         report.dataset = loaded.dataset
         report.eval_samples = usable

@@ -19,6 +19,7 @@ class DataKind(StrEnum):
     RANDOM = "random"  # seeded noise: calibration for speed tests only
     FILE = "file"  # a .npy/.npz array file (or a path that is neither file nor folder: the loader says so)
     FOLDER = "folder"  # a folder of images
+    PACKAGED = "packaged"  # packaged:NAME, the natural inputs of a model shipped as ONNX in a wheel (models.packaged)
 
 
 DIGITS_SPLITS = ("train", "calibration", "eval")  # digits:SPLIT names one of these
@@ -29,6 +30,7 @@ class DataSpec:
     kind: DataKind
     path: Path | None = None  # FILE and FOLDER: where the data is
     split: str | None = None  # DIGITS: the split named after the colon; None: the split for the purpose
+    name: str | None = None  # PACKAGED: the packaged model whose inputs these are
 
     @classmethod
     def parse(cls, text: str) -> DataSpec:
@@ -38,6 +40,8 @@ class DataSpec:
             return cls(DataKind.DIGITS, split=split or None)
         if text in (DataKind.PHOTOS, DataKind.RANDOM):
             return cls(DataKind(text))
+        if name == DataKind.PACKAGED and colon and split:
+            return cls(DataKind.PACKAGED, name=split)
         path = Path(text)
         return cls(DataKind.FOLDER if path.is_dir() else DataKind.FILE, path=path)
 
@@ -45,4 +49,6 @@ class DataSpec:
         """As the user would write it."""
         if self.path is not None:
             return str(self.path)
+        if self.name is not None:
+            return f"{self.kind}:{self.name}"
         return f"{self.kind}:{self.split}" if self.split else str(self.kind)

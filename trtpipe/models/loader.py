@@ -13,9 +13,8 @@ import importlib
 import importlib.util
 import pickle
 import re
-import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
 from trtpipe.models.data_spec import DataKind
 from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, factory_spec, get_architecture, skeleton
+from trtpipe.models.user_code import import_attribute, load_postprocess
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import Device, Task
 
@@ -55,6 +55,7 @@ class LoadedModel:
     dataset: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     task: Task | None = None  # what its outputs mean, where the user said (--task); else inferred from them
+    decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None  # --postprocess: a detector's decoding
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -136,8 +137,10 @@ def load_model(
     input_shape: tuple[int, ...] | None = None,
     trust_checkpoint: bool = False,
     task: Task | None = None,
+    postprocess: str | None = None,
 ) -> LoadedModel:
-    """Resolve ``spec`` into a :class:`LoadedModel` in eval mode on the CPU; ``task`` says what its outputs mean."""
+    """Resolve ``spec`` into a :class:`LoadedModel` in eval mode on the CPU; ``task`` says what its outputs mean and
+    ``postprocess`` names a detector's decoder (module:fn) for the detect measure."""
     factory = factory_spec(spec)
     if factory is not None:
         loaded = _load_factory(spec, factory.module, factory.factory, input_shape or _arch_shape(arch))
@@ -149,6 +152,9 @@ def load_model(
         loaded = _load_registry(get_architecture(spec), input_shape)
     loaded.module.eval()
     loaded.task = task
+    if postprocess is not None:
+        loaded.decoder = load_postprocess(postprocess)
+        loaded.task = task or Task.DETECT
     return loaded
 
 
@@ -324,29 +330,7 @@ def _num_classes(architecture: Architecture, state: Mapping[str, torch.Tensor]) 
 def _load_factory(
     spec: str, module_name: str, attr: str, shape: tuple[int, ...] | None
 ) -> LoadedModel:
-    source_sha = None
-    try:
-        if module_name.endswith(".py"):
-            file = Path(module_name)
-            if not file.is_file():
-                raise BadInput(f"Factory file {file} does not exist.")
-            source_sha = sha256_file(file)
-            import_spec = importlib.util.spec_from_file_location(f"trtpipe_user_{file.stem}", file)
-            assert import_spec is not None and import_spec.loader is not None
-            python_module = importlib.util.module_from_spec(import_spec)
-            sys.modules[import_spec.name] = python_module
-            import_spec.loader.exec_module(python_module)
-        else:
-            python_module = importlib.import_module(module_name)
-            file_name = getattr(python_module, "__file__", None)  # the code's identity, as for a .py path
-            source_sha = sha256_file(Path(file_name)) if file_name and Path(file_name).is_file() else None
-    except BadInput:
-        raise
-    except Exception as error:  # the user's code failed to import
-        raise BadInput(f"Could not import {module_name} for '{spec}': {_first_line(error)}") from None
-    factory = getattr(python_module, attr, None)
-    if not callable(factory):
-        raise BadInput(f"{module_name} has no callable '{attr}'.")
+    factory, source_sha = import_attribute(spec, module_name, attr)
     try:
         module = factory()
     except Exception as error:  # the user's factory failed

@@ -25,6 +25,9 @@ from trtpipe.vocab import ChannelOrder
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+PACKAGED_SAMPLES = 16  # natural inputs drawn for a packaged model when no count is asked for
+# Sources that make samples at the model's input size, so they need every dimension fixed.
+_SIZED_BY_MODEL = (DataKind.RANDOM, DataKind.PHOTOS, DataKind.FOLDER)
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Dataset:
 
 def load_dataset(
     spec: str | DataSpec,
-    sample_shape: tuple[int, ...],
+    sample_shape: tuple[int | None, ...],
     *,
     purpose: str,
     samples: int | None = None,
@@ -68,6 +71,10 @@ def load_dataset(
 ) -> Dataset:
     """Load DATA for ``purpose`` ("calibration" or "eval") as inputs of shape ``sample_shape`` (C, H, W)."""
     data = spec if isinstance(spec, DataSpec) else DataSpec.parse(spec)
+    if data.kind in _SIZED_BY_MODEL and any(d is None for d in sample_shape):
+        raise BadInput(f"The model's input has dynamic dimensions ({format_shape(sample_shape)}), and {data} data is "
+                       "made at the model's size: give data of the size to calibrate and measure at (.npy/.npz, "
+                       "or packaged:NAME for a packaged model).")
     if data.kind is DataKind.RANDOM:
         dataset = _random(sample_shape, purpose, samples)
     elif data.kind is DataKind.DIGITS:
@@ -85,6 +92,15 @@ def load_dataset(
         std = prep.std or (IMAGENET_STD if channels == 3 else (0.5,) * channels)
         images = photo_crops(purpose, sample_shape, mean, std, samples)
         dataset = Dataset(images, None, f"{len(images)} {purpose} crops of packaged photos", reference_labels=True)
+    elif data.kind is DataKind.PACKAGED:
+        from trtpipe.models.packaged import natural_batch
+
+        assert data.name is not None
+        # Calibration and evaluation draw different images (seeds), as the other bundled sources do.
+        batch = natural_batch(data.name, count=samples or PACKAGED_SAMPLES, seed=0 if purpose == "calibration" else 1,
+                              size=_spatial(sample_shape))
+        dataset = Dataset(batch.inputs, None, f"{len(batch.inputs)} {purpose} inputs of {data.name}: "
+                          f"{batch.source}", reference_labels=True)
     elif data.kind is DataKind.FOLDER:
         assert data.path is not None
         dataset = _image_folder(data.path, sample_shape, purpose, preprocessing or ImagePreprocessing())
@@ -144,12 +160,20 @@ def _arrays(path: Path) -> Dataset:
         return Dataset(np.asarray(loaded[image_key], dtype=np.float32), labels, str(path))
 
 
-def _check_layout(dataset: Dataset, sample_shape: tuple[int, ...]) -> None:
+def _spatial(sample_shape: tuple[int | None, ...]) -> tuple[int, int] | None:
+    """The (height, width) a sample shape fixes, or None where either is dynamic (the data's own size then)."""
+    height, width = sample_shape[-2:] if len(sample_shape) >= 2 else (None, None)
+    return (height, width) if isinstance(height, int) and isinstance(width, int) else None
+
+
+def _check_layout(dataset: Dataset, sample_shape: tuple[int | None, ...]) -> None:
+    """The samples fit the model's input: every fixed dimension equal, a dynamic one (None) any size."""
     images = dataset.images
     if len(images) == 0:
         raise BadInput(f"{dataset.source} holds no samples.")
     got = tuple(images.shape[1:])
-    if got == tuple(sample_shape):
+    if len(got) == len(sample_shape) and all(want is None or want == have for want, have in zip(sample_shape, got,
+                                                                                                   strict=True)):
         if dataset.labels is not None and len(dataset.labels) != len(images):
             raise BadInput(f"{dataset.source} has {len(images)} samples but {len(dataset.labels)} labels.")
         return

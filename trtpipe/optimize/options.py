@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtpipe.errors import BadInput
-from trtpipe.models.options import TASK_HELP
+from trtpipe.models.options import POSTPROCESS_HELP, TASK_HELP
 from trtpipe.optimize.passes.registry import graph_pass_names, parse_passes
 from trtpipe.options import Options, option
 from trtpipe.shapes import parse_floats
@@ -32,6 +32,7 @@ class OptimizeOptions(Options):
                                      choices=graph_pass_names)
     task: Task | None = option(None, TASK_HELP.replace("Default:", "Default: the source's manifest, else"),
                                type=Task)
+    postprocess: str | None = option(None, POSTPROCESS_HELP, metavar="MODULE:FN")
     keep_io_fp32: bool = option(True, "FP16: keep graph inputs and outputs FP32.", type=bool)
     calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
     calib_method: CalibMethod = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.",

@@ -25,6 +25,7 @@ from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import graph_pass, precision_pass
 from trtpipe.options import to_plain
+from trtpipe.shapes import format_shape
 from trtpipe.vocab import Precision, Target, Task
 
 
@@ -69,7 +70,12 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     calib = _load(options.calib, sample_shape, "calibration", options.calib_samples, preprocessing)
     evaluation = _load(options.eval, sample_shape, "eval", None, preprocessing)
     probe = calib or evaluation or _random_probe(sample_shape)
-    task = _task(options, source, model, probe, static_batch)
+    decoder = None
+    if options.postprocess:
+        from trtpipe.models.user_code import load_postprocess
+
+        decoder = load_postprocess(options.postprocess)
+    task = _task(options, source, model, probe, static_batch, decoder is not None)
     if evaluation is not None and evaluation.labels is None and task is Task.CLASSIFY:
         # Reference labels: FP32's own top-1 (other tasks are judged by their agreement with FP32 directly).
         from dataclasses import replace
@@ -80,7 +86,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         evaluation = replace(evaluation, images=evaluation.images[: len(labels)], labels=labels)
         console.note(f"{evaluation.source}: labelled by the FP32 model's top-1, so accuracy here is agreement "
                      "with FP32, not ImageNet accuracy")
-    context = PassContext(options, target, calib, evaluation, probe, static_batch, output, task)
+    context = PassContext(options, target, calib, evaluation, probe, static_batch, output, task, decoder)
     context.details.update({
         "input": {"path": str(source), "sha256": sha256_file(source), "precision": str(Precision.FP32)},
         "options": to_plain(options) | {"target": str(target)},
@@ -140,20 +146,20 @@ def _preprocessing(options: OptimizeOptions, source: Path) -> ImagePreprocessing
                               channel_order=options.channel_order)
 
 
-def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int, ...], int | None]:
+def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int | None, ...], int | None]:
     initializers = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]
     if len(inputs) != 1:
         raise BadInput(f"{source} has {len(inputs)} inputs; trtpipe optimizes single-input CNNs.")
     dims = inputs[0].type.tensor_type.shape.dim
-    values = [d.dim_value if d.HasField("dim_value") else None for d in dims]
-    if any(v is None for v in values[1:]):
-        raise BadInput(f"{source} has dynamic dimensions besides the batch: re-export with a fixed --input-shape.")
-    return tuple(int(v) for v in values[1:]), values[0]  # type: ignore[arg-type]
+    values = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims]
+    # A dynamic spatial axis stays dynamic in the written artifact; calibration and accuracy runs take its size from
+    # the data (None here).
+    return tuple(values[1:]), values[0]
 
 
 def _task(options: OptimizeOptions, source: Path, model: onnx.ModelProto, probe: Dataset,
-          static_batch: int | None) -> Task:
+          static_batch: int | None, decoded: bool = False) -> Task:
     """The model's task: as asked, else as its source's manifest records it, else as FP32's outputs on two probe
     samples imply; a budget on a task with no figure to judge it by is refused before any work."""
     from trtpipe.manifest import read_manifest
@@ -163,10 +169,12 @@ def _task(options: OptimizeOptions, source: Path, model: onnx.ModelProto, probe:
     samples = probe.images[: static_batch or 2]
     shapes = [tuple(o.shape) for o in outputs(model, samples, batch=static_batch)]
     recorded = read_manifest(source)
-    task = options.task or (recorded.task if recorded else None)
+    task = options.task or (Task.DETECT if decoded else None) or (recorded.task if recorded else None)
+    if decoded and task is not Task.DETECT:
+        raise BadInput(f"--postprocess decodes detections, but the task is {task}: give --task detect or drop it.")
     if task is None:
         task = infer_task(shapes)
-    else:
+    elif not decoded:
         check_fits(task, shapes[0])
     if options.max_accuracy_drop is not None and task is Task.GENERIC:
         raise BadInput(f"--max-accuracy-drop cannot be judged on {source}: its outputs "
@@ -177,7 +185,7 @@ def _task(options: OptimizeOptions, source: Path, model: onnx.ModelProto, probe:
     return task
 
 
-def _load(spec: str | None, sample_shape: tuple[int, ...], purpose: str, samples: int | None,
+def _load(spec: str | None, sample_shape: tuple[int | None, ...], purpose: str, samples: int | None,
           preprocessing: ImagePreprocessing) -> Dataset | None:
     if spec is None:
         return None
@@ -186,7 +194,11 @@ def _load(spec: str | None, sample_shape: tuple[int, ...], purpose: str, samples
     return dataset
 
 
-def _random_probe(sample_shape: tuple[int, ...]) -> Dataset:
+def _random_probe(sample_shape: tuple[int | None, ...]) -> Dataset:
+    if any(d is None for d in sample_shape):
+        raise BadInput(f"The model's input has dynamic dimensions ({format_shape(sample_shape)}) and no data gives "
+                       "them a size: give --calib (or --eval) data of the size to check the graph at (.npy/.npz, or "
+                       "packaged:NAME for a packaged model).")
     rng = np.random.default_rng(0)
     return Dataset(rng.standard_normal((16, *sample_shape), dtype=np.float32), None, "16 seeded random inputs")
 

@@ -112,7 +112,8 @@ class _PipelineRun:
 
             source = self.pipeline.model
             self._model = load_model(str(source.source), arch=source.arch, input_shape=source.input_shape,
-                                     trust_checkpoint=source.trust_checkpoint, task=source.task)
+                                     trust_checkpoint=source.trust_checkpoint, task=source.task,
+                                     postprocess=source.postprocess)
         return self._model
 
     def convert(self) -> Path:

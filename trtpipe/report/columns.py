@@ -32,7 +32,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("Mean ms", "mean_ms", "{:.2f}"),
     Column("Items/s", "throughput", "{:.1f}", meaning="batch items per second at the p50 latency"),
     Column("Speedup", "speedup_vs_torch_fp32", "{:.2f}x",
-           meaning="PyTorch FP32 eager's p50 over this row's, same batch, same run"),
+           meaning="the reference's p50 (PyTorch FP32 eager, or the FP32 ONNX the report names) over this row's, "
+                   "same batch, same run"),
     Column("Max abs err", "max_abs_err", "{:.2e}",
            meaning="largest absolute difference from the reference's outputs on the agreement samples, over every "
                    "output"),

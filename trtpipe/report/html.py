@@ -16,7 +16,7 @@ from trtpipe.bench.rows import BENCH_SCHEMA
 from trtpipe.errors import BadInput
 from trtpipe.files import write_text_atomic
 from trtpipe.report.columns import cell, legend, legend_line, markdown_table, present_columns
-from trtpipe.report.tables import left_out_lines, machine_line, standing_lines
+from trtpipe.report.tables import left_out_lines, machine_line, reference_of, standing_lines
 
 CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over PyTorch FP32",
                 "pareto": "Accuracy vs latency", "batch_sweep": "Batch sweep"}
@@ -54,8 +54,9 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
              f"{html.escape(model['name'])}</title><style>{CSS}</style></head><body>",
              f"<h1>trtpipe report — {html.escape(model['name'])}</h1>",
              f"<p class=note>Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by trtpipe "
-             f"{html.escape(str(report.get('trtpipe_version')))}. Speedups are ratios of p50 latency against PyTorch "
-             f"FP32 eager measured in the same run. Agreement on {html.escape(report.get('agreement_inputs', ''))}."
+             f"{html.escape(str(report.get('trtpipe_version')))}. Speedups are ratios of p50 latency against "
+             f"{html.escape(reference_of(report))} measured in the same run. Agreement on "
+             f"{html.escape(report.get('agreement_inputs', ''))}."
              "</p>"]
     if summary and summary.get("choice"):
         choice = summary["choice"]
@@ -96,7 +97,7 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
 def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary: dict[str, Any] | None = None) -> str:
     rows = report["results"]
     lines = [f"## trtpipe report — {report['model']['name']}", "", f"Machine: {machine_line(report)}.  ",
-             f"Speedups are ratios of p50 latency against PyTorch FP32 eager in the same run; agreement on "
+             f"Speedups are ratios of p50 latency against {reference_of(report)} in the same run; agreement on "
              f"{report.get('agreement_inputs', '')}.", ""]
     if summary and summary.get("choice"):
         lines += [f"**Chosen: {summary['choice']['variant']}** — {summary['choice']['reason']}", ""]

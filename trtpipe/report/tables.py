@@ -28,7 +28,7 @@ def machine_line(report: dict[str, Any]) -> str:
 
 def print_table(report: dict[str, Any]) -> None:
     model = report["model"]
-    table = Table(title=f"{model['name']} — latency vs PyTorch FP32 eager", title_justify="left")
+    table = Table(title=f"{model['name']} — latency vs {reference_of(report)}", title_justify="left")
     columns = present_columns(report["results"])
     for column in columns:
         table.add_column(column.header, justify="left" if column.text else "right")
@@ -39,6 +39,11 @@ def print_table(report: dict[str, Any]) -> None:
                       soft_wrap=True)
     for line in standing_lines(report):
         console.out.print(escape(line), soft_wrap=True)
+
+
+def reference_of(report: dict[str, Any]) -> str:
+    """What every speedup and agreement in the report is measured against."""
+    return str(report.get("reference") or "PyTorch FP32 eager")
 
 
 def standing_lines(report: dict[str, Any]) -> list[str]:
@@ -58,7 +63,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     if settings.get("rounds", 1) > 1:
         runs += f" in {settings['rounds']} rounds taken in turn across the variants"
     lines = [
-        f"### {report['model']['name']} — latency vs PyTorch FP32 eager",
+        f"### {report['model']['name']} — latency vs {reference_of(report)}",
         "",
         f"Machine: {machine_line(report)}.  ",
         f"Each cell: {settings['warmup']} warm-up runs discarded, then {runs} per variant and batch; "

@@ -19,7 +19,9 @@ The per-node table (score, and whether it was kept) is printed and recorded in t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -113,6 +115,7 @@ def _better(candidate: Comparison, current: Comparison) -> bool:
 def fall_back_until_within_budget(
     fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, *, probe: np.ndarray,
     evaluation: Dataset, fp32_outputs: list[np.ndarray], task: Task | None, budget_pp: float,
+    decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None,
     batch: int | None, max_fp32_nodes: int | None = None, full_int8: Comparison | None = None,
 ) -> FallbackResult:
     """``quantized`` (made from ``fp32`` with ``profile``) with the fewest units in FP32 that the greedy
@@ -126,7 +129,7 @@ def fall_back_until_within_budget(
         out = outputs(candidate, evaluation.images, optimization=run, batch=batch)
         usable = len(out[0])
         return candidate, compare([o[:usable] for o in fp32_outputs], out, evaluation.labels, task=task,
-                                  names=names)
+                                  names=names, decoder=decoder)
 
     ranking = rank_layers(fp32, quantized, profile, probe, batch)
     quantizable = sum(len(unit) for unit, _ in ranking)

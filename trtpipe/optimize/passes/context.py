@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ class PassContext:
     static_batch: int | None
     output: Path
     task: Task | None = None  # what the outputs mean: the measure every check and the budget use
+    decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None  # --postprocess: a detector's decoding
     details: dict[str, Any] = field(default_factory=dict)  # manifest sections, one per pass
     fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
 
@@ -52,4 +54,4 @@ class PassContext:
         expected = self.outputs(reference, data.images)
         names = [o.name for o in reference.graph.output]
         return compare(expected, self.outputs(candidate, data.images, optimization), data.labels, task=self.task,
-                       names=names)
+                       names=names, decoder=self.decoder)

@@ -63,7 +63,7 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         console.warn(f"INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
         fallback = fall_back_until_within_budget(
             fp32, quantized, profile, probe=calib.images[:PROBE_SAMPLES], evaluation=evaluation,
-            fp32_outputs=context.outputs(fp32, evaluation.images), task=context.task,
+            fp32_outputs=context.outputs(fp32, evaluation.images), task=context.task, decoder=context.decoder,
             budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes, full_int8=check,
         )
         quantized, check = fallback.model, fallback.comparison

@@ -42,8 +42,9 @@ class TorchBackend(Backend):
         if compile:  # Inductor compiles on the first call of each new shape (the probe below, then warm-up)
             self.module = torch.compile(self.module)
         self._inputs = [TensorInfo(input_name, "float32", ("batch", *sample_shape))]
+        with torch.inference_mode():
+            names = output_names(self._call(torch.zeros((1, *sample_shape)).to(self._torch_device)))
         probe = self._forward(np.zeros((1, *sample_shape), dtype=np.float32))
-        names = ["output"] if len(probe) == 1 else [f"output_{i}" for i in range(len(probe))]
         self._outputs = [
             TensorInfo(name, str(array.dtype), ("batch", *array.shape[1:]))
             for name, array in zip(names, probe, strict=True)
@@ -82,6 +83,28 @@ class TorchBackend(Backend):
             torch.cuda.synchronize()
 
         return run
+
+
+def output_names(result: object) -> list[str]:
+    """A name for each tensor :func:`flatten_outputs` returns, in its order: a dict's keys and a namedtuple's fields
+    (joined with ``_`` when nested), ``output_<i>`` for positions in a plain tuple or list, ``output`` for a lone
+    tensor, so an exported graph and every report name the outputs as the model does."""
+    names: list[str] = []
+
+    def walk(value: object, prefix: str) -> None:
+        if isinstance(value, torch.Tensor):
+            names.append(prefix or "output")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{prefix}_{key}" if prefix else str(key))
+        elif isinstance(value, (list, tuple)):
+            fields = getattr(value, "_fields", None)
+            for index, item in enumerate(value):
+                part = str(fields[index]) if fields else str(index)
+                walk(item, f"{prefix}_{part}" if prefix else (part if fields else f"output_{part}"))
+
+    walk(result, "")
+    return names
 
 
 def flatten_outputs(result: object) -> list[torch.Tensor]:
