@@ -59,8 +59,11 @@ class Comparison:
 
     @property
     def worst_output(self) -> str | None:
-        """The output furthest from the reference (lowest cosine), where there are several."""
-        return min(self.outputs, key=lambda o: o.cosine).name if len(self.outputs) > 1 else None
+        """The output furthest from the reference (lowest cosine), where there are several that differ."""
+        cosines = [o.cosine for o in self.outputs]
+        if len(cosines) < 2 or max(cosines) - min(cosines) < 1e-6:  # all alike (rounding apart): none is worst
+            return None
+        return min(self.outputs, key=lambda o: o.cosine).name
 
     @property
     def accuracy_drop_pp(self) -> float | None:
@@ -129,10 +132,12 @@ def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task:
     inferred from the reference's output shapes. ``labels``: class indices, masks or label boxes for the task."""
     refs, cands = _as_list(reference), _as_list(candidate)
     if len(refs) != len(cands):
-        raise ValueError(f"output counts differ: {len(refs)} vs {len(cands)}")
-    for ref, cand in zip(refs, cands, strict=True):
+        raise BadInput(f"The model has {len(cands)} outputs and its reference {len(refs)}: they are not the same "
+                       "model (convert it again from the reference).")
+    for index, (ref, cand) in enumerate(zip(refs, cands, strict=True)):
         if ref.shape != cand.shape:
-            raise ValueError(f"output shapes differ: {ref.shape} vs {cand.shape}")
+            raise BadInput(f"Output {index} is shaped {list(cand.shape)} and the reference's {list(ref.shape)}: they "
+                           "are not the same model (convert it again from the reference).")
     names = list(names) if names is not None else [f"output_{i}" if len(refs) > 1 else "output"
                                                    for i in range(len(refs))]
     per_output = tuple(output_figures(name, r, c) for name, r, c in zip(names, refs, cands, strict=True))

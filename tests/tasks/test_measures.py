@@ -151,3 +151,24 @@ def test_a_postprocess_decoder_reads_every_output() -> None:
     assert result.task is Task.DETECT and result.agreement == 1.0  # the second box ranks lower but still matches
     with pytest.raises(BadInput, match="returned 0 results for 1 images"):
         compare([boxes, scores], [boxes, scores], decoder=lambda outputs: [])
+
+
+def test_picodet_head_decodes_distances_around_cell_centres() -> None:
+    """A 32x32 input at strides 8 and 16: one anchor of the stride-8 grid (cell (1, 2): centre x 20, y 12) scores
+    0.9 for class 1, and its four side distances peak at bins 1, 2, 1, 3 (in strides of 8): a box from
+    (12, -4) to (28, 36)."""
+    from trtpipe.tasks.detect import picodet_decoder
+
+    decode = picodet_decoder(32, 32, strides=(8, 16))
+    scores8, scores16 = np.zeros((1, 16, 2), np.float32), np.zeros((1, 4, 2), np.float32)
+    dist8, dist16 = np.zeros((1, 16, 4 * 8), np.float32), np.zeros((1, 4, 4 * 8), np.float32)
+    scores8[0, 1 * 4 + 2, 1] = 0.9
+    logits = np.full((4, 8), -50.0, np.float32)
+    for side, peak in enumerate((1, 2, 1, 3)):
+        logits[side, peak] = 50.0
+    dist8[0, 1 * 4 + 2] = logits.ravel()
+    (found,) = decode([scores8, scores16, dist8, dist16])
+    assert list(found.classes) == [1] and found.scores[0] == pytest.approx(0.9)
+    np.testing.assert_allclose(found.boxes[0], [12, -4, 28, 36], atol=1e-6)
+    with pytest.raises(BadInput, match="The picodet decoder expects 4 outputs"):
+        decode([scores8, dist8])

@@ -102,9 +102,9 @@ def onnx_reference(spec: str, options: ModelOptions) -> OnnxReference | None:
                            "need a size to bench at: give --input-shape (e.g. 1x3x640x640).")
         shape = (1, *dims[1:])
     task = options.task or (PACKAGED[packaged].task if packaged else None) or described.task
-    if task is Task.DETECT and len(described.outputs) > 1 and not options.postprocess:
-        task = Task.GENERIC  # a multi-output head the yolo decoders do not read: compared output by output
-    decoder = None
+    decoder = PACKAGED[packaged].decoder() if packaged else None
+    if task is Task.DETECT and len(described.outputs) > 1 and not options.postprocess and decoder is None:
+        task = Task.GENERIC  # a multi-output head no decoder reads: compared output by output
     if options.postprocess:
         from trtpipe.models.user_code import load_postprocess
 

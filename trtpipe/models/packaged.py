@@ -27,6 +27,7 @@ import numpy as np
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
 from trtpipe.models.photos import photo_files
+from trtpipe.tasks.detect import Decoder, picodet_decoder
 from trtpipe.vocab import ChannelOrder, Task
 
 if TYPE_CHECKING:
@@ -95,6 +96,13 @@ class PackagedOnnx:
     input_name: str
     preprocessing: PackagedPreprocessing
     classes_key: str | None = None  # ONNX metadata key holding the class names, one a line
+    head: str | None = None  # a detector's raw-head layout, when the yolo decoders do not read it ("picodet")
+
+    def decoder(self) -> Decoder | None:
+        """The detect measure's decoder for this model's head at its input size, where it needs its own."""
+        if self.head == "picodet":
+            return picodet_decoder(*self.preprocessing.size.size)
+        return None
 
     @property
     def distribution(self) -> str:
@@ -124,9 +132,16 @@ PACKAGED: dict[str, PackagedOnnx] = {model.name: model for model in (
         Task.DETECT, "image",
         PackagedPreprocessing((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 1 / 255, ChannelOrder.BGR,
                               SizeRule(Resize.STRETCH, (800, 608))),
-        classes_key="character",
+        classes_key="character", head="picodet",
     ),
 )}
+
+
+def packaged_by_file(path: Path) -> PackagedOnnx | None:
+    """The packaged model ``path`` is a copy of (by SHA-256), or None: so optimize, given the file itself, judges it
+    with its own decoder."""
+    digest = sha256_file(Path(path))
+    return next((model for model in PACKAGED.values() if model.sha256 == digest), None)
 
 
 def packaged_model(name: str) -> PackagedOnnx:

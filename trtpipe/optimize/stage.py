@@ -75,6 +75,11 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         from trtpipe.models.user_code import load_postprocess
 
         decoder = load_postprocess(options.postprocess)
+    else:  # a packaged real model's file brings the decoder its head needs
+        from trtpipe.models.packaged import packaged_by_file
+
+        known = packaged_by_file(source)
+        decoder = known.decoder() if known is not None else None
     task = _task(options, source, model, probe, static_batch, decoder is not None)
     if evaluation is not None and evaluation.labels is None and task is Task.CLASSIFY:
         # Reference labels: FP32's own top-1 (other tasks are judged by their agreement with FP32 directly).
@@ -180,8 +185,9 @@ def _task(options: OptimizeOptions, source: Path, model: onnx.ModelProto, probe:
         raise BadInput(f"--max-accuracy-drop cannot be judged on {source}: its outputs "
                        f"({', '.join(str(list(s)) for s in shapes)}) name no task, so nothing measures accuracy. Give "
                        "--task classify|detect|segment|dense|embed, or drop the budget.")
-    console.note(f"Task: {task} (" + ("as asked" if options.task else "from the manifest" if recorded and
-                                      recorded.task else "from the output shapes") + ")")
+    how = ("as asked" if options.task else "its detection decoder" if decoded else
+           "from the manifest" if recorded and recorded.task else "from the output shapes")
+    console.note(f"Task: {task} ({how})")
     return task
 
 

@@ -66,19 +66,56 @@ def _oriented(head: np.ndarray, extra: int) -> np.ndarray:
     return head if head.shape[1] >= head.shape[2] else head.transpose(0, 2, 1)
 
 
+def ranked(boxes: np.ndarray, scores: np.ndarray) -> Detections:
+    """One image's candidate boxes [A, 4] (x1 y1 x2 y2) and class scores [A, C] as its detections: each box's best
+    class, those scoring at least RANKED_SCORE, the best MAX_BEFORE_NMS of them, then NMS."""
+    classes = scores.argmax(1)
+    best = scores[np.arange(len(scores)), classes]
+    keep = np.flatnonzero(best >= RANKED_SCORE)
+    keep = keep[np.argsort(-best[keep])[:MAX_BEFORE_NMS]]
+    return nms(Detections(boxes[keep], best[keep], classes[keep]))
+
+
 def _decode_yolo(outputs: Sequence[np.ndarray], objectness: bool) -> list[Detections]:
     rows = _oriented(np.asarray(outputs[0], dtype=np.float64), 1 if objectness else 0)
     decoded = []
     for image in rows:
         centre, size = image[:, :2], image[:, 2:4]
         scores = image[:, 5:] * image[:, 4:5] if objectness else image[:, 4:]
-        classes = scores.argmax(1)
-        best = scores[np.arange(len(scores)), classes]
-        keep = np.flatnonzero(best >= RANKED_SCORE)
-        keep = keep[np.argsort(-best[keep])[:MAX_BEFORE_NMS]]
-        boxes = np.concatenate([centre[keep] - size[keep] / 2, centre[keep] + size[keep] / 2], axis=1)
-        decoded.append(nms(Detections(boxes, best[keep], classes[keep])))
+        decoded.append(ranked(np.concatenate([centre - size / 2, centre + size / 2], axis=1), scores))
     return decoded
+
+
+def picodet_decoder(height: int, width: int, strides: tuple[int, ...] = (8, 16, 32, 64)) -> Decoder:
+    """PP-PicoDet's GFL head at an input of ``height`` x ``width``: per stride, sigmoid class scores [N, A, C], then
+    per stride the box sides' distances as distributions over 0..R strides [N, A, 4(R+1)] (the expectation of a
+    softmax), around anchor points at the cell centres (PaddleDetection's PicoHeadV2 post-processing)."""
+    grids = []
+    for stride in strides:
+        rows, cols = -(-height // stride), -(-width // stride)
+        y, x = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+        grids.append(np.stack([(x.ravel() + 0.5) * stride, (y.ravel() + 0.5) * stride], axis=1))
+
+    def decode(outputs: Sequence[np.ndarray]) -> list[Detections]:
+        levels = len(strides)
+        if len(outputs) != 2 * levels or any(np.asarray(o).shape[1] != len(g) for o, g in
+                                             zip(outputs, [*grids, *grids], strict=True)):
+            raise BadInput(f"The picodet decoder expects {2 * levels} outputs (per stride {strides}: scores, then box "
+                           f"distributions) at {height}x{width}; the model gave shapes "
+                           f"{[list(np.asarray(o).shape) for o in outputs]}.")
+        decoded = []
+        for image in range(len(outputs[0])):
+            boxes, scores = [], []
+            for stride, grid, score, dist in zip(strides, grids, outputs[:levels], outputs[levels:], strict=True):
+                logits = np.asarray(dist[image], dtype=np.float64).reshape(len(grid), 4, -1)
+                weights = np.exp(logits - logits.max(-1, keepdims=True))
+                sides = (weights / weights.sum(-1, keepdims=True) * np.arange(logits.shape[-1])).sum(-1) * stride
+                boxes.append(np.concatenate([grid - sides[:, :2], grid + sides[:, 2:]], axis=1))
+                scores.append(np.asarray(score[image], dtype=np.float64))
+            decoded.append(ranked(np.concatenate(boxes), np.concatenate(scores)))
+        return decoded
+
+    return decode
 
 
 def decode_yolov8(outputs: Sequence[np.ndarray]) -> list[Detections]:
