@@ -45,39 +45,26 @@ def test_an_onnx_model_that_cannot_be_a_reference_is_refused(digits_onnx: Path, 
     assert quantized.exit_code == 1 and "the reference must be the FP32 ONNX" in error_line(quantized.output)
 
 
-def test_a_packaged_model_is_judged_on_its_own_inputs(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    """The real text detector: its natural inputs (photos with text) are the agreement samples, F1 its figure."""
+@pytest.mark.parametrize(("name", "task", "inputs", "measure"), [
+    ("ppocrv4_det", "dense", "photos with rendered text", "F1 at 0.3"),  # the real text detector
+    ("picodet_layout_cdla", "detect", "document pages", "mAP@0.5 vs FP32"),  # the real layout detector
+])
+def test_a_packaged_model_is_judged_on_its_own_inputs_by_its_task(name: str, task: str, inputs: str, measure: str,
+                                                                  tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A real model shipped in a wheel: its natural inputs are the agreement samples, its task's figure the measure
+    (the detector's head read by its own decoder); the same file against itself agrees fully."""
     from trtpipe.errors import MissingDependency
-    from trtpipe.models.packaged import TEXT_DETECTOR, packaged_onnx
+    from trtpipe.models.packaged import packaged_onnx
 
     try:
-        path = packaged_onnx(TEXT_DETECTOR)
+        path = packaged_onnx(name)
     except MissingDependency as missing:
         pytest.skip(missing.message)
     out = tmp_path / "bench.json"
-    result = run_cli("bench", TEXT_DETECTOR, path, "--batch", "1", "--iters", "2", "--rounds", "1", "--threads", "2",
+    result = run_cli("bench", name, path, "--batch", "1", "--iters", "2", "--rounds", "1", "--threads", "2",
                      "--json", out)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     artifact = report["results"][1]
-    assert artifact["task"] == "dense" and artifact["agreement"] == 1.0  # the same file: every pixel agrees
-    assert "photos with rendered text" in report["agreement_inputs"] and "F1 at 0.3" in report["agreement_inputs"]
-
-
-def test_a_packaged_detector_is_judged_by_map_against_fp32(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    """The real layout detector: its head decoded by its own decoder, mAP@0.5 its figure, pages its samples."""
-    from trtpipe.errors import MissingDependency
-    from trtpipe.models.packaged import LAYOUT_DETECTOR, packaged_onnx
-
-    try:
-        path = packaged_onnx(LAYOUT_DETECTOR)
-    except MissingDependency as missing:
-        pytest.skip(missing.message)
-    out = tmp_path / "bench.json"
-    result = run_cli("bench", LAYOUT_DETECTOR, path, "--batch", "1", "--iters", "2", "--rounds", "1", "--threads", "2",
-                     "--json", out)
-    assert result.exit_code == 0, result.output
-    report = json.loads(out.read_text())
-    artifact = report["results"][1]
-    assert artifact["task"] == "detect" and artifact["agreement"] == 1.0 and artifact["worst_output"] is None
-    assert "document pages" in report["agreement_inputs"] and "mAP@0.5 vs FP32" in report["agreement_inputs"]
+    assert artifact["task"] == task and artifact["agreement"] == 1.0 and artifact["worst_output"] is None
+    assert inputs in report["agreement_inputs"] and measure in report["agreement_inputs"]

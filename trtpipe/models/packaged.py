@@ -137,10 +137,9 @@ PACKAGED: dict[str, PackagedOnnx] = {model.name: model for model in (
 )}
 
 
-def packaged_by_file(path: Path) -> PackagedOnnx | None:
-    """The packaged model ``path`` is a copy of (by SHA-256), or None: so optimize, given the file itself, judges it
-    with its own decoder."""
-    digest = sha256_file(Path(path))
+def packaged_by_sha256(digest: str) -> PackagedOnnx | None:
+    """The packaged model whose file has this SHA-256, or None: so optimize, given the file itself, judges it with
+    its own decoder."""
     return next((model for model in PACKAGED.values() if model.sha256 == digest), None)
 
 

@@ -66,7 +66,9 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     name_nodes(model)
     sample_shape, static_batch = _input_geometry(model, source)
 
-    preprocessing = _preprocessing(options, source)
+    # The source's hash and manifest, read once: its preprocessing, its task and the record below all use them.
+    source_sha, source_manifest = sha256_file(source), read_manifest(source)
+    preprocessing = _preprocessing(options, source, source_manifest)
     calib = _load(options.calib, sample_shape, "calibration", options.calib_samples, preprocessing)
     evaluation = _load(options.eval, sample_shape, "eval", None, preprocessing)
     probe = calib or evaluation or _random_probe(sample_shape)
@@ -76,11 +78,11 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
 
         decoder = load_postprocess(options.postprocess)
     else:  # a packaged real model's file brings the decoder its head needs
-        from trtpipe.models.packaged import packaged_by_file
+        from trtpipe.models.packaged import packaged_by_sha256
 
-        known = packaged_by_file(source)
+        known = packaged_by_sha256(source_sha)
         decoder = known.decoder() if known is not None else None
-    task = _task(options, source, model, probe, static_batch, decoder is not None)
+    task = _task(options, source, source_manifest, model, probe, static_batch, decoder is not None)
     if evaluation is not None and evaluation.labels is None and task is Task.CLASSIFY:
         # Reference labels: FP32's own top-1 (other tasks are judged by their agreement with FP32 directly).
         from dataclasses import replace
@@ -93,7 +95,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
                      "with FP32, not ImageNet accuracy")
     context = PassContext(options, target, calib, evaluation, probe, static_batch, output, task, decoder)
     context.details.update({
-        "input": {"path": str(source), "sha256": sha256_file(source), "precision": str(Precision.FP32)},
+        "input": {"path": str(source), "sha256": source_sha, "precision": str(Precision.FP32)},
         "options": to_plain(options) | {"target": str(target)},
         "data": {"calibration": _describe(calib), "eval": _describe(evaluation)},
         **({"opset_upgrade": opset_note} if opset_note else {}),
@@ -133,11 +135,11 @@ def _check_conformance(model: onnx.ModelProto, precision: Precision, target: Tar
         raise VerificationFailed(failure_message(report) + " Nothing was written.")
 
 
-def _preprocessing(options: OptimizeOptions, source: Path) -> ImagePreprocessing:
+def _preprocessing(options: OptimizeOptions, source: Path,
+                   manifest: ArtifactManifest | None) -> ImagePreprocessing:
     """Image preprocessing for data made from images: the options', else what the model's weights were trained
     with (recorded by convert from the registry). Options that contradict the recorded values are refused."""
     recorded = {}
-    manifest = read_manifest(source)
     if manifest is not None:
         recorded = (manifest.details.get("source") or {}).get("preprocessing") or {}
     for key in ("resize", "mean", "std"):
@@ -163,17 +165,16 @@ def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int | N
     return tuple(values[1:]), values[0]
 
 
-def _task(options: OptimizeOptions, source: Path, model: onnx.ModelProto, probe: Dataset,
+def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | None, model: onnx.ModelProto,
+          probe: Dataset,
           static_batch: int | None, decoded: bool = False) -> Task:
     """The model's task: as asked, else as its source's manifest records it, else as FP32's outputs on two probe
     samples imply; a budget on a task with no figure to judge it by is refused before any work."""
-    from trtpipe.manifest import read_manifest
     from trtpipe.optimize.evaluate import outputs
     from trtpipe.tasks import check_fits, infer_task
 
     samples = probe.images[: static_batch or 2]
     shapes = [tuple(o.shape) for o in outputs(model, samples, batch=static_batch)]
-    recorded = read_manifest(source)
     task = options.task or (Task.DETECT if decoded else None) or (recorded.task if recorded else None)
     if decoded and task is not Task.DETECT:
         raise BadInput(f"--postprocess decodes detections, but the task is {task}: give --task detect or drop it.")
