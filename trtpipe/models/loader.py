@@ -25,6 +25,7 @@ from torch import nn
 
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
+from trtpipe.inputs import InputSpec, guess_layout
 from trtpipe.models.data_spec import DataKind
 from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, factory_spec, get_architecture, skeleton
 from trtpipe.models.user_code import import_attribute, load_postprocess
@@ -56,6 +57,12 @@ class LoadedModel:
     extra: dict[str, Any] = field(default_factory=dict)
     task: Task | None = None  # what its outputs mean, where the user said (--task); else inferred from them
     decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None  # --postprocess: a detector's decoding
+    inputs: tuple[InputSpec, ...] = ()  # every input (name, shape, dtype, range); default: one float32 'input'
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            self.inputs = (InputSpec("input", tuple(self.input_shape), "float32", None,
+                                     guess_layout(self.input_shape)),)
 
     @property
     def sample_shape(self) -> tuple[int, ...]:

@@ -1,0 +1,281 @@
+"""A model's inputs as users declare them and as data carries them.
+
+A model may take several inputs, each with its own name, dtype, shape, layout and value range (a detector taking
+``image`` and ``scale``; a model taking NHWC uint8 pixels and normalising inside). :class:`InputSpec` is one of
+them; a *batch* is what one run feeds: a bare array for a single-input model, else a mapping from input name to
+array, every array with the same number of samples. The helpers here slice, join and draw batches of either form,
+so single-input code keeps passing plain arrays and multi-input models flow through the same calls.
+
+Users declare inputs on the command line as ``[NAME:]VALUE`` lists: ``--input-shape 1x3x224x224`` (the only or
+first input) or ``--input-shape image:1x3x640x640,scale:1x2``; ``--input-dtype uint8``; ``--input-range 0..255``
+or ``image:0..255,scale:0.5..2``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
+
+import numpy as np
+
+from trtpipe.errors import BadInput
+from trtpipe.shapes import format_shape, parse_shape
+
+V = TypeVar("V")
+Batch = np.ndarray | Mapping[str, np.ndarray]
+FIRST = ""  # the key of a value declared without a name: it belongs to the model's only (or first) input
+INPUT_DTYPES = ("float32", "float16", "uint8", "int8", "int32", "int64", "bool")
+
+
+class Layout(StrEnum):
+    NCHW = "nchw"  # channels first: PyTorch's convention
+    NHWC = "nhwc"  # channels last: TensorFlow exports, and models that take decoded image pixels as they are
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: its name, dtype, shape (batch first; None marks a dynamic dimension), layout and the range
+    its values live in (None: a float input with no declared range, drawn from N(0, 1))."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: str = "float32"
+    value_range: tuple[float, float] | None = None
+    layout: Layout | None = None  # None: not an image (or not known); see :func:`guess_layout`
+
+    @property
+    def sample_shape(self) -> tuple[int | None, ...]:
+        return self.shape[1:]
+
+    @property
+    def is_integer(self) -> bool:
+        return np.issubdtype(np.dtype(self.dtype), np.integer) or self.dtype == "bool"
+
+    @property
+    def effective_range(self) -> tuple[float, float] | None:
+        """The declared range, else the whole range of an 8-bit integer dtype (pixels), else None."""
+        if self.value_range is not None:
+            return self.value_range
+        if self.dtype in ("uint8", "int8"):
+            info = np.iinfo(np.dtype(self.dtype))
+            return float(info.min), float(info.max)
+        if self.dtype == "bool":
+            return 0.0, 1.0
+        return None
+
+    def random(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """``count`` seeded samples: uniform over the input's range (integers inclusive of both ends), standard
+        normal for a float input with no range. Every dimension but the batch must be fixed."""
+        if any(d is None for d in self.sample_shape):
+            raise BadInput(f"Input '{self.name}' has dynamic dimensions ({format_shape(self.shape)}): give its size "
+                           f"with --input-shape {self.name}:{format_shape((1, *self.sample_shape)).replace('?', 'N')}"
+                           " or data of that size.")
+        shape = (count, *self.sample_shape)
+        bounds = self.effective_range
+        if self.is_integer:
+            if bounds is None:
+                bounds = (0.0, 1.0) if self.dtype == "bool" else (0.0, 10.0)
+            return rng.integers(int(bounds[0]), int(bounds[1]), size=shape, endpoint=True).astype(self.dtype)
+        if bounds is None:
+            return rng.standard_normal(shape, dtype=np.float32).astype(self.dtype)
+        return rng.uniform(bounds[0], bounds[1], size=shape).astype(self.dtype)
+
+    def describe_random(self) -> str:
+        """What :meth:`random` draws, in words (a report says how its inputs were made)."""
+        bounds = self.effective_range
+        if self.is_integer:
+            low, high = bounds or ((0, 1) if self.dtype == "bool" else (0, 10))
+            return f"{self.name}: uniform {self.dtype} integers in [{low:g}, {high:g}]"
+        if bounds is None:
+            return f"{self.name}: standard normal {self.dtype}"
+        return f"{self.name}: uniform {self.dtype} in [{bounds[0]:g}, {bounds[1]:g}]"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+                "range": list(self.value_range) if self.value_range else None,
+                "layout": str(self.layout) if self.layout else None}
+
+
+def guess_layout(shape: Sequence[int | str | None]) -> Layout | None:
+    """A 4-D image input's layout where its shape says it: channels (1, 3 or 4) in one place and not the other."""
+    if len(shape) != 4:
+        return None
+    channels = (1, 3, 4)
+    first, last = shape[1] in channels, shape[3] in channels
+    if first and not last:
+        return Layout.NCHW
+    if last and not first:
+        return Layout.NHWC
+    return None
+
+
+# -- batches: a bare array (one input) or {input name: array} ------------------------------------------------------
+
+def count(batch: Batch) -> int:
+    """How many samples ``batch`` holds; BadInput when its arrays disagree."""
+    if isinstance(batch, np.ndarray):
+        return len(batch)
+    sizes = {name: len(array) for name, array in batch.items()}
+    if len(set(sizes.values())) > 1:
+        raise BadInput(f"The inputs hold different numbers of samples ({sizes}): give each input the same count.")
+    return next(iter(sizes.values()), 0)
+
+
+def take(batch: Batch, start: int, stop: int | None = None) -> Batch:
+    """Samples ``start:stop`` of every input."""
+    if isinstance(batch, np.ndarray):
+        return batch[start:stop]
+    return {name: array[start:stop] for name, array in batch.items()}
+
+
+def concat(parts: Sequence[Batch]) -> Batch:
+    """Batches joined along the sample axis (all of the same form)."""
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)  # type: ignore[arg-type]
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}  # type: ignore[index]
+
+
+def resize(batch: Batch, size: int) -> Batch:
+    """Exactly ``size`` samples, repeating the batch's own samples as often as needed (timing batches of real
+    data at any batch size)."""
+    return apply(batch, lambda array: np.resize(array, (size, *array.shape[1:])))
+
+
+def apply(batch: Batch, function: Callable[[np.ndarray], np.ndarray]) -> Batch:
+    """``function`` on every input's array."""
+    if isinstance(batch, np.ndarray):
+        return function(batch)
+    return {name: function(array) for name, array in batch.items()}
+
+
+def first(batch: Batch) -> np.ndarray:
+    """The only (or first) input's array."""
+    return batch if isinstance(batch, np.ndarray) else next(iter(batch.values()))
+
+
+def named(batch: Batch, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """``batch`` keyed by input name (a bare array goes to the first name)."""
+    if isinstance(batch, np.ndarray):
+        return {names[0]: batch}
+    return dict(batch)
+
+
+def random_batch(specs: Sequence[InputSpec], size: int, rng: np.random.Generator) -> Batch:
+    """Seeded random samples for every input (see :meth:`InputSpec.random`); a bare array for one input."""
+    if len(specs) == 1:
+        return specs[0].random(size, rng)
+    return {spec.name: spec.random(size, rng) for spec in specs}
+
+
+def nbytes(batch: Batch) -> int:
+    return sum(array.nbytes for array in (batch.values() if isinstance(batch, Mapping) else [batch]))
+
+
+# -- declarations: [NAME:]VALUE,... as the command line and the pipeline file write them ----------------------------
+
+def parse_declared(text: str, parse_value: Callable[[str], V], what: str, example: str) -> dict[str, V]:
+    """``VALUE`` -> {FIRST: value}; ``a:VALUE,b:VALUE`` -> {a: ..., b: ...}. Input names may hold ':' (the last one
+    splits). ValueError, fit for the user, on anything else."""
+    parts = [p.strip() for p in text.split(",") if p.strip()] if ":" in text else [text.strip()]
+    values: dict[str, V] = {}
+    for part in parts:
+        name, sep, value = part.rpartition(":")
+        key = name if sep else FIRST
+        if sep and not name:
+            raise ValueError(f"'{part}' names no input: write {example}")
+        if key in values:
+            raise ValueError(f"{what} for input '{key or 'the first'}' is given twice")
+        values[key] = parse_value(value)
+    if not values:
+        raise ValueError(f"no {what} given: write {example}")
+    return values
+
+
+def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    return parse_declared(text, parse_shape, "a shape", "1x3x224x224 or image:1x3x640x640,scale:1x2")
+
+
+def parse_input_dtypes(text: str) -> dict[str, str]:
+    def dtype(value: str) -> str:
+        value = value.strip().lower()
+        if value not in INPUT_DTYPES:
+            raise ValueError(f"'{value}' is not an input dtype: use one of {', '.join(INPUT_DTYPES)}")
+        return value
+
+    return parse_declared(text, dtype, "a dtype", "uint8 or image:uint8,scale:float32")
+
+
+def parse_input_ranges(text: str) -> dict[str, tuple[float, float]]:
+    def value_range(value: str) -> tuple[float, float]:
+        low, sep, high = value.partition("..")
+        try:
+            bounds = float(low), float(high)
+        except ValueError:
+            raise ValueError(f"'{value}' is not a range: write LOW..HIGH, e.g. 0..255") from None
+        if not sep or not bounds[0] < bounds[1]:
+            raise ValueError(f"'{value}' is not a range: write LOW..HIGH with LOW < HIGH, e.g. 0..255")
+        return bounds
+
+    return parse_declared(text, value_range, "a range", "0..255 or image:0..255,scale:0.5..2")
+
+
+def format_declared(values: Mapping[str, object], format_value: Callable[[object], str] = str) -> str:
+    return ",".join(f"{name}:{format_value(v)}" if name else format_value(v) for name, v in values.items())
+
+
+def format_input_shapes(values: Mapping[str, tuple[int, ...]]) -> str:
+    return format_declared(values, lambda v: format_shape(v))  # type: ignore[arg-type]
+
+
+def format_input_ranges(values: Mapping[str, tuple[float, float]]) -> str:
+    return format_declared(values, lambda v: f"{v[0]:g}..{v[1]:g}")  # type: ignore[index]
+
+
+def declared_for(values: Mapping[str, V] | None, name: str, index: int) -> V | None:
+    """The value declared for input ``name`` (the ``index``-th), or the unnamed one for the first input."""
+    if not values:
+        return None
+    if name in values:
+        return values[name]
+    return values.get(FIRST) if index == 0 else None
+
+
+def check_declared(values: Mapping[str, object] | None, names: Sequence[str], option: str) -> None:
+    """BadInput naming any input ``values`` declares that the model does not have."""
+    unknown = sorted(set(values or ()) - set(names) - {FIRST})
+    if unknown:
+        raise BadInput(f"{option} names {', '.join(repr(n) for n in unknown)}, which the model does not take "
+                       f"(its inputs: {', '.join(names)}).")
+
+
+def resolve(
+    graph: Sequence[tuple[str, tuple[int | str | None, ...], str]],
+    *,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+    dtypes: Mapping[str, str] | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> tuple[InputSpec, ...]:
+    """The specs of a model's inputs, given as (name, shape, dtype) from its graph or signature, with what the user
+    declared laid over them: a declared shape must keep every fixed dimension (it fills dynamic ones); a declared
+    dtype must be the graph's where the graph fixes one."""
+    names = [name for name, _, _ in graph]
+    check_declared(shapes, names, "--input-shape")
+    check_declared(dtypes, names, "--input-dtype")
+    check_declared(ranges, names, "--input-range")
+    specs = []
+    for index, (name, shape, dtype) in enumerate(graph):
+        dims: tuple[int | None, ...] = tuple(d if isinstance(d, int) and d > 0 else None for d in shape)
+        declared = declared_for(shapes, name, index)
+        if declared is not None:
+            if len(declared) != len(dims) or any(d is not None and d != w for d, w in zip(dims, declared,
+                                                                                            strict=False)):
+                raise BadInput(f"--input-shape {format_shape(declared)} does not fit input '{name}' "
+                               f"({format_shape(dims)}; '?' is free).")
+            dims = tuple(declared)
+        wanted = declared_for(dtypes, name, index)
+        if wanted is not None and wanted != dtype:
+            raise BadInput(f"--input-dtype {wanted} does not fit input '{name}', which the model declares {dtype}.")
+        specs.append(InputSpec(name, dims, dtype, declared_for(ranges, name, index), guess_layout(dims)))
+    return tuple(specs)
