@@ -44,16 +44,17 @@ test: install
 
 TRTPIPE := $(BIN)/trtpipe
 
-# The README's results tables: the bundled pipeline files (what `make demo` runs) and the pretrained
-# depthwise-separable EfficientNet-Lite0, with 5 s of timed runs per variant and batch in 5 rounds taken in turn
+# The README's results tables: the digits model, ResNet-50 and the pretrained depthwise-separable
+# EfficientNet-Lite0 (with AdaRound), with 5 s of timed runs per variant and batch in 5 rounds taken in turn
 # (README, Results), both CPU runtimes, the PyTorch baselines and the peer quantizers. Reports land in
 # reports/<model>/ (bench.md, report.html).
+BENCH_PIPELINES := digits resnet50 efficientnet_lite0
 bench: install
-	$(TRTPIPE) demo --set bench.duration=5 --set bench.rounds=5 --set bench.threads=$(THREADS) \
-		--set bench.baselines=compile,autocast \
-		--set bench.peers=true
-	$(TRTPIPE) run trtpipe/pipeline/examples/efficientnet_lite0.toml --set bench.duration=5 --set bench.rounds=5 \
-		--set bench.threads=$(THREADS) --set output.repository=$(CURDIR)/models --set output.reports=$(CURDIR)/reports
+	for name in $(BENCH_PIPELINES); do \
+		$(TRTPIPE) run trtpipe/pipeline/examples/$$name.toml --set bench.duration=5 --set bench.rounds=5 \
+			--set bench.threads=$(THREADS) --set bench.baselines=compile,autocast --set bench.peers=true \
+			--set output.repository=$(CURDIR)/models --set output.reports=$(CURDIR)/reports || exit 1; \
+	done
 
 # Server throughput, latency and CPU: trtpipe serve with and without dynamic batching, and a real Triton server
 # (Python-backend export) on the same artifacts and load (README's serving table).

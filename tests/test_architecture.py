@@ -107,7 +107,7 @@ _PARSED_SAMPLES = {
     "batches": "2,4", "baselines": "compile", "backend": "onnxruntime,openvino", "passes": "none", "mean": "0.5,0.25",
     "std": "0.125,2", "workspace": "1GiB", "shapes": "input:4x1x32x32", "min_shapes": "input:1x1x32x32",
     "opt_shapes": "input:8x1x32x32", "max_shapes": "input:16x1x32x32", "input_shape": "1x1x32x32",
-    "preferred_batch_sizes": "8,16",
+    "preferred_batch_sizes": "8,16", "input_dtype": "image:uint8,scale:float32", "input_range": "image:0..255",
 }
 
 

@@ -145,7 +145,7 @@ def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task:
     if task is None:
         task = Task.DETECT if decoder is not None else infer_task(shapes)
     elif decoder is None:
-        check_fits(task, shapes[0])
+        check_fits(task, shapes)
     fidelity = _fidelity(task, refs, cands, labels, decoder)
     worst = min(per_output, key=lambda o: o.cosine)
     return Comparison(

@@ -16,17 +16,35 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeVar
 
 import numpy as np
 
 from trtpipe.errors import BadInput
-from trtpipe.shapes import format_shape, parse_shape
+from trtpipe.shapes import (
+    FIRST,
+    INPUT_DTYPES,
+    declared_for,
+    format_declared,
+    format_input_dtypes,
+    format_input_ranges,
+    format_input_shapes,
+    format_shape,
+    parse_declared,
+    parse_input_dtypes,
+    parse_input_ranges,
+    parse_input_shapes,
+)
 
-V = TypeVar("V")
+# The declaration grammar lives in trtpipe.shapes (standard library only, so options modules can import it without
+# numpy); it is re-exported here beside the specs it declares.
+__all__ = [
+    "FIRST", "INPUT_DTYPES", "Batch", "InputSpec", "Layout", "apply", "check_declared", "concat", "count",
+    "declared_for", "first", "format_declared", "format_input_dtypes", "format_input_ranges", "format_input_shapes",
+    "guess_layout", "named", "nbytes", "parse_declared", "parse_input_dtypes", "parse_input_ranges",
+    "parse_input_shapes", "random_batch", "resize", "resolve", "take",
+]
+
 Batch = np.ndarray | Mapping[str, np.ndarray]
-FIRST = ""  # the key of a value declared without a name: it belongs to the model's only (or first) input
-INPUT_DTYPES = ("float32", "float16", "uint8", "int8", "int32", "int64", "bool")
 
 
 class Layout(StrEnum):
@@ -58,7 +76,7 @@ class InputSpec:
         """The declared range, else the whole range of an 8-bit integer dtype (pixels), else None."""
         if self.value_range is not None:
             return self.value_range
-        if self.dtype in ("uint8", "int8"):
+        if np.dtype(self.dtype).kind in "iu" and np.dtype(self.dtype).itemsize == 1:  # uint8, int8
             info = np.iinfo(np.dtype(self.dtype))
             return float(info.min), float(info.max)
         if self.dtype == "bool":
@@ -96,6 +114,16 @@ class InputSpec:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
                 "range": list(self.value_range) if self.value_range else None,
                 "layout": str(self.layout) if self.layout else None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> InputSpec:
+        """The spec :meth:`to_dict` wrote (a manifest's ``input_specs``)."""
+        bounds = data.get("range")
+        layout = data.get("layout")
+        return cls(str(data["name"]), tuple(None if d is None else int(d) for d in data["shape"]),  # type: ignore[attr-defined]
+                   str(data.get("dtype") or "float32"),
+                   (float(bounds[0]), float(bounds[1])) if bounds else None,  # type: ignore[index]
+                   Layout(str(layout)) if layout else None)
 
 
 def guess_layout(shape: Sequence[int | str | None]) -> Layout | None:
@@ -173,74 +201,7 @@ def nbytes(batch: Batch) -> int:
     return sum(array.nbytes for array in (batch.values() if isinstance(batch, Mapping) else [batch]))
 
 
-# -- declarations: [NAME:]VALUE,... as the command line and the pipeline file write them ----------------------------
-
-def parse_declared(text: str, parse_value: Callable[[str], V], what: str, example: str) -> dict[str, V]:
-    """``VALUE`` -> {FIRST: value}; ``a:VALUE,b:VALUE`` -> {a: ..., b: ...}. Input names may hold ':' (the last one
-    splits). ValueError, fit for the user, on anything else."""
-    parts = [p.strip() for p in text.split(",") if p.strip()] if ":" in text else [text.strip()]
-    values: dict[str, V] = {}
-    for part in parts:
-        name, sep, value = part.rpartition(":")
-        key = name if sep else FIRST
-        if sep and not name:
-            raise ValueError(f"'{part}' names no input: write {example}")
-        if key in values:
-            raise ValueError(f"{what} for input '{key or 'the first'}' is given twice")
-        values[key] = parse_value(value)
-    if not values:
-        raise ValueError(f"no {what} given: write {example}")
-    return values
-
-
-def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
-    return parse_declared(text, parse_shape, "a shape", "1x3x224x224 or image:1x3x640x640,scale:1x2")
-
-
-def parse_input_dtypes(text: str) -> dict[str, str]:
-    def dtype(value: str) -> str:
-        value = value.strip().lower()
-        if value not in INPUT_DTYPES:
-            raise ValueError(f"'{value}' is not an input dtype: use one of {', '.join(INPUT_DTYPES)}")
-        return value
-
-    return parse_declared(text, dtype, "a dtype", "uint8 or image:uint8,scale:float32")
-
-
-def parse_input_ranges(text: str) -> dict[str, tuple[float, float]]:
-    def value_range(value: str) -> tuple[float, float]:
-        low, sep, high = value.partition("..")
-        try:
-            bounds = float(low), float(high)
-        except ValueError:
-            raise ValueError(f"'{value}' is not a range: write LOW..HIGH, e.g. 0..255") from None
-        if not sep or not bounds[0] < bounds[1]:
-            raise ValueError(f"'{value}' is not a range: write LOW..HIGH with LOW < HIGH, e.g. 0..255")
-        return bounds
-
-    return parse_declared(text, value_range, "a range", "0..255 or image:0..255,scale:0.5..2")
-
-
-def format_declared(values: Mapping[str, object], format_value: Callable[[object], str] = str) -> str:
-    return ",".join(f"{name}:{format_value(v)}" if name else format_value(v) for name, v in values.items())
-
-
-def format_input_shapes(values: Mapping[str, tuple[int, ...]]) -> str:
-    return format_declared(values, lambda v: format_shape(v))  # type: ignore[arg-type]
-
-
-def format_input_ranges(values: Mapping[str, tuple[float, float]]) -> str:
-    return format_declared(values, lambda v: f"{v[0]:g}..{v[1]:g}")  # type: ignore[index]
-
-
-def declared_for(values: Mapping[str, V] | None, name: str, index: int) -> V | None:
-    """The value declared for input ``name`` (the ``index``-th), or the unnamed one for the first input."""
-    if not values:
-        return None
-    if name in values:
-        return values[name]
-    return values.get(FIRST) if index == 0 else None
-
+# -- declarations: [NAME:]VALUE,... (their grammar is in trtpipe.shapes, which options modules import) ---------
 
 def check_declared(values: Mapping[str, object] | None, names: Sequence[str], option: str) -> None:
     """BadInput naming any input ``values`` declares that the model does not have."""

@@ -79,6 +79,18 @@ def check_external_data(model: onnx.ModelProto, path: Path) -> None:
             raise BadInput(f"{where}, which is not a regular file with a single link: refused.")
 
 
+def external_data_files(model: onnx.ModelProto) -> list[str]:
+    """The files (relative to the model's folder) its external weights live in, each once, in graph order;
+    check_external_data has checked them when the model was loaded with load_onnx."""
+    locations = []
+    for tensor in _tensors(model.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            location = {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
+            if location and location not in locations:
+                locations.append(location)
+    return locations
+
+
 def detect_precision(model: onnx.ModelProto) -> Precision:
     """int8 when the graph holds Q/DQ or integer ops, bf16 with BF16 weights, fp16 when it computes in half
     precision, else fp32."""

@@ -6,7 +6,14 @@ pipeline file into one line naming the key and its line.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from trtpipe.vocab import DTYPES
+
+V = TypeVar("V")
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -85,3 +92,85 @@ def parse_shape_specs(text: str) -> dict[str, tuple[int, ...]]:
 
 def format_shape_specs(specs: dict[str, tuple[int, ...]]) -> str:
     return ",".join(f"{name}:{format_shape(dims)}" for name, dims in specs.items())
+
+
+# -- input declarations: [NAME:]VALUE,... as the command line and the pipeline file write them (trtpipe.inputs) ----
+
+FIRST = ""  # the key of a value declared without a name: it belongs to the model's only (or first) input
+INPUT_DTYPES = tuple(d.numpy for d in DTYPES if d.tensorrt)  # the input dtypes every runtime has
+
+def parse_declared(text: str, parse_value: Callable[[str], V], what: str, example: str) -> dict[str, V]:
+    """``VALUE`` -> {FIRST: value}; ``a:VALUE,b:VALUE`` -> {a: ..., b: ...}. Input names may hold ':' (the last one
+    splits). ValueError, fit for the user, on anything else."""
+    parts = [p.strip() for p in text.split(",") if p.strip()] if ":" in text else [text.strip()]
+    values: dict[str, V] = {}
+    for part in parts:
+        name, sep, value = part.rpartition(":")
+        key = name if sep else FIRST
+        if sep and not name:
+            raise ValueError(f"'{part}' names no input: write {example}")
+        if key in values:
+            raise ValueError(f"{what} for input '{key or 'the first'}' is given twice")
+        values[key] = parse_value(value)
+    if not values:
+        raise ValueError(f"no {what} given: write {example}")
+    return values
+
+
+def parse_input_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    return parse_declared(text, parse_shape, "a shape", "1x3x224x224 or image:1x3x640x640,scale:1x2")
+
+
+def parse_input_dtypes(text: str) -> dict[str, str]:
+    def dtype(value: str) -> str:
+        value = value.strip().lower()
+        if value not in INPUT_DTYPES:
+            raise ValueError(f"'{value}' is not an input dtype: use one of {', '.join(INPUT_DTYPES)}")
+        return value
+
+    return parse_declared(text, dtype, "a dtype", "uint8 or image:uint8,scale:float32")
+
+
+def parse_input_ranges(text: str) -> dict[str, tuple[float, float]]:
+    def value_range(value: str) -> tuple[float, float]:
+        low, sep, high = value.partition("..")
+        try:
+            bounds = float(low), float(high)
+        except ValueError:
+            raise ValueError(f"'{value}' is not a range: write LOW..HIGH, e.g. 0..255") from None
+        if not sep or not bounds[0] < bounds[1] or not all(map(math.isfinite, bounds)):
+            raise ValueError(f"'{value}' is not a range: write LOW..HIGH with finite LOW < HIGH, e.g. 0..255")
+        return bounds
+
+    return parse_declared(text, value_range, "a range", "0..255 or image:0..255,scale:0.5..2")
+
+
+def format_declared(values: Mapping[str, object], format_value: Callable[[object], str] = str) -> str:
+    return ",".join(f"{name}:{format_value(v)}" if name else format_value(v) for name, v in values.items())
+
+
+def format_input_shapes(values: Mapping[str, tuple[int, ...]]) -> str:
+    return format_declared(values, lambda v: format_shape(v))  # type: ignore[arg-type]
+
+
+def format_input_dtypes(values: Mapping[str, str]) -> str:
+    return format_declared(values)
+
+
+def format_input_ranges(values: Mapping[str, tuple[float, float]]) -> str:
+    return format_declared(values, lambda v: f"{_number(v[0])}..{_number(v[1])}")  # type: ignore[index]
+
+
+def _number(value: float) -> str:
+    """A bound as the user would write it, exact enough to parse back to the same float: 0, 255, 0.5, 1e-07."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
+
+def declared_for(values: Mapping[str, V] | None, name: str, index: int) -> V | None:
+    """The value declared for input ``name`` (the ``index``-th), or the unnamed one for the first input."""
+    if not values:
+        return None
+    if name in values:
+        return values[name]
+    return values.get(FIRST) if index == 0 else None

@@ -124,3 +124,60 @@ def test_an_engine_is_matched_through_the_onnx_it_was_built_from(digits_onnx: Pa
     other = load_model("resnet18")
     with pytest.raises(BadInput, match=r"model\.plan is not made from resnet18 .* Re-run convert"):
         check_weights(other, [engine, onnx])
+
+
+def test_with_an_onnx_reference_an_artifact_of_another_onnx_is_refused(factories: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The reference is an FP32 ONNX: each artifact's chain must pass through it (or back to its weights)."""
+    model, ours, theirs = f"{factories}/tiny.py:seeded", factories / "ours.onnx", factories / "theirs.onnx"
+    assert run_cli("convert", model, "-o", ours).exit_code == 0
+    (factories / "seed.txt").write_text("1")  # another model, converted the same way
+    assert run_cli("convert", model, "-o", theirs).exit_code == 0
+    for onnx in (ours, theirs):
+        assert run_cli("optimize", onnx, "-o", onnx.with_name(f"{onnx.stem}_fused.onnx")).exit_code == 0
+
+    matched = run_cli("bench", ours, factories / "ours_fused.onnx", *QUICK)  # optimized from the reference itself
+    assert matched.exit_code == 0, matched.output
+    assert "could not be matched" not in matched.output
+
+    result = run_cli("bench", ours, factories / "theirs_fused.onnx", *QUICK)
+    assert result.exit_code == 1
+    line = error_line(result.output)
+    assert f"theirs_fused.onnx was optimized from {theirs} (" in line
+    assert f"not from the reference {ours} (" in line and "p50" not in result.output
+    converted = error_line(run_cli("bench", ours, theirs, *QUICK).output)  # convert's outputs of other weights
+    assert f"{theirs} was converted from {model} (weights {_weights(theirs)[:12]})" in converted
+    assert f"the reference {ours} from {model} (weights {_weights(ours)[:12]})" in converted
+
+    # Files from elsewhere (no manifests): the chain optimize recorded still tells them apart.
+    elsewhere = {name: factories / f"{name}_elsewhere.onnx" for name in ("ours", "theirs")}
+    for name, path in elsewhere.items():
+        shutil.copy(factories / f"{name}.onnx", path)
+    assert run_cli("optimize", elsewhere["theirs"], "-o", factories / "e_fused.onnx").exit_code == 0
+    other = error_line(run_cli("bench", elsewhere["ours"], factories / "e_fused.onnx", *QUICK).output)
+    assert f"optimized from {elsewhere['theirs']}" in other and f"not from the reference {elsewhere['ours']}" in other
+    # An artifact from elsewhere says nothing of its origin: benched, with one line.
+    untraced = run_cli("bench", elsewhere["ours"], elsewhere["theirs"], *QUICK)
+    assert untraced.exit_code == 0, untraced.output
+    assert len([x for x in untraced.output.splitlines() if "could not be matched with the reference" in x]) == 1
+    # A file optimized from the reference's own source matches a copy of it made elsewhere: the hashes decide.
+    assert run_cli("bench", elsewhere["ours"], factories / "ours_fused.onnx", *QUICK).exit_code == 0
+
+
+def test_an_onnx_reference_names_the_pytorch_model_it_was_converted_from(factories: Path, run_cli,  # type: ignore[no-untyped-def]
+                                                                         tmp_path: Path) -> None:
+    from trtpipe.bench.identity import converted_from
+
+    model, onnx = f"{factories}/tiny.py:seeded", factories / "seeded.onnx"
+    assert run_cli("convert", model, "-o", onnx).exit_code == 0
+    fused = factories / "fused.onnx"
+    assert run_cli("optimize", onnx, "-o", fused).exit_code == 0
+    origin = converted_from(fused)  # followed back through optimize's input
+    assert origin is not None and origin["source"] == model and origin["weights_sha256"] == _weights(onnx)
+    out = tmp_path / "bench.json"
+    result = run_cli("bench", onnx, fused, *QUICK, "--json", out, "--markdown", tmp_path / "bench.md")
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["model"]["converted_from"]["weights_sha256"] == _weights(onnx)
+    assert (f"latency vs the FP32 ONNX on ONNX Runtime CPU (converted from {model}, weights SHA-256 "
+            f"{_weights(onnx)[:12]})") in (tmp_path / "bench.md").read_text()
+    shutil.copy(onnx, tmp_path / "elsewhere.onnx")
+    assert converted_from(tmp_path / "elsewhere.onnx") is None

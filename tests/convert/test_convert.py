@@ -90,6 +90,7 @@ def test_failed_verification_writes_nothing_and_keeps_the_old_file(tmp_path: Pat
     assert result.exit_code == 1
     assert "falling back to the TorchScript exporter" in result.output
     assert "Nothing was written" in error_line(result.output)
+    assert "✓" not in result.output  # the export succeeded, but the command failed: no tick before its Error
     assert out.read_bytes() == b"previous artifact"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary files left
 

@@ -62,3 +62,14 @@ def test_static_inputs_and_other_dynamic_axes() -> None:
         plan_profile([InputInfo("x", (None, 3, None, None))])
     (given,) = plan_profile([InputInfo("x", (None, 3, None, None))], shapes={"x": (1, 3, 64, 64)})
     assert given.opt == (1, 3, 64, 64)
+
+
+def test_every_dynamic_axis_gets_min_opt_max_from_what_is_given() -> None:
+    """A detector with dynamic H/W: --opt-shapes alone sizes every dynamic axis (batch 1/8/32 around it), and a
+    min/max pair gives H/W a range with opt at the largest."""
+    dynamic = [InputInfo("images", (None, 3, None, None))]
+    (opt_only,) = plan_profile(dynamic, opt_shapes={"images": (8, 3, 640, 640)})
+    assert (opt_only.min, opt_only.opt, opt_only.max) == ((1, 3, 640, 640), (8, 3, 640, 640), (32, 3, 640, 640))
+    (ranged,) = plan_profile(dynamic, min_shapes={"images": (1, 3, 320, 320)},
+                             max_shapes={"images": (16, 3, 1280, 960)})
+    assert (ranged.min, ranged.opt, ranged.max) == ((1, 3, 320, 320), (8, 3, 1280, 960), (16, 3, 1280, 960))

@@ -152,3 +152,24 @@ def test_missing_file(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyp
     result = run_cli("convert", tmp_path / "nope.pt", "--arch", "resnet18", "-o", tmp_path / "x.onnx")
     assert result.exit_code == 1
     assert error_line(result.output) == f"Error: Model file {tmp_path / 'nope.pt'} does not exist."
+
+
+class _TwoInputs(torch.nn.Module):
+    def forward(self, image: torch.Tensor, scale: torch.Tensor, gain: float = 1.0) -> torch.Tensor:
+        return image.mean((2, 3)) * scale * gain
+
+
+def test_inputs_are_forwards_required_positional_parameters(tmp_path: Path) -> None:
+    """A module's inputs come from its forward's signature (a TorchScript file's from its schema); parameters with
+    defaults are not inputs."""
+    from trtpipe.models.loader import forward_inputs
+
+    assert forward_inputs(_TwoInputs()) == ["image", "scale"]
+    assert forward_inputs(torch.nn.Sequential(torch.nn.ReLU())) == ["input"]
+    path = tmp_path / "two.ts"
+    torch.jit.save(torch.jit.script(_TwoInputs()), str(path))
+    loaded = load_model(str(path), input_shape="image:2x3x4x4,scale:2x3")
+    assert [(s.name, s.shape) for s in loaded.inputs] == [("image", (2, 3, 4, 4)), ("scale", (2, 3))]
+    loaded.check_runs(batch=2)
+    with pytest.raises(BadInput, match=r"takes 2 inputs \(image, scale\) and nothing says the shape of 'scale'"):
+        load_model(str(path), input_shape="2x3x4x4")

@@ -82,9 +82,10 @@ def test_cli_reports_a_bad_file_in_one_line(tmp_path: Path, run_cli) -> None:  #
 def test_bundled_pipelines_are_valid() -> None:
     import trtpipe.pipeline.demo as demo
 
-    for name in demo.DEMO_PIPELINES:
-        pipeline = load_pipeline(demo.PIPELINES_DIR / name)
-        assert pipeline.variants and pipeline.select.latency_budget_ms
+    assert {*demo.DEMO_PIPELINES} <= {p.name for p in demo.PIPELINES_DIR.glob("*.toml")}
+    for path in sorted(demo.PIPELINES_DIR.glob("*.toml")):
+        pipeline = load_pipeline(path)
+        assert pipeline.variants and (pipeline.select.latency_budget_ms or pipeline.select.max_accuracy_drop), path
 
 
 def test_a_pipeline_file_that_is_not_utf8_is_one_line(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -6,19 +6,31 @@ optimize records the FP32 ONNX it read (``input``: path and hash), whose manifes
 engine's sidecar records the hash of the ONNX it was built from, matched with the ONNX files of the same bench. An
 artifact whose chain leads to other weights than the reference's is refused; one without a chain (an ONNX from
 elsewhere) is benched, with one line saying its weights could not be matched.
+
+With an FP32 ONNX file as the reference (bench.reference), the chain is matched with that file: an artifact is of
+the reference's model when its chain passes through the reference's own SHA-256 (or through a file the reference's
+own chain passes through, or back to the same PyTorch weights); one optimized from another ONNX is refused, naming
+both files. Where the reference came from ``trtpipe convert``, :func:`converted_from` tells the PyTorch model and
+weights behind it, and every report's reference line names them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput
+from trtpipe.files import sha256_file
 from trtpipe.manifest import ArtifactManifest, read_manifest
 from trtpipe.models.loader import LoadedModel, load_model
 from trtpipe.models.registry import factory_spec
 from trtpipe.runtime.artifacts import ArtifactDescription
 from trtpipe.vocab import ArtifactKind
+
+if TYPE_CHECKING:
+    from trtpipe.bench.reference import OnnxReference
 
 MAX_CHAIN = 8  # optimize reads convert's FP32 ONNX: two links in practice; the bound only stops a cycle
 SHOWN = 12  # characters of a hash shown in a message
@@ -31,18 +43,53 @@ def recorded_weights(artifact: Path) -> str | None:
     return _followed(Path(artifact), read_manifest(artifact))
 
 
+def converted_from(onnx_file: Path) -> dict[str, Any] | None:
+    """What convert recorded of the PyTorch model the ONNX file was made from (its ``source``: name, source,
+    source_kind, weights_sha256...), following optimize's inputs back to it; None for a file from elsewhere or
+    a chain that breaks."""
+    return _lineage(Path(onnx_file), read_manifest(Path(onnx_file))).source
+
+
 def _followed(artifact: Path, manifest: ArtifactManifest | None) -> str | None:
+    source = None if manifest is None else _lineage(artifact, manifest).source
+    return None if source is None else str(source["weights_sha256"])
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    """Where an ONNX file came from, as far as trtpipe's manifests tell."""
+
+    hashes: tuple[str, ...]  # its own SHA-256, then that of each file optimize read on the way back
+    source: dict[str, Any] | None = None  # convert's record of the PyTorch model, where the chain reaches it
+    made_from: Path | None = None  # the file optimize made it from (None: convert's output, or from elsewhere)
+    complete: bool = True  # the chain reached its start (convert's output, or a file without a manifest)
+
+
+def _lineage(artifact: Path, manifest: ArtifactManifest | None) -> _Lineage:
+    """``artifact``'s chain, from its ``manifest``: through optimize's recorded inputs back to convert's output or
+    to a file that has no manifest (an ONNX from elsewhere that optimize started from); incomplete where a file on
+    the way is gone or changed."""
+    hashes = [manifest.sha256 if manifest is not None else sha256_file(artifact)]
+    made_from = None
     for _ in range(MAX_CHAIN):
         if manifest is None:
-            return None
+            return _Lineage(tuple(hashes), made_from=made_from)
         source = manifest.details.get("source")
         if isinstance(source, dict) and isinstance(source.get("weights_sha256"), str):
-            return str(source["weights_sha256"])
+            return _Lineage(tuple(hashes), source, made_from)
         given = manifest.details.get("input")
-        if not isinstance(given, dict) or not isinstance(given.get("path"), str):
-            return None
-        artifact, manifest = _upstream(artifact, Path(given["path"]), given.get("sha256"))
-    return None
+        if not isinstance(given, dict) or not isinstance(given.get("path"), str) \
+                or not isinstance(given.get("sha256"), str):
+            return _Lineage(tuple(hashes), made_from=made_from, complete=False)
+        recorded, sha256 = Path(given["path"]), str(given["sha256"])
+        hashes.append(sha256)
+        made_from = made_from or recorded
+        upstream, manifest = _upstream(artifact, recorded, sha256)
+        if manifest is None:  # the file optimize read has no manifest (an ONNX from elsewhere), or it is gone
+            present = any(c.is_file() and sha256_file(c) == sha256 for c in (recorded, artifact.parent / recorded.name))
+            return _Lineage(tuple(hashes), made_from=made_from, complete=present)
+        artifact = upstream
+    return _Lineage(tuple(hashes), made_from=made_from, complete=False)
 
 
 def _upstream(artifact: Path, recorded: Path, sha256: object) -> tuple[Path, ArtifactManifest | None]:
@@ -55,9 +102,13 @@ def _upstream(artifact: Path, recorded: Path, sha256: object) -> tuple[Path, Art
     return recorded, None
 
 
-def check_weights(loaded: LoadedModel, descriptions: list[ArtifactDescription]) -> None:
+def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[ArtifactDescription]) -> None:
     """Refuse (BadInput, one line) an artifact made from other weights than ``loaded``'s, saying whether the
-    factory is unseeded or the artifact is stale; note in one line the artifacts whose weights cannot be traced."""
+    factory is unseeded or the artifact is stale; note in one line the artifacts whose weights cannot be traced.
+    With an FP32 ONNX reference, refuse an artifact made from another ONNX file (both named)."""
+    if not isinstance(loaded, LoadedModel):
+        _check_onnx_reference(loaded, descriptions)
+        return
     weights: dict[int, str | None] = {}
     by_onnx_hash: dict[str, str | None] = {}  # what an engine built from one of these ONNX files was made from
     for index, description in enumerate(descriptions):
@@ -80,6 +131,58 @@ def check_weights(loaded: LoadedModel, descriptions: list[ArtifactDescription]) 
         console.note(f"{', '.join(untraced)}: no trtpipe manifest leads back to the PyTorch weights it was made "
                      f"from, so they could not be matched with {loaded.name}'s (speedup and agreement assume the "
                      "same model).")
+
+
+def _check_onnx_reference(reference: OnnxReference, descriptions: list[ArtifactDescription]) -> None:
+    """Each artifact's chain against the reference file's: the same file somewhere along both, or the same
+    PyTorch weights at both starts, is the same model; two complete chains that share neither are refused."""
+    ours = _lineage(Path(reference.path), read_manifest(Path(reference.path)))
+    lineages: dict[int, _Lineage] = {}
+    by_onnx_hash: dict[str, _Lineage] = {}
+    for index, description in enumerate(descriptions):
+        if description.kind is ArtifactKind.ONNX and description.path is not None:
+            lineages[index] = _lineage(Path(description.path), read_manifest(Path(description.path)))
+            by_onnx_hash[lineages[index].hashes[0]] = lineages[index]
+    untraced = []
+    for index, description in enumerate(descriptions):
+        lineage = lineages.get(index)
+        if lineage is None and description.engine is not None and description.engine.onnx_sha256:
+            built_from = description.engine.onnx_sha256
+            lineage = _Lineage((built_from,)) if built_from in ours.hashes else by_onnx_hash.get(built_from)
+        verdict = None if lineage is None else _same_model(ours, lineage)
+        if verdict is None:
+            untraced.append(_name(description))
+        elif not verdict:
+            assert lineage is not None
+            raise BadInput(_other_onnx(reference, ours, _name(description), lineage))
+    if untraced:
+        console.note(f"{', '.join(untraced)}: no trtpipe manifest leads back to the ONNX file it was made from, so "
+                     f"it could not be matched with the reference {reference.path} (speedup and agreement assume the "
+                     "same model).")
+
+
+def _same_model(reference: _Lineage, artifact: _Lineage) -> bool | None:
+    """True when ``artifact`` is of the reference's model, False when both chains are known and it is not, None
+    when its chain tells nothing (an ONNX from elsewhere, a file on the way gone)."""
+    if set(reference.hashes) & set(artifact.hashes):
+        return True
+    if reference.source is not None and artifact.source is not None:
+        return reference.source["weights_sha256"] == artifact.source["weights_sha256"]
+    if artifact.made_from is None or not (artifact.complete and reference.complete):
+        return None
+    return False
+
+
+def _other_onnx(reference: OnnxReference, ours: _Lineage, artifact: str, theirs: _Lineage) -> str:
+    if theirs.made_from is None:  # both convert's outputs, of other weights
+        assert theirs.source is not None and ours.source is not None
+        return (f"{artifact} was converted from {theirs.source.get('source')} (weights "
+                f"{str(theirs.source['weights_sha256'])[:SHOWN]}), the reference {reference.path} from "
+                f"{ours.source.get('source')} (weights {str(ours.source['weights_sha256'])[:SHOWN]}): bench each "
+                "against the ONNX it was made from.")
+    return (f"{artifact} was optimized from {theirs.made_from} ({theirs.hashes[1][:SHOWN]}), not from the reference "
+            f"{reference.path} ({ours.hashes[0][:SHOWN]}): bench it against {theirs.made_from}, or optimize "
+            f"{reference.path} again.")
 
 
 def warn_if_unseeded(loaded: LoadedModel) -> None:

@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.bench.memory import MemoryProbe
+from trtpipe.inputs import InputSpec, random_batch
 from trtpipe.vocab import BackendKind
 
 RUNS_PER_BATCH = 2  # the first run of a shape allocates its buffers; the second shows they are kept, not grown
@@ -33,13 +34,24 @@ TIMEOUT_S = 600.0
 
 @dataclass(frozen=True)
 class VariantSpec:
-    """How to open a variant in another process: everything in it is plain JSON."""
+    """How to open a variant in another process, and what to feed it: :meth:`to_dict` is plain JSON, and
+    :meth:`from_dict` makes the spec again on the other side."""
 
     backend: BackendKind
     path: str
-    sample_shape: tuple[int, ...]
+    inputs: tuple[InputSpec, ...]  # every input the variant takes: random samples are drawn from each
     batches: tuple[int, ...]
     settings: dict[str, Any] = field(default_factory=dict)  # RunOptions.to_plain(): what the row was opened with
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": str(self.backend), "path": self.path, "inputs": [s.to_dict() for s in self.inputs],
+                "batches": list(self.batches), "settings": self.settings}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VariantSpec:
+        return cls(BackendKind(data["backend"]), str(data["path"]),
+                   tuple(InputSpec.from_dict(item) for item in data["inputs"]), tuple(data["batches"]),
+                   dict(data.get("settings") or {}))
 
 
 def host_memory_alone(spec: VariantSpec, label: str) -> dict[int, float | None]:
@@ -49,7 +61,7 @@ def host_memory_alone(spec: VariantSpec, label: str) -> dict[int, float | None]:
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(asdict(spec)), env=env,
+        done = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(spec.to_dict()), env=env,
                               capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
         result = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
     except subprocess.TimeoutExpired:
@@ -80,7 +92,7 @@ def measure(spec: VariantSpec) -> dict[int, float | None]:
     with MemoryProbe() as probe, backend_type(Path(spec.path), RunOptions(**spec.settings)) as backend:
         fixed = backend.static_batch
         for batch in sorted(b for b in spec.batches if fixed is None or b == fixed):
-            call = backend.bind(rng.standard_normal((batch, *spec.sample_shape), dtype=np.float32))
+            call = backend.bind(random_batch(spec.inputs, batch, rng))
             for _ in range(RUNS_PER_BATCH):
                 call()
             probe.read()
@@ -91,9 +103,7 @@ def measure(spec: VariantSpec) -> dict[int, float | None]:
 def main() -> None:
     """The child's entry point: a VariantSpec as JSON on stdin, ``{"host_mb": {batch: MB}}`` on stdout."""
     try:
-        raw = json.loads(sys.stdin.read())
-        spec = VariantSpec(**raw | {"backend": BackendKind(raw["backend"]), "sample_shape": tuple(raw["sample_shape"]),
-                                    "batches": tuple(raw["batches"])})
+        spec = VariantSpec.from_dict(json.loads(sys.stdin.read()))
         print(json.dumps({"host_mb": measure(spec)}))
     except Exception as error:  # reported by the parent as one line; the bench goes on without the figure
         print(json.dumps({"error": f"{type(error).__name__}: {error}".splitlines()[0]}))

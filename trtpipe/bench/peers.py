@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe import console
+from trtpipe.inputs import Batch, count, named, take
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import backend_class
@@ -44,25 +45,27 @@ class Peer:
 
 
 class _Reader:
-    """ONNX Runtime's CalibrationDataReader over the calibration samples."""
+    """ONNX Runtime's CalibrationDataReader over the calibration samples (every input of each batch)."""
 
-    def __init__(self, name: str, images: np.ndarray) -> None:
-        self._batches = iter([{name: images[i:i + CALIBRATION_BATCH]}
-                              for i in range(0, len(images), CALIBRATION_BATCH)])
+    def __init__(self, names: list[str], samples: Batch) -> None:
+        self._batches = iter([named(take(samples, i, i + CALIBRATION_BATCH), names)
+                              for i in range(0, count(samples), CALIBRATION_BATCH)])
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._batches, None)
 
 
-def onnxruntime_quantize_static(fp32: Path, calibration: np.ndarray, folder: Path) -> Peer:
+def onnxruntime_quantize_static(fp32: Path, calibration: Batch, folder: Path) -> Peer:
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     output = folder / "onnxruntime_u8s8.onnx"
-    name = onnx.load(str(fp32), load_external_data=False).graph.input[0].name
+    graph = onnx.load(str(fp32), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in initializers]
     logging.disable(logging.WARNING)  # its advice to pre-process, logged on the root logger, is not the user's
     try:
-        quantize_static(str(fp32), str(output), _Reader(name, calibration), quant_format=QuantFormat.QDQ,
+        quantize_static(str(fp32), str(output), _Reader(names, calibration), quant_format=QuantFormat.QDQ,
                         per_channel=True, calibrate_method=CalibrationMethod.MinMax,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     finally:
@@ -71,7 +74,7 @@ def onnxruntime_quantize_static(fp32: Path, calibration: np.ndarray, folder: Pat
                 output)
 
 
-def openvino_nncf(fp32: Path, calibration: np.ndarray, folder: Path) -> Peer | None:
+def openvino_nncf(fp32: Path, calibration: Batch, folder: Path) -> Peer | None:
     try:
         import nncf
         import openvino as ov
@@ -80,14 +83,15 @@ def openvino_nncf(fp32: Path, calibration: np.ndarray, folder: Path) -> Peer | N
         return None
     output = folder / "openvino_nncf_int8.xml"
     model = ov.Core().read_model(str(fp32))
-    name = model.inputs[0].get_any_name()
-    dataset = nncf.Dataset([calibration[i:i + 1] for i in range(len(calibration))], lambda x: {name: x})
-    ov.save_model(nncf.quantize(model, dataset, subset_size=len(calibration)), str(output))
+    names = [port.get_any_name() for port in model.inputs]
+    samples = count(calibration)
+    dataset = nncf.Dataset([take(calibration, i, i + 1) for i in range(samples)], lambda x: named(x, names))
+    ov.save_model(nncf.quantize(model, dataset, subset_size=samples), str(output))
     return Peer("peer: openvino-int8 (NNCF PTQ)", f"nncf {nncf.__version__}", BackendKind.OPENVINO, output)
 
 
-def make_peers(fp32: Path, calibration: np.ndarray, folder: Path) -> list[Peer]:
+def make_peers(fp32: Path, calibration: Batch, folder: Path) -> list[Peer]:
     """Every installed peer, quantized from ``fp32`` into ``folder``."""
-    console.note(f"Peers: quantizing {fp32.name} on {len(calibration)} calibration samples")
+    console.note(f"Peers: quantizing {fp32.name} on {count(calibration)} calibration samples")
     peers = [onnxruntime_quantize_static(fp32, calibration, folder), openvino_nncf(fp32, calibration, folder)]
     return [p for p in peers if p is not None]

@@ -4,19 +4,26 @@ Runtime CPU, and every report says so; speedups are against it, not against PyTo
 
 A packaged model (``trtpipe.models.packaged``: a real trained network shipped as ONNX inside a wheel) is named by
 its name, and brings its natural inputs: the agreement samples are those, so its task figure means something.
+
+The file may take several inputs, of any dtype (NHWC uint8 pixels a model normalises inside): each is an
+:class:`~trtpipe.inputs.InputSpec` of the graph's name and dtype, sized by ``--input-shape`` where the graph leaves
+an axis dynamic, and ranged by ``--input-range`` or what convert recorded in the file's manifest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from trtpipe.bench.identity import converted_from
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
+from trtpipe.inputs import FIRST, Batch, InputSpec, Layout, check_declared, declared_for, random_batch, resolve
+from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import EvaluationData
 from trtpipe.models.options import ModelOptions
 from trtpipe.runtime.artifacts import artifact_name, describe_artifact
@@ -29,11 +36,11 @@ PACKAGED_EVAL_SAMPLES = 16
 
 @dataclass
 class OnnxReference:
-    """What bench needs of its model, for an FP32 ONNX file: its shape, task, data and description."""
+    """What bench needs of its model, for an FP32 ONNX file: its inputs, task, data and description."""
 
     path: Path
     name: str
-    input_shape: tuple[int, ...]
+    inputs: tuple[InputSpec, ...]  # every input, each dimension fixed (the batch at 1 where the graph leaves it free)
     task: Task | None = None
     decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None
     packaged: str | None = None  # the packaged model it is, whose natural inputs are the agreement samples
@@ -46,26 +53,41 @@ class OnnxReference:
         return str(self.path)
 
     @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The first input's shape (the only one of most models)."""
+        return tuple(int(d or 1) for d in self.inputs[0].shape)
+
+    @property
     def sample_shape(self) -> tuple[int, ...]:
         return self.input_shape[1:]
+
+    def random_inputs(self, count: int, seed: int = 0) -> Batch:
+        """``count`` seeded random samples of every input, each in its dtype and range."""
+        return random_batch(self.inputs, count, np.random.default_rng(seed))
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, "source_kind": self.source_kind,
                 "source_sha256": sha256_file(self.path), "input_shape": list(self.input_shape),
-                "reference": REFERENCE, "packaged": self.packaged}
+                **({"inputs": [s.to_dict() for s in self.inputs]} if len(self.inputs) > 1 else {}),
+                "reference": REFERENCE, "packaged": self.packaged, "converted_from": converted_from(self.path)}
 
     def _natural(self, seed: int) -> EvaluationData | None:
         if self.packaged is None:
             return None
         from trtpipe.models.packaged import natural_batch
 
-        batch = natural_batch(self.packaged, count=PACKAGED_EVAL_SAMPLES, seed=seed, size=self.sample_shape[-2:])
-        return EvaluationData(batch.inputs, None, f"{batch.source} (reference: {REFERENCE}; agreement, no labels)")
+        image = self.inputs[0]
+        last = image.layout is Layout.NHWC
+        size = self.sample_shape[:2] if last else self.sample_shape[-2:]
+        batch = natural_batch(self.packaged, count=PACKAGED_EVAL_SAMPLES, seed=seed, size=size,  # type: ignore[arg-type]
+                              raw=image.dtype == "uint8", channels_last=last)
+        return EvaluationData(batch.inputs.astype(image.dtype, copy=False), None,
+                              f"{batch.source} (reference: {REFERENCE}; agreement, no labels)")
 
     def evaluation_data(self) -> EvaluationData | None:
         return self._natural(seed=1)
 
-    def calibration_data(self) -> np.ndarray:
+    def calibration_data(self) -> Batch:
         data = self._natural(seed=0)
         if data is None:
             raise BadInput(f"Peers quantize on calibration data, and {self.name} brings none: bench it as a "
@@ -85,22 +107,9 @@ def onnx_reference(spec: str, options: ModelOptions) -> OnnxReference | None:
     if described.precision is not Precision.FP32:
         raise BadInput(f"MODEL {path} is {described.precision}: the reference must be the FP32 ONNX (give the file "
                        "optimize started from, or the PyTorch model).")
-    if len(described.inputs) != 1:
-        raise BadInput(f"{path} has {len(described.inputs)} inputs; bench measures single-input models so far.")
-    dims = described.inputs[0].shape
-    if options.input_shape is not None:
-        shape = tuple(options.input_shape)
-        if len(shape) != len(dims) or any(isinstance(d, int) and d != s for d, s in zip(dims, shape, strict=True)):
-            raise BadInput(f"--input-shape {format_shape(shape)} does not fit {path}'s input "
-                           f"{format_shape(dims)} ('?' is free).")
-    elif packaged:
-        rule = PACKAGED[packaged].preprocessing.size
-        shape = (1, dims[1] if isinstance(dims[1], int) else 3, *rule.size)
-    else:
-        if any(not isinstance(d, int) for d in dims[1:]):
-            raise BadInput(f"{path}'s input {described.inputs[0].name} is {format_shape(dims)}: its dynamic axes "
-                           "need a size to bench at: give --input-shape (e.g. 1x3x640x640).")
-        shape = (1, *dims[1:])
+    if packaged and len(described.inputs) != 1:
+        raise BadInput(f"Packaged model {packaged} has {len(described.inputs)} inputs; its natural inputs feed one.")
+    inputs = _inputs(path, described.inputs, options, packaged)
     task = options.task or (PACKAGED[packaged].task if packaged else None) or described.task
     decoder = PACKAGED[packaged].decoder() if packaged else None
     if task is Task.DETECT and len(described.outputs) > 1 and not options.postprocess and decoder is None:
@@ -110,4 +119,44 @@ def onnx_reference(spec: str, options: ModelOptions) -> OnnxReference | None:
 
         decoder = load_postprocess(options.postprocess)
     name = options.name or packaged or artifact_name(path)
-    return OnnxReference(path, name, tuple(int(d) for d in shape), task, decoder, packaged)
+    return OnnxReference(path, name, inputs, task, decoder, packaged)
+
+
+def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, packaged: str | None) -> tuple[InputSpec, ...]:
+    """Every input of the file at ``path`` (``graph``: its TensorInfo), as bench runs it: names and dtypes from
+    the graph, shapes from ``--input-shape`` where the graph leaves an axis dynamic (a packaged model: its own size;
+    the batch: 1), ranges from ``--input-range``, else from what convert recorded in the file's manifest."""
+    from trtpipe.models.packaged import PACKAGED
+
+    declared = options.input_shape
+    if declared is not None and not isinstance(declared, dict):  # a bare shape, as ModelOptions held it before
+        declared = {FIRST: tuple(declared)}
+    names = [t.name for t in graph]
+    check_declared(declared, names, "--input-shape")
+    manifest = read_manifest(path)
+    recorded = {item["name"]: item for item in (manifest.details.get("input_specs") or [] if manifest else [])
+                if isinstance(item, dict) and item.get("name") in names}
+    ranges = {name: tuple(item["range"]) for name, item in recorded.items() if item.get("range")}
+    for name, bounds in (getattr(options, "input_range", None) or {}).items():  # the options' win
+        ranges[names[0] if name == FIRST else name] = bounds
+    specs = []
+    for index, info in enumerate(graph):
+        dims = tuple(info.shape)
+        given = declared_for(declared, info.name, index)
+        if given is None:
+            rest = dims[1:]
+            if packaged and index == 0:
+                rule = PACKAGED[packaged].preprocessing.size
+                rest = (dims[1] if isinstance(dims[1], int) else 3, *rule.size)
+            elif any(not isinstance(d, int) for d in rest):
+                example = "x".join(str(d) if isinstance(d, int) else "N" for d in (1, *rest))
+                prefix = f"{info.name}:" if len(graph) > 1 else ""
+                raise BadInput(f"{path}'s input {info.name} is {format_shape(dims)}: its dynamic axes need a size to "
+                               f"bench at: give --input-shape {prefix}{example} with N filled in.")
+            given = (dims[0] if isinstance(dims[0], int) else 1, *rest)
+        specs.append((info.name, dims, info.dtype, tuple(given)))
+    resolved = resolve([(name, dims, dtype) for name, dims, dtype, _ in specs],
+                       shapes={name: given for name, _, _, given in specs},
+                       dtypes=getattr(options, "input_dtype", None), ranges=ranges or None)  # type: ignore[arg-type]
+    return tuple(replace(spec, layout=Layout(recorded[spec.name]["layout"]))
+                 if recorded.get(spec.name, {}).get("layout") else spec for spec in resolved)

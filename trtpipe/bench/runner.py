@@ -30,6 +30,7 @@ from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import compare
 from trtpipe.errors import BadInput
 from trtpipe.hardware import has_bf16, usable_cores
+from trtpipe.inputs import Batch, InputSpec, random_batch, resize
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
 from trtpipe.runtime.artifacts import ArtifactDescription, artifact_name, describe_artifact
@@ -59,8 +60,8 @@ MIN_ITERS = 5
 class _Samples:
     """Inputs shared by every variant: one timing batch per size, one agreement set."""
 
-    timing: dict[int, np.ndarray]
-    agreement: np.ndarray
+    timing: dict[int, Batch]  # a batch: one array, or {input name: array} for a model of several inputs
+    agreement: Batch
     labels: np.ndarray | None
     description: str
     # Why the task's agreement would mean nothing on these samples (random weights on random inputs), or None.
@@ -124,8 +125,7 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
                    options: BenchOptions) -> dict[str, Any]:
     threads = options.threads or usable_cores()
     descriptions = [describe_artifact(Path(a)) for a in artifacts]  # engines are checked against their sidecar
-    if isinstance(loaded, LoadedModel):
-        check_weights(loaded, descriptions)  # an artifact of other weights than the reference's is refused
+    check_weights(loaded, descriptions)  # an artifact of another model than the reference's is refused
     runs = _plan_runs(descriptions, _executions(options, descriptions))
     samples = _samples(loaded, options.batches)
     # With more than one round every variant stays open until its last round; with one it is closed at once.
@@ -202,15 +202,17 @@ def _speedups(rows: list[BenchRow]) -> None:
 def _samples(loaded: LoadedModel | OnnxReference, batches: tuple[int, ...]) -> _Samples:
     data = loaded.evaluation_data()
     if data is not None:
-        timing = {b: np.resize(data.images, (b, *data.images.shape[1:])) for b in batches}
+        timing = {b: resize(data.images, b) for b in batches}
         return _Samples(timing, data.images, data.labels, data.description)
     rng = np.random.default_rng(0)
-    timing = {b: rng.standard_normal((b, *loaded.sample_shape), dtype=np.float32) for b in batches}
-    agreement = rng.standard_normal((RANDOM_AGREEMENT_SAMPLES, *loaded.sample_shape), dtype=np.float32)
+    timing = {b: random_batch(loaded.inputs, b, rng) for b in batches}
+    agreement = random_batch(loaded.inputs, RANDOM_AGREEMENT_SAMPLES, rng)
     # A registry network without data of its own has seeded random weights: its "classes" on noise are no answer
     # an optimization could keep or lose, so only the output errors are reported.
     unmeasured = RANDOM_WEIGHTS if loaded.source_kind == "registry" else None
-    return _Samples(timing, agreement, None, f"{RANDOM_AGREEMENT_SAMPLES} seeded random inputs (no labels)",
+    plain = len(loaded.inputs) == 1 and loaded.inputs[0].dtype == "float32" and loaded.inputs[0].value_range is None
+    drawn = "" if plain else f": {'; '.join(s.describe_random() for s in loaded.inputs)}"
+    return _Samples(timing, agreement, None, f"{RANDOM_AGREEMENT_SAMPLES} seeded random inputs (no labels{drawn})",
                     unmeasured)
 
 
@@ -243,7 +245,7 @@ class _Bench:
             return
         device = self.options.device
         with MemoryProbe(device) as memory:
-            reference = TorchBackend(self.loaded.module, self.loaded.sample_shape, device=device,
+            reference = TorchBackend(self.loaded.module, self.loaded.inputs, device=device,
                                      threads=self.threads)
             _set_tf32(device, enabled=False)  # the baseline is true FP32
         rows, self.reference_outputs = self._variant(reference, "pytorch-fp32", memory,
@@ -291,7 +293,7 @@ class _Bench:
                 return
         label = f"pytorch-{autocast}-autocast" if autocast else "pytorch-fp32-compile"
         with MemoryProbe(device) as memory, contextlib.ExitStack() as own:
-            backend = self._hold(TorchBackend(self.loaded.module, self.loaded.sample_shape, device=device,
+            backend = self._hold(TorchBackend(self.loaded.module, self.loaded.inputs, device=device,
                                               threads=self.threads, compile=baseline is Baseline.COMPILE,
                                               autocast=autocast), own)
             rows = self._variant(backend, label, memory, extra_host_mb=self.torch_weights_mb)[0]
@@ -311,7 +313,7 @@ class _Bench:
             if execution.on_gpu:
                 from trtpipe.runtime.onnxruntime.providers import provider_list
 
-                trt_profile = _trt_profile(description, self.loaded.sample_shape, self.options)
+                trt_profile = _trt_profile(description, self.loaded.inputs, self.options)
                 asked = replace(asked, providers=tuple(provider_list(execution, trt_profile=trt_profile)))
         settings = description.settings_for(runtime, asked)
         alone = None  # a GPU row: its device figure is the one that matters, taken below with the host one
@@ -350,7 +352,7 @@ class _Bench:
     def _host_memory_alone(self, kind: BackendKind, path: Path, settings: RunOptions,
                            label: str) -> dict[int, float | None]:
         """A CPU row's host memory, measured in a fresh process (isolated.py says why)."""
-        spec = VariantSpec(kind, str(path), tuple(self.loaded.sample_shape), tuple(self.options.batches),
+        spec = VariantSpec(kind, str(path), tuple(self.loaded.inputs), tuple(self.options.batches),
                            settings.to_plain())
         return host_memory_alone(spec, label)
 
@@ -513,14 +515,22 @@ def _module_bytes(module: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _trt_profile(description: ArtifactDescription, sample_shape: tuple[int, ...],
+def _trt_profile(description: ArtifactDescription, inputs: tuple[InputSpec, ...],
                  options: BenchOptions) -> tuple[str, str, str]:
-    """The TensorRT provider's profile for the artifact's input: batch 1 to the largest batch bench runs (the
-    sweep or the agreement chunks)."""
-    name = description.inputs[0].name
+    """The TensorRT provider's profile for every input of the artifact: batch 1 to the largest batch bench runs
+    (the sweep or the agreement chunks), each input at its size (the reference's, where the artifact leaves an axis
+    dynamic); an input whose batch axis is fixed keeps it."""
     largest = max(*options.batches, AGREEMENT_CHUNK)
-    dims = "x".join(map(str, sample_shape))
-    return f"{name}:1x{dims}", f"{name}:{max(options.batches)}x{dims}", f"{name}:{largest}x{dims}"
+    by_name = {spec.name: spec for spec in inputs}
+    shapes: list[list[str]] = [[], [], []]
+    for index, info in enumerate(description.inputs):
+        spec = by_name.get(info.name) or inputs[min(index, len(inputs) - 1)]
+        rest = [d if isinstance(d, int) else spec.sample_shape[axis] for axis, d in enumerate(info.shape[1:])]
+        fixed = info.shape[0] if info.shape and isinstance(info.shape[0], int) else None
+        for profile, batch in zip(shapes, (1, max(options.batches), largest), strict=True):
+            profile.append(f"{info.name}:" + "x".join(str(d) for d in (fixed or batch, *rest)))
+    low, opt, high = (",".join(profile) for profile in shapes)
+    return low, opt, high
 
 
 def _set_tf32(device: Device, *, enabled: bool) -> None:

@@ -78,8 +78,7 @@ class BatchListType(click.ParamType):
 def _load_model(source: str, model: ModelOptions) -> Any:
     from trtpipe.models.loader import load_model
 
-    return load_model(source, arch=model.arch, input_shape=model.input_shape, trust_checkpoint=model.trust_checkpoint,
-                      task=model.task, postprocess=model.postprocess)
+    return load_model(source, **model.loader_keywords())
 
 
 @click.group(cls=TrtpipeGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -326,7 +325,8 @@ def report(results: Path, output: Path, markdown: Path | None, batch: int | None
               show_default=True, help="Folder for the reports.")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
 def demo(repository: Path, reports: Path, overrides: tuple[str, ...]) -> None:
-    """Run the bundled pipelines (the digits model and ResNet-50) on this machine: `trtpipe run` on each."""
+    """Run the bundled pipelines on this machine (the digits model, the pretrained EfficientNet-Lite0 and the
+    PP-PicoDet layout detector from its ONNX): `trtpipe run` on each."""
     from trtpipe.pipeline.demo import run_demo
 
     run_demo(repository, reports, overrides=list(overrides))

@@ -1,4 +1,6 @@
-"""PyTorch -> ONNX with a dynamic batch axis.
+"""PyTorch -> ONNX with a dynamic batch axis on every input and output.
+
+Every input the model takes is exported under its name and in its dtype (a uint8 image stays uint8 in the graph).
 
 The dynamo exporter (torch.export) is tried first: it is torch's supported path and emits cleaner graphs.
 When it fails, the TorchScript exporter gets a turn and the user is told why. TorchScript modules go straight
@@ -20,16 +22,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
 import torch
 
 from trtpipe import console
+from trtpipe.convert.checks import require_dynamic_batch
 from trtpipe.errors import TrtpipeError
+from trtpipe.inputs import random_batch
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.torch.backend import output_names as named_outputs
 from trtpipe.vocab import DEFAULT_OPSET
 
-INPUT_NAME = "input"
 BATCH_AXIS = "batch"
 
 
@@ -48,10 +52,11 @@ def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
     start = time.perf_counter()
     # A batch of 2 for tracing keeps torch.export from specialising the batch axis to the constant 1.
     batch = 2 if dynamic_batch else loaded.input_shape[0]
-    # A seeded example input: tracing exporters follow the branches this input takes, so it must not vary.
-    example = torch.randn((batch, *loaded.sample_shape), generator=torch.Generator().manual_seed(0))
+    # Seeded example inputs, each in its dtype and range: tracing exporters follow the branches these inputs take,
+    # so they must not vary.
+    example = example_inputs(loaded, batch)
     with torch.inference_mode():
-        output_names = named_outputs(loaded.module(example))  # a dict's keys, a namedtuple's fields
+        output_names = named_outputs(loaded.module(*example))  # a dict's keys, a namedtuple's fields
 
     fallback_reason = None
     if isinstance(loaded.module, torch.jit.ScriptModule):
@@ -76,28 +81,45 @@ def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
     return ExportResult(exporter, fallback_reason, actual_opset, dynamic_batch, time.perf_counter() - start)
 
 
-def _export_dynamo(loaded: LoadedModel, example: torch.Tensor, path: Path, opset: int, dynamic: bool,
+def example_inputs(loaded: LoadedModel, batch: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """One seeded tensor per input, in ``forward``'s order, each in its dtype and range."""
+    samples = random_batch(loaded.inputs, batch, np.random.default_rng(seed))
+    arrays = [samples] if isinstance(samples, np.ndarray) else [samples[spec.name] for spec in loaded.inputs]
+    return tuple(torch.from_numpy(np.ascontiguousarray(array)) for array in arrays)
+
+
+def _input_names(loaded: LoadedModel) -> list[str]:
+    return [spec.name for spec in loaded.inputs]
+
+
+def _export_dynamo(loaded: LoadedModel, example: tuple[torch.Tensor, ...], path: Path, opset: int, dynamic: bool,
                    output_names: list[str]) -> None:
-    dynamic_shapes = ({0: torch.export.Dim(BATCH_AXIS)},) if dynamic else None
+    # One batch dimension shared by every input: they are samples of the same batch.
+    batch = torch.export.Dim(BATCH_AXIS)
+    dynamic_shapes = tuple({0: batch} for _ in example) if dynamic else None
     with _quiet():
         torch.onnx.export(
-            loaded.module, (example,), str(path), dynamo=True, opset_version=opset,
-            input_names=[INPUT_NAME], output_names=output_names, dynamic_shapes=dynamic_shapes,
+            loaded.module, example, str(path), dynamo=True, opset_version=opset,
+            input_names=_input_names(loaded), output_names=output_names, dynamic_shapes=dynamic_shapes,
             external_data=False, verbose=False,
         )
+    if dynamic:  # torch.export may have specialised it without failing: then the TorchScript exporter gets a turn
+        require_dynamic_batch(path, example, "dynamo")
 
 
-def _export_torchscript(loaded: LoadedModel, example: torch.Tensor, path: Path, opset: int, dynamic: bool,
-                        output_names: list[str]) -> None:
-    axes = {name: {0: BATCH_AXIS} for name in [INPUT_NAME, *output_names]} if dynamic else None
+def _export_torchscript(loaded: LoadedModel, example: tuple[torch.Tensor, ...], path: Path, opset: int,
+                        dynamic: bool, output_names: list[str]) -> None:
+    axes = {name: {0: BATCH_AXIS} for name in [*_input_names(loaded), *output_names]} if dynamic else None
     try:
-        with _quiet():
+        with _quiet(), torch.no_grad():  # no autograd: state a run under inference_mode left in the model is usable
             torch.onnx.export(
-                loaded.module, (example,), str(path), dynamo=False, opset_version=opset,
-                input_names=[INPUT_NAME], output_names=output_names, dynamic_axes=axes,
+                loaded.module, example, str(path), dynamo=False, opset_version=opset,
+                input_names=_input_names(loaded), output_names=output_names, dynamic_axes=axes,
             )
     except Exception as error:  # both exporters failed: name the operator and what to try
         raise TrtpipeError(_export_failure_message(error, opset)) from None
+    if dynamic:
+        require_dynamic_batch(path, example, "torchscript")
 
 
 def _export_failure_message(error: BaseException, opset: int) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from trtpipe import console
+from trtpipe.convert.checks import one_line_failures, runs_checked
 from trtpipe.convert.export import ExportResult, export_onnx
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.convert.verify import Tolerance, VerificationReport, verify_backends
@@ -35,16 +36,18 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
     output = Path(output)
     require_parent_dir(output)
     loaded.check_runs(batch=2 if options.dynamic_batch else loaded.input_shape[0])
-    with atomic_path(output) as tmp:
+    with atomic_path(output) as tmp, one_line_failures(loaded):
         with console.step(f"Exporting {loaded.name} to ONNX (opset {options.opset})..."):
             exported = export_onnx(loaded, tmp, opset=options.opset, dynamic_batch=options.dynamic_batch)
-        console.success(f"Exported {loaded.name} with the {exported.exporter} exporter in {exported.seconds:.1f} s "
-                        f"(opset {exported.opset}, {'dynamic' if options.dynamic_batch else 'static'} batch)")
-        with console.step(f"Verifying against PyTorch FP32 on {options.runtime} (CPU)..."):
+        with console.step(f"Verifying against PyTorch FP32 on {options.runtime} (CPU)..."), \
+                runs_checked("The exported ONNX", options.runtime, " Nothing was written."):
             report, inputs, outputs = _verify_file(loaded, tmp, options.dynamic_batch, Tolerance.of(options),
                                                    options.runtime)
         if not report.passed:
             raise VerificationFailed(report.failure_message("The exported ONNX") + " Nothing was written.")
+    # Only now, so that a failure above is the command's one line, with no ✓ before it.
+    console.success(f"Exported {loaded.name} with the {exported.exporter} exporter in {exported.seconds:.1f} s "
+                    f"(opset {exported.opset}, {'dynamic' if exported.dynamic_batch else 'static'} batch)")
     console.success(_verification_line(report, options.runtime))
     # The task as given, or as the outputs implied when verification measured it: optimize and bench read it here.
     manifest = ArtifactManifest.describe(output, Precision.FP32, seconds=exported.seconds,
@@ -56,7 +59,8 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
 def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None = None) -> VerificationReport:
     """Check an existing ONNX file against the PyTorch model; raises VerificationFailed when it differs."""
     options = options or ConvertOptions()
-    with console.step(f"Verifying {onnx_path} against PyTorch FP32 on {options.runtime}..."):
+    with console.step(f"Verifying {onnx_path} against PyTorch FP32 on {options.runtime}..."), \
+            runs_checked(str(onnx_path), options.runtime):
         report, _, _ = _verify_file(loaded, Path(onnx_path), None, Tolerance.of(options), options.runtime)
     if not report.passed:
         raise VerificationFailed(report.failure_message(str(onnx_path)))
@@ -77,7 +81,7 @@ def _verify_file(
     with backend_class(runtime)(description, None) as candidate:
         if dynamic_batch is None:  # an existing file: its own batch axis decides
             dynamic_batch = candidate.static_batch is None
-        reference = TorchBackend(loaded.module, loaded.sample_shape)
+        reference = TorchBackend(loaded.module, loaded.inputs)
         report = verify_backends(reference, candidate, loaded, dynamic_batch=dynamic_batch, tolerance=tolerance,
                                  task=loaded.task)
         return report, candidate.inputs, candidate.outputs
@@ -110,6 +114,10 @@ def _details(loaded: LoadedModel, exported: ExportResult, report: VerificationRe
                    "seconds": round(exported.seconds, 3)},
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
         "inputs": [t.to_dict() for t in inputs],
+        # Each input as the model takes it (dtype, the range its values live in, layout): what optimize and bench
+        # draw calibration and timing inputs from. The batch is None where the exported axis is dynamic.
+        "input_specs": [replace(spec, shape=(None, *spec.sample_shape)).to_dict() if exported.dynamic_batch
+                        else spec.to_dict() for spec in loaded.inputs],
         "outputs": [t.to_dict() for t in outputs],
         "dynamic_axes": {k: v for k, v in dynamic_axes.items() if v},
         "verification": report.to_dict(),

@@ -14,6 +14,7 @@ import numpy as np
 
 from trtpipe.comparison import Comparison, OutputFigures, compare, merge
 from trtpipe.convert.options import ConvertOptions
+from trtpipe.inputs import Batch, random_batch
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.vocab import Task
@@ -113,12 +114,20 @@ class VerificationReport:
         }
 
 
-def verification_inputs(loaded: LoadedModel, dynamic_batch: bool, seed: int = 0) -> list[tuple[str, np.ndarray]]:
-    """Random batches: three sizes when the batch axis is dynamic, else three draws of the fixed size."""
+def verification_inputs(loaded: LoadedModel, dynamic_batch: bool, seed: int = 0) -> list[tuple[str, Batch]]:
+    """Random batches of every input, each in its dtype and range: three sizes when the batch axis is dynamic,
+    else three draws of the fixed size."""
     rng = np.random.default_rng(seed)
     sizes = RANDOM_BATCHES_DYNAMIC if dynamic_batch else (loaded.input_shape[0],) * 3
-    return [(f"random batch of {b}", rng.standard_normal((b, *loaded.sample_shape), dtype=np.float32))
-            for b in sizes]
+    return [(f"random batch of {b}", random_batch(loaded.inputs, b, rng)) for b in sizes]
+
+
+def _fed(batch: Batch, backend: Backend) -> Batch | list[np.ndarray]:
+    """``batch`` as ``backend`` takes it: by name where it names the inputs so, else in order (an ONNX file
+    exported elsewhere may call them otherwise)."""
+    if isinstance(batch, np.ndarray) or set(batch) == {t.name for t in backend.inputs}:
+        return batch
+    return list(batch.values())
 
 
 def verify_backends(
@@ -135,8 +144,8 @@ def verify_backends(
     report = VerificationReport(tolerance)
     names = [t.name for t in candidate.outputs]
     for label, batch in verification_inputs(loaded, dynamic_batch):
-        agreement = compare(reference.run(batch), candidate.run(batch), names=names, task=task,
-                            decoder=loaded.decoder)
+        agreement = compare(reference.run(_fed(batch, reference)), candidate.run(_fed(batch, candidate)),
+                            names=names, task=task, decoder=loaded.decoder)
         report.cases.append(CaseResult(label, agreement, tolerance.accepts(agreement)))
     data = loaded.evaluation_data()
     if data is not None:

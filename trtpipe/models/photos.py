@@ -65,8 +65,10 @@ def crop_boxes(purpose: str, count: int, photos: int) -> list[tuple[int, float, 
 
 
 def photo_crops(purpose: str, sample_shape: tuple[int, ...], mean: tuple[float, ...], std: tuple[float, ...],
-                count: int | None = None) -> np.ndarray:
-    """``count`` crops (N x C x H x W, float32, normalised) for ``purpose``: "calibration" or "eval"."""
+                count: int | None = None, *, raw: bool = False, channels_last: bool = False) -> np.ndarray:
+    """``count`` crops for ``purpose`` ("calibration" or "eval"): N x C x H x W float32, normalised; ``raw``: the
+    pixels themselves (uint8, 0-255, no normalisation: for a model that takes decoded pixels and normalises
+    inside); ``channels_last``: N x H x W x C. ``sample_shape`` is (C, H, W) either way."""
     from PIL import Image
 
     channels, height, width = sample_shape
@@ -78,13 +80,14 @@ def photo_crops(purpose: str, sample_shape: tuple[int, ...], mean: tuple[float, 
     count = count or DEFAULT_COUNT[purpose]
     mean_array = np.asarray(mean, np.float32)[:, None, None]
     std_array = np.asarray(std, np.float32)[:, None, None]
-    crops = np.empty((count, channels, height, width), np.float32)
+    crops = np.empty((count, channels, height, width), np.uint8 if raw else np.float32)
     for index, (photo, left, top, w, h, flip) in enumerate(crop_boxes(purpose, count, len(files))):
         pixels = _rgb(files[photo])
         rows, cols = pixels.shape[:2]
         y0, x0 = int(top * rows), int(left * cols)
         patch = Image.fromarray(pixels[y0 : y0 + max(1, int(h * rows)), x0 : x0 + max(1, int(w * cols))])
         patch = patch.resize((width, height), Image.Resampling.BILINEAR)
-        array = np.asarray(patch, np.float32).transpose(2, 0, 1) / 255.0
-        crops[index] = ((array[:, :, ::-1] if flip else array) - mean_array) / std_array
-    return crops
+        array = np.asarray(patch).transpose(2, 0, 1)
+        array = array[:, :, ::-1] if flip else array
+        crops[index] = array if raw else (array.astype(np.float32) / 255.0 - mean_array) / std_array
+    return np.ascontiguousarray(crops.transpose(0, 2, 3, 1)) if channels_last else crops

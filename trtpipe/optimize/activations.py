@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
+
+from trtpipe.inputs import Batch, named
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE}
 
@@ -56,6 +59,14 @@ class RunningStats:
         self.abs_max = max(self.abs_max, abs(low), abs(high))
 
 
+def feeds(session: Any, batch: Batch) -> dict[str, np.ndarray]:
+    """``batch`` keyed by an ONNX Runtime session's input names (a bare array: its only input), holding only the
+    inputs the session takes (a sub-graph may read fewer than the model)."""
+    names = [i.name for i in session.get_inputs()]
+    given = named(batch, names)
+    return {name: given[name] for name in names if name in given}
+
+
 def _session(model: onnx.ModelProto):  # type: ignore[no-untyped-def]
     import onnxruntime as ort
 
@@ -69,7 +80,7 @@ def _session(model: onnx.ModelProto):  # type: ignore[no-untyped-def]
 def observe(
     model: onnx.ModelProto,
     names: list[str],
-    batches: Iterable[np.ndarray],
+    batches: Iterable[Batch],
     *,
     histogram_bins: int = 0,
     ranges: dict[str, RunningStats] | None = None,
@@ -78,10 +89,9 @@ def observe(
     """Run the batches and return per-tensor min/max/abs-max; with ``histogram_bins`` and the ``ranges``
     of a first pass, also a histogram of each tensor over [-abs_max, abs_max]."""
     session = _session(with_outputs(model, names))
-    input_name = session.get_inputs()[0].name
     stats = {name: RunningStats() for name in names}
     for batch in batches:
-        values = session.run(names, {input_name: batch})
+        values = session.run(names, feeds(session, batch))
         for name, value in zip(names, values, strict=True):
             value = np.asarray(value, dtype=np.float32)
             stats[name].update(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from trtpipe.inputs import Batch, named
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import GraphOptimization
@@ -12,15 +13,22 @@ from trtpipe.vocab import GraphOptimization
 EVAL_BATCH = 64
 
 
-def outputs(model: onnx.ModelProto, images: np.ndarray, *,
+def outputs(model: onnx.ModelProto, images: Batch, *,
             optimization: GraphOptimization = GraphOptimization.ALL, batch: int | None = None) -> list[np.ndarray]:
-    """Every output of ``model`` over ``images``; a static batch size drops the remainder that does not fill a
-    batch."""
+    """Every output of ``model`` over ``images`` (a batch: one array, or {input name: array}); a static batch size
+    drops the remainder that does not fill a batch. A float input the model takes in another float type (FP16
+    without --keep-io-fp32) is given the data in that type."""
     with OnnxRuntimeBackend(model, RunOptions(optimization=optimization)) as backend:
+        wanted = {t.name: np.dtype(t.dtype) for t in backend.inputs}
+        named_images = named(images, list(wanted))
+        if any(a.dtype != wanted[n] and a.dtype.kind == wanted[n].kind == "f" for n, a in named_images.items()
+               if n in wanted):
+            images = {n: a.astype(wanted[n]) if n in wanted and a.dtype.kind == wanted[n].kind == "f" else a
+                      for n, a in named_images.items()}
         return backend.run_chunked(images, batch or EVAL_BATCH)
 
 
-def logits(model: onnx.ModelProto, images: np.ndarray, *,
+def logits(model: onnx.ModelProto, images: Batch, *,
            optimization: GraphOptimization = GraphOptimization.ALL, batch: int | None = None) -> np.ndarray:
     """The first output (a classifier's logits; the one sensitivity ranking measures error on)."""
     return outputs(model, images, optimization=optimization, batch=batch)[0]

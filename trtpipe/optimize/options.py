@@ -10,7 +10,15 @@ from trtpipe.errors import BadInput
 from trtpipe.models.options import POSTPROCESS_HELP, TASK_HELP
 from trtpipe.optimize.passes.registry import graph_pass_names, parse_passes
 from trtpipe.options import Options, option
-from trtpipe.shapes import parse_floats
+from trtpipe.shapes import (
+    format_input_dtypes,
+    format_input_ranges,
+    format_input_shapes,
+    parse_floats,
+    parse_input_dtypes,
+    parse_input_ranges,
+    parse_input_shapes,
+)
 from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Target, Task
 
 DATA_HELP = ("digits, photos (packaged natural photos: pip install 'trtpipe[pretrained]'), FILE.npy/.npz, an image "
@@ -33,6 +41,17 @@ class OptimizeOptions(Options):
     task: Task | None = option(None, TASK_HELP.replace("Default:", "Default: the source's manifest, else"),
                                type=Task)
     postprocess: str | None = option(None, POSTPROCESS_HELP, metavar="MODULE:FN")
+    input_shape: dict[str, tuple[int, ...]] | None = option(
+        None, "Input shapes to calibrate and check at, filling the graph's dynamic axes: 1x3x224x224 (the only or "
+        "first input) or image:1x3x640x640,scale:1x2. The written graph keeps its dynamic axes.",
+        parse=parse_input_shapes, format=format_input_shapes, metavar="[NAME:]SHAPE,...")
+    input_dtype: dict[str, str] | None = option(
+        None, "Input dtypes, checked against the graph's: uint8 or image:uint8,scale:float32.",
+        parse=parse_input_dtypes, format=format_input_dtypes, metavar="[NAME:]DTYPE,...")
+    input_range: dict[str, tuple[float, float]] | None = option(
+        None, "The range each input's values live in, for --calib random and random probes: 0..255 or "
+        "image:0..255,scale:0.5..2 (default: the source's manifest, else uint8/int8's full range, else N(0, 1)).",
+        parse=parse_input_ranges, format=format_input_ranges, metavar="[NAME:]LOW..HIGH,...")
     keep_io_fp32: bool = option(True, "FP16: keep graph inputs and outputs FP32.", type=bool)
     calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
     calib_method: CalibMethod = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.",

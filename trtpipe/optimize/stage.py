@@ -7,7 +7,7 @@ ONNX: the same optimized file then runs on TensorRT, ONNX Runtime's GPU provider
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import atomic_path, require_parent_dir, sha256_file
+from trtpipe.inputs import FIRST, InputSpec, Layout, random_batch, resolve, take
 from trtpipe.manifest import ArtifactManifest, read_manifest, write_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
@@ -25,7 +26,6 @@ from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import graph_pass, precision_pass
 from trtpipe.options import to_plain
-from trtpipe.shapes import format_shape
 from trtpipe.vocab import Precision, Target, Task
 
 
@@ -64,14 +64,14 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         raise BadInput(f"{source} is {kind}: give the FP32 ONNX that 'trtpipe convert' wrote.")
     model, opset_note = upgrade_for_precision(model, precision)  # ONNX from elsewhere: often below opset 13
     name_nodes(model)
-    sample_shape, static_batch = _input_geometry(model, source)
 
     # The source's hash and manifest, read once: its preprocessing, its task and the record below all use them.
     source_sha, source_manifest = sha256_file(source), read_manifest(source)
+    specs, static_batch = input_specs(model, options, source_manifest)
     preprocessing = _preprocessing(options, source, source_manifest)
-    calib = _load(options.calib, sample_shape, "calibration", options.calib_samples, preprocessing)
-    evaluation = _load(options.eval, sample_shape, "eval", None, preprocessing)
-    probe = calib or evaluation or _random_probe(sample_shape)
+    calib = _load(options.calib, specs, "calibration", options.calib_samples, preprocessing)
+    evaluation = _load(options.eval, specs, "eval", None, preprocessing)
+    probe = calib or evaluation or _random_probe(specs)
     decoder = None
     if options.postprocess:
         from trtpipe.models.user_code import load_postprocess
@@ -85,12 +85,10 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     task = _task(options, source, source_manifest, model, probe, static_batch, decoder is not None)
     if evaluation is not None and evaluation.labels is None and task is Task.CLASSIFY:
         # Reference labels: FP32's own top-1 (other tasks are judged by their agreement with FP32 directly).
-        from dataclasses import replace
-
         from trtpipe.optimize.evaluate import logits
 
         labels = logits(model, evaluation.images, batch=static_batch).argmax(1)
-        evaluation = replace(evaluation, images=evaluation.images[: len(labels)], labels=labels)
+        evaluation = replace(evaluation, images=take(evaluation.images, 0, len(labels)), labels=labels)
         console.note(f"{evaluation.source}: labelled by the FP32 model's top-1, so accuracy here is agreement "
                      "with FP32, not ImageNet accuracy")
     context = PassContext(options, target, calib, evaluation, probe, static_batch, output, task, decoder)
@@ -98,6 +96,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         "input": {"path": str(source), "sha256": source_sha, "precision": str(Precision.FP32)},
         "options": to_plain(options) | {"target": str(target)},
         "data": {"calibration": _describe(calib), "eval": _describe(evaluation)},
+        "input_specs": [spec.to_dict() for spec in specs],
         **({"opset_upgrade": opset_note} if opset_note else {}),
     })
 
@@ -153,16 +152,38 @@ def _preprocessing(options: OptimizeOptions, source: Path,
                               channel_order=options.channel_order)
 
 
-def _input_geometry(model: onnx.ModelProto, source: Path) -> tuple[tuple[int | None, ...], int | None]:
+def input_specs(model: onnx.ModelProto, options: OptimizeOptions,
+                manifest: ArtifactManifest | None) -> tuple[tuple[InputSpec, ...], int | None]:
+    """The graph's inputs as :class:`InputSpec` (name, dims, dtype from the graph), with what the options declare
+    laid over them and, where the options say nothing, the ranges and layouts convert recorded in the manifest;
+    and the static batch size (None: dynamic). A dynamic axis stays dynamic in the written artifact: only
+    calibration and accuracy runs take a size (from --input-shape or the data)."""
     initializers = {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in initializers]
-    if len(inputs) != 1:
-        raise BadInput(f"{source} has {len(inputs)} inputs; trtpipe optimizes single-input CNNs.")
-    dims = inputs[0].type.tensor_type.shape.dim
-    values = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims]
-    # A dynamic spatial axis stays dynamic in the written artifact; calibration and accuracy runs take its size from
-    # the data (None here).
-    return tuple(values[1:]), values[0]
+    graph = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim)
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
+        graph.append((value.name, dims, dtype))
+    names = [name for name, _, _ in graph]
+    recorded = _recorded_inputs(manifest, names)
+    ranges = {name: tuple(r["range"]) for name, r in recorded.items() if r.get("range")}
+    for name, bounds in (options.input_range or {}).items():  # the options' win over the manifest's
+        ranges[names[0] if name == FIRST and names else name] = bounds
+    specs = resolve(graph, shapes=options.input_shape, dtypes=options.input_dtype,
+                    ranges=ranges or None)  # type: ignore[arg-type]
+    specs = tuple(replace(spec, layout=Layout(recorded[spec.name]["layout"]))
+                  if recorded.get(spec.name, {}).get("layout") else spec for spec in specs)
+    batch = graph[0][1][0] if graph and graph[0][1] else None
+    return specs, batch
+
+
+def _recorded_inputs(manifest: ArtifactManifest | None, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The inputs convert recorded (``details.input_specs``: range and layout), by name, for inputs the graph has."""
+    recorded = (manifest.details.get("input_specs") if manifest is not None else None) or []
+    return {item["name"]: item for item in recorded if isinstance(item, dict) and item.get("name") in names}
 
 
 def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | None, model: onnx.ModelProto,
@@ -173,7 +194,7 @@ def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | N
     from trtpipe.optimize.evaluate import outputs
     from trtpipe.tasks import check_fits, infer_task
 
-    samples = probe.images[: static_batch or 2]
+    samples = take(probe.images, 0, static_batch or 2)
     shapes = [tuple(o.shape) for o in outputs(model, samples, batch=static_batch)]
     task = options.task or (Task.DETECT if decoded else None) or (recorded.task if recorded else None)
     if decoded and task is not Task.DETECT:
@@ -181,7 +202,7 @@ def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | N
     if task is None:
         task = infer_task(shapes)
     elif not decoded:
-        check_fits(task, shapes[0])
+        check_fits(task, shapes)
     if options.max_accuracy_drop is not None and task is Task.GENERIC:
         raise BadInput(f"--max-accuracy-drop cannot be judged on {source}: its outputs "
                        f"({', '.join(str(list(s)) for s in shapes)}) name no task, so nothing measures accuracy. Give "
@@ -192,22 +213,20 @@ def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | N
     return task
 
 
-def _load(spec: str | None, sample_shape: tuple[int | None, ...], purpose: str, samples: int | None,
+def _load(spec: str | None, specs: tuple[InputSpec, ...], purpose: str, samples: int | None,
           preprocessing: ImagePreprocessing) -> Dataset | None:
     if spec is None:
         return None
-    dataset = load_dataset(spec, sample_shape, purpose=purpose, samples=samples, preprocessing=preprocessing)
+    dataset = load_dataset(spec, specs, purpose=purpose, samples=samples, preprocessing=preprocessing)
     console.note(f"{purpose.capitalize()} data: {dataset.source}, {len(dataset)} samples")
     return dataset
 
 
-def _random_probe(sample_shape: tuple[int | None, ...]) -> Dataset:
-    if any(d is None for d in sample_shape):
-        raise BadInput(f"The model's input has dynamic dimensions ({format_shape(sample_shape)}) and no data gives "
-                       "them a size: give --calib (or --eval) data of the size to check the graph at (.npy/.npz, or "
-                       "packaged:NAME for a packaged model).")
-    rng = np.random.default_rng(0)
-    return Dataset(rng.standard_normal((16, *sample_shape), dtype=np.float32), None, "16 seeded random inputs")
+def _random_probe(specs: tuple[InputSpec, ...]) -> Dataset:
+    """Seeded random inputs to check graph passes on, without data: every input drawn from its range. A dynamic
+    axis nothing sizes is refused (InputSpec.random names the input and --input-shape)."""
+    batch = random_batch(specs, 16, np.random.default_rng(0))
+    return Dataset(batch, None, "16 seeded random inputs")
 
 
 def _describe(dataset: Dataset | None) -> dict[str, Any] | None:

@@ -4,7 +4,8 @@ a bad value is named with its file and line, never ignored and never a traceback
 Each section's keys, types, choices and defaults come from the options dataclass of its stage (the same one the
 CLI flags come from):
 
-    [model]       ModelOptions        source (required), name, arch, input_shape, trust_checkpoint
+    [model]       ModelOptions        source (required: a PyTorch model, an FP32 .onnx or a packaged model's
+                                      name), name, arch, input_shape, trust_checkpoint
     [convert]     ConvertOptions
     [data]        OptimizeOptions     defaults for every variant
     [[variants]]  OptimizeOptions     plus name (required)
@@ -74,10 +75,13 @@ class Pipeline:
             return self.model.name
         source = str(self.model.source)
         factory = factory_spec(source)
+        path = Path(source)
         if factory is not None:
             stem = factory.factory
+        elif path.suffix.lower() == ".onnx" and path.parent.name.isdigit():
+            stem = path.parent.parent.name  # models/<name>/<version>/model.onnx is <name>
         else:
-            stem = Path(source).stem if ("/" in source or "." in Path(source).name) else source
+            stem = path.stem if ("/" in source or "." in path.name) else source
         return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
 
 
@@ -183,8 +187,27 @@ def default_pipeline(source: str, overrides: list[str] | None = None) -> Pipelin
             {"name": "int8_cpu", "precision": str(Precision.INT8), "target": str(Target.CPU), "calib": calib,
              "eval": calib, "calib_method": str(CalibMethod.MINMAX), "max_accuracy_drop": 0.5},
         ]
+    elif packaged_data(source):  # a packaged model brings its data: the variants calibrate and judge on it
+        data["variants"] += [{"name": str(Precision.FP16), "precision": str(Precision.FP16)},
+                             {"name": "int8_cpu", "precision": str(Precision.INT8), "target": str(Target.CPU)}]
     return pipeline_from_data(data, _Source(Path(f"<defaults for {source}>"), ""), base=Path(),
                               overrides=overrides)
+
+
+def packaged_data(source: str) -> str | None:
+    """The DATA spec of a packaged model's natural inputs (``packaged:NAME``) when ``source`` names one, else None."""
+    from trtpipe.models.packaged import PACKAGED
+
+    return f"{DataKind.PACKAGED}:{source}" if source in PACKAGED else None
+
+
+def _with_natural_data(options: OptimizeOptions, natural: str) -> OptimizeOptions:
+    """A packaged model's natural inputs where a variant names no data of its own: calibration for a precision
+    that needs it, eval for one that changes the arithmetic (or has a budget to judge): bench judges every variant
+    against the FP32 file anyway, and an FP32 variant's own eval would only repeat that."""
+    judged = options.precision is not Precision.FP32 or options.max_accuracy_drop is not None
+    return replace(options, calib=options.calib or (natural if options.precision.needs_calibration else None),
+                   eval=options.eval or (natural if judged else None))
 
 
 def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
@@ -201,7 +224,8 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
 
     model = _options(source, "model", data.get("model", {}))
     if not model.source:
-        raise BadInput(f"{source.path}: [model] needs 'source' (a registry name, checkpoint or module:factory).")
+        raise BadInput(f"{source.path}: [model] needs 'source' (a registry name, checkpoint, module:factory, FP32 "
+                       ".onnx file or packaged model name).")
     build_table = data.get("build", {})
     output = _options(source, "output", data.get("output", {}))
     output = replace(output, repository=base / output.repository, reports=base / output.reports,
@@ -218,11 +242,14 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
         path=source.path if source.text else None,
     )
     defaults = _options(source, "data", data.get("data", {}))
+    natural = packaged_data(str(model.source))
     for table in data.get("variants", []):
         if "name" not in table:
             raise BadInput(f"{source.path}: every [[variants]] needs a 'name'.")
         name = table["name"]
         options = _options(source, "variants", table, base=defaults)
+        if natural:
+            options = _with_natural_data(options, natural)
         if not SAFE_NAME.match(name) or any(v.name == name for v in pipeline.variants):
             raise source.error("variants", "name", f"variant name '{name}' is repeated or not made of letters, "
                                "digits, '_', '-', '.'.")

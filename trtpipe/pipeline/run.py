@@ -1,5 +1,9 @@
 """The pipeline: convert -> optimize (each variant) -> build (where TensorRT and a GPU exist) -> bench ->
-select -> report -> optional Triton export. Every stage is keyed by its inputs and reused when unchanged."""
+select -> report -> optional Triton export. Every stage is keyed by its inputs and reused when unchanged.
+
+The source is a PyTorch model, or an FP32 ONNX file (or a packaged model's name): that file is then the converted
+model (placed in the repository as it is, keyed by its SHA-256), optimize starts from it, and bench measures the
+variants against it on ONNX Runtime, as ``trtpipe bench`` does with an ONNX MODEL."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
-from trtpipe.errors import MissingDependency
+from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file, write_json_atomic
 from trtpipe.models.registry import factory_spec
 from trtpipe.options import to_plain
@@ -23,6 +27,7 @@ from trtpipe.pipeline.select import Choice, batch_advice, choose
 from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Precision, __version__
 
 if TYPE_CHECKING:
+    from trtpipe.bench.reference import OnnxReference
     from trtpipe.models.loader import LoadedModel
 
 
@@ -105,20 +110,27 @@ class _PipelineRun:
         self.manifest = RunManifest(self.reports / "run.json")
         self.versions = {"trtpipe": __version__, "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
         self._model: LoadedModel | None = None
+        self.onnx = _onnx_source(pipeline)  # an FP32 ONNX source: the converted model and bench's reference
 
     def model(self) -> LoadedModel:
         if self._model is None:
             from trtpipe.models.loader import load_model
 
             source = self.pipeline.model
-            self._model = load_model(str(source.source), arch=source.arch, input_shape=source.input_shape,
-                                     trust_checkpoint=source.trust_checkpoint, task=source.task,
-                                     postprocess=source.postprocess)
+            self._model = load_model(str(source.source), **source.loader_keywords())
         return self._model
+
+    def reference(self) -> LoadedModel | OnnxReference:
+        """What bench measures every variant against: an FP32 ONNX source itself, else the PyTorch model."""
+        return self.onnx if self.onnx is not None else self.model()
 
     def convert(self) -> Path:
         pipeline = self.pipeline
         onnx_path = _artifact_path(self.repository, pipeline.name)
+        if self.onnx is not None:  # nothing to convert: the file is placed in the repository as it is
+            source = self.onnx.path
+            key = stage_key(stage="source", onnx=sha256_file(source), output=str(onnx_path))
+            return _stage(self.manifest, "source", key, lambda: _place_onnx(source, onnx_path))[0]
         model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline, self.model), "name": None}
         key = stage_key(stage="convert", model=model_options, options=to_plain(pipeline.convert),
                         versions=self.versions)
@@ -142,6 +154,8 @@ class _PipelineRun:
                 console.warn(f"Variant {variant.name} skipped: {skip}")
                 self.manifest.record(StageRecord(f"optimize:{variant.name}", "", "skipped", note=skip))
                 continue
+            if self.onnx is not None:  # no convert manifest carries [model]'s task and decoder: each variant does
+                variant = _with_model_task(variant, self.pipeline)
             made.append(_optimize_stage(self.manifest, self.pipeline, variant, converted, converted_sha,
                                         self.versions))
         return made
@@ -154,15 +168,18 @@ class _PipelineRun:
         from trtpipe.hardware import cpu_model
 
         bench_path = self.reports / "bench.json"
+        # An ONNX source is the reference row: its copy is not benched beside it; how it is read ([model]) is keyed.
+        benched = artifacts[1:] if self.onnx is not None else artifacts
+        reference = {"reference": to_plain(self.pipeline.model)} if self.onnx is not None else {}
         key = stage_key(stage="bench", artifacts=[sha256_file(a) for a in artifacts],
                         options=to_plain(self.pipeline.bench), cpu=cpu_model(), schema=BENCH_SCHEMA,
-                        versions=self.versions)
+                        versions=self.versions, **reference)
 
         def do_bench() -> list[Path]:
             from trtpipe.bench.runner import run_benchmark
             from trtpipe.report.tables import print_table, write_reports
 
-            report = run_benchmark(self.model(), artifacts, self.pipeline.bench)
+            report = run_benchmark(self.reference(), benched, self.pipeline.bench)
             print_table(report)
             write_reports(report, bench_path, self.reports / "bench.md")
             return [bench_path]
@@ -238,6 +255,55 @@ class _PipelineRun:
         console.success(f"{pipeline.name}: {ran} stage(s) ran, {len(manifest.stages) - ran} reused or skipped, "
                         f"in {total:.1f} s; run manifest {manifest.path}")
         return {**content, "stages": [s.__dict__ for s in manifest.stages]}
+
+
+def _onnx_source(pipeline: Pipeline) -> OnnxReference | None:
+    """The FP32 ONNX file (or packaged model) ``[model] source`` names, as bench's reference; None for a PyTorch
+    model. A quantised file is refused: variants are made from, and judged against, FP32."""
+    from trtpipe.bench.reference import onnx_reference
+    from trtpipe.runtime.artifacts import describe_artifact
+
+    source = str(pipeline.model.source)
+    where = f"{pipeline.path}: " if pipeline.path else ""
+    if source.lower().endswith(".onnx"):
+        if not Path(source).is_file():
+            raise BadInput(f"{where}[model] source {source} does not exist.")
+        precision = describe_artifact(Path(source)).precision
+        if precision is not Precision.FP32:
+            raise BadInput(f"{where}[model] source {source} is {precision}: a pipeline starts from the FP32 ONNX "
+                           "(the file it was quantised from) or from the PyTorch model.")
+    return onnx_reference(source, pipeline.model)
+
+
+def _with_model_task(variant: Variant, pipeline: Pipeline) -> Variant:
+    """The variant with [model]'s task and postprocess where it names none of its own."""
+    options, model = variant.options, pipeline.model
+    return replace(variant, options=replace(options, task=options.task or model.task,
+                                            postprocess=options.postprocess or model.postprocess))
+
+
+def _place_onnx(source: Path, output: Path) -> list[Path]:
+    """An ONNX source in the repository, as it is: the file, its external weights and its manifest (convert's
+    record of the PyTorch model, when it has one), each written under a temporary name and renamed into place."""
+    import shutil
+
+    from trtpipe.files import atomic_path
+    from trtpipe.manifest import manifest_path, read_manifest, write_manifest
+    from trtpipe.onnx_info import external_data_files, load_onnx
+
+    if source.resolve() == output.resolve():  # run from the repository it writes to
+        return [output]
+    files = [(source, output)] + [(source.parent / name, output.parent / name)
+                                  for name in external_data_files(load_onnx(source, load_weights=False))]
+    for origin, destination in files:
+        with atomic_path(destination) as tmp:
+            shutil.copyfile(origin, tmp)
+    manifest = read_manifest(source)
+    if manifest is not None:
+        write_manifest(output, replace(manifest, path=output.name))
+    else:  # a manifest left there by an earlier source would describe another file
+        manifest_path(output).unlink(missing_ok=True)
+    return [destination for _, destination in files]
 
 
 def _unavailable(variant: Variant) -> str | None:

@@ -21,7 +21,7 @@ class Choice:
 
 
 def accuracy_drop_pp(row: BenchRow) -> float | None:
-    """Points of the task's accuracy lost against PyTorch FP32 on the same samples (labels), or without labels
+    """Points of the task's accuracy lost against the FP32 reference on the same samples (labels), or without labels
     how much of FP32's answer was lost (100 x (1 - agreement): top-1, pixel agreement, mAP@0.5 vs FP32...); None
     where nothing measured it (a generic task, random weights)."""
     if row.top1_accuracy is not None and row.reference_accuracy is not None:
@@ -80,8 +80,10 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
                                                           if max_accuracy_drop is not None else ""))
     if memory_budget_mb is not None and memory_mb(row) is not None:
         limits.append(f"{memory_mb(row):.0f} MB within {memory_budget_mb} MB")
+    reference = "PyTorch FP32" if any(r.is_reference and r.backend is BackendKind.TORCH for r in rows) \
+        else "the FP32 ONNX"
     reason = (f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms, {row.speedup_vs_torch_fp32 or 0:.2f}x "
-              f"PyTorch FP32) among {len(fitting)} of {len(candidates)} variants meeting the limits"
+              f"{reference}) among {len(fitting)} of {len(candidates)} variants meeting the limits"
               + (f"; {', '.join(limits)}" if limits else ""))
     return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput, row.backend)
 

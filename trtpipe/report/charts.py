@@ -11,6 +11,8 @@ matplotlib.use("Agg")  # no display here, and none needed
 
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
 
+from trtpipe.vocab import BackendKind
+
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
 
 
@@ -46,7 +48,9 @@ def latency_chart(rows: list[dict[str, Any]]) -> str:
 
 
 def speedup_chart(rows: list[dict[str, Any]]) -> str:
-    variants = [v for v in _variants(rows) if v != "pytorch-fp32"]
+    references = {r["variant"] for r in rows if r.get("reference")}
+    onnx = any(r.get("reference") and r.get("backend") != BackendKind.TORCH for r in rows)  # an FP32 ONNX as MODEL
+    variants = [v for v in _variants(rows) if v not in references and v != "pytorch-fp32"]
     batches = sorted({r["batch"] for r in rows})
     figure, axis = plt.subplots(figsize=(8, 3.2))
     width = 0.8 / max(len(batches), 1)
@@ -56,9 +60,9 @@ def speedup_chart(rows: list[dict[str, Any]]) -> str:
         axis.barh([i + index * width for i in range(len(variants))], values, width, label=f"batch {batch}")
     axis.axvline(1.0, color="grey", linewidth=1, linestyle="--")
     axis.set_yticks([i + 0.4 - width / 2 for i in range(len(variants))], variants)
-    axis.set_xlabel("speedup vs PyTorch FP32 eager (ratio of p50)")
+    axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (ratio of p50)")
     axis.legend(fontsize=7, frameon=False)
-    axis.set_title("Speedup over PyTorch FP32")
+    axis.set_title(f"Speedup over {'the FP32 ONNX' if onnx else 'PyTorch FP32'}")
     return _svg(figure)
 
 

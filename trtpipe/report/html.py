@@ -71,8 +71,9 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
     parts.append("<h2>Environment</h2><table>")
     facts = [("Machine", machine_line(report)), ("OS", env.get("os")), ("Python", env.get("python")),
              ("ONNX Runtime providers", ", ".join(env.get("onnxruntime_providers", []))),
-             ("Model", f"{model['name']} ({model.get('source_kind')}, {model.get('parameters', 0):,} parameters, "
-                       f"input {'x'.join(map(str, model.get('input_shape', [])))})")]
+             ("Model", f"{model['name']} ({model.get('source_kind')}, "
+                       + (f"{model['parameters']:,} parameters, " if model.get("parameters") is not None else "")
+                       + f"input {'x'.join(map(str, model.get('input_shape', [])))})")]
     parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts]
     parts.append("</table><h2>Results</h2><table><tr>" + "".join(
         f"<th title=\"{html.escape(c.meaning)}\">{c.header}</th>" if c.meaning else f"<th>{c.header}</th>"

@@ -42,8 +42,14 @@ def print_table(report: dict[str, Any]) -> None:
 
 
 def reference_of(report: dict[str, Any]) -> str:
-    """What every speedup and agreement in the report is measured against."""
-    return str(report.get("reference") or "PyTorch FP32 eager")
+    """What every speedup and agreement in the report is measured against; an FP32 ONNX that trtpipe converted
+    names the PyTorch model and weights it was converted from."""
+    reference = str(report.get("reference") or "PyTorch FP32 eager")
+    origin = (report.get("model") or {}).get("converted_from")
+    if isinstance(origin, dict) and origin.get("weights_sha256"):
+        reference += (f" (converted from {origin.get('source') or origin.get('name')}, weights SHA-256 "
+                      f"{str(origin['weights_sha256'])[:12]})")
+    return reference
 
 
 def standing_lines(report: dict[str, Any]) -> list[str]:

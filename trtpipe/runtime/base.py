@@ -16,6 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from trtpipe.errors import BadInput
+from trtpipe.inputs import Batch, count, take
 from trtpipe.runtime.options import RunOptions
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision
@@ -115,16 +116,17 @@ class Backend(ABC):
             feeds[info.name] = array
         return feeds
 
-    def run_chunked(self, data: np.ndarray, chunk: int) -> list[np.ndarray]:
-        """Every output over ``data``, in ``self.outputs`` order, run in chunks of at most ``chunk`` samples (the
-        model's static batch, else within an engine profile's maximum). A static batch drops the remainder that
-        does not fill one."""
+    def run_chunked(self, data: Batch, chunk: int) -> list[np.ndarray]:
+        """Every output over ``data`` (an array for the only input, or {input name: array}), in ``self.outputs``
+        order, run in chunks of at most ``chunk`` samples (the model's static batch, else within an engine
+        profile's maximum). A static batch drops the remainder that does not fill one."""
         fixed = self.static_batch
+        total = count(data)
         size = fixed or min(chunk, self.max_batch or chunk)
-        usable = len(data) - len(data) % size if fixed else len(data)
+        usable = total - total % size if fixed else total
         if usable == 0:
-            raise BadInput(f"{len(data)} samples do not fill one batch of the model's static batch size {fixed}.")
-        parts = [self.run(data[i : i + size]) for i in range(0, usable, size)]
+            raise BadInput(f"{total} samples do not fill one batch of the model's static batch size {fixed}.")
+        parts = [self.run(take(data, i, i + size)) for i in range(0, usable, size)]
         return [np.concatenate(chunks) for chunks in zip(*parts, strict=True)]
 
     @property

@@ -2,6 +2,8 @@
 
 One worker thread per model takes requests from a bounded queue, waits up to ``max_delay`` for more (or until
 a preferred batch size or ``max_batch_size`` is reached), runs them as one batch and hands each caller its rows.
+Requests whose inputs differ past the batch axis (another image size for a model with dynamic height and width)
+run in separate batches.
 Services use it directly; the HTTP server uses it for every model with a dynamic batch axis.
 """
 
@@ -37,6 +39,13 @@ class _Request:
     rows: int
     future: Future = field(default_factory=Future)  # type: ignore[type-arg]
     enqueued: float = field(default_factory=time.perf_counter)
+
+
+def _stackable(first: _Request, other: _Request) -> bool:
+    """Whether two requests' inputs join along axis 0: the same dtypes and the same shape past the batch axis (a
+    model with dynamic height and width takes each request at its own size, and those never share a batch)."""
+    return len(first.inputs) == len(other.inputs) and all(
+        a.dtype == b.dtype and a.shape[1:] == b.shape[1:] for a, b in zip(first.inputs, other.inputs, strict=True))
 
 
 class MicroBatcher:
@@ -96,8 +105,8 @@ class MicroBatcher:
                 if item is None:  # closing: finish this batch, then stop
                     self._queue.put(None)
                     break
-                if rows + item.rows > self.options.max_batch_size:
-                    self._carry = item
+                if rows + item.rows > self.options.max_batch_size or not _stackable(first, item):
+                    self._carry = item  # it starts the next batch
                     break
                 batch.append(item)
                 rows += item.rows

@@ -80,7 +80,9 @@ def load(source: str | Path, *, runtime: str | None = None, **settings: Any) -> 
     ``runtime`` runs an ONNX file on onnxruntime or openvino. ``settings`` are run settings (RunOptions:
     ``threads``, ``providers``, ``optimization``, ``spinning`` for ONNX Runtime, ``hint`` for OpenVINO,
     ``cuda_graph`` for TensorRT); a setting the artifact's backend does not have is refused. A PyTorch model
-    takes ``device``, ``threads``, ``arch``, ``input_shape`` and ``trust_checkpoint``.
+    takes ``device``, ``threads``, ``arch``, ``input_shape``, ``input_dtype``, ``input_range`` (each a value for
+    the only input or {input name: value}, as :func:`trtpipe.models.loader.load_model` reads them) and
+    ``trust_checkpoint``.
     """
     path = Path(source)
     if ArtifactKind.for_path(path.name) is not None:
@@ -93,12 +95,13 @@ def load(source: str | Path, *, runtime: str | None = None, **settings: Any) -> 
     from trtpipe.models.loader import load_model
     from trtpipe.runtime.torch.backend import TorchBackend
 
-    loader_options = {k: settings.pop(k) for k in ("arch", "input_shape", "trust_checkpoint") if k in settings}
+    loader_options = {k: settings.pop(k) for k in ("arch", "input_shape", "input_dtype", "input_range",
+                                                   "trust_checkpoint") if k in settings}
     device = settings.pop("device", Device.CPU)
     if device not in tuple(Device):
         raise BadInput(f"Unknown device '{device}': choose from {', '.join(Device)}.")
     loaded = load_model(str(source), **loader_options)
-    backend = TorchBackend(loaded.module, loaded.sample_shape, device=Device(device), **settings)
+    backend = TorchBackend(loaded.module, loaded.inputs, device=Device(device), **settings)
     return Model(backend, loaded.name, str(source))
 
 

@@ -109,7 +109,7 @@ def load_repository(repository: Path, options: ServeOptions,
                 runtime = serving_runtime(description, serve_options.runtime)
                 entry.model = open_model(description, serving_options(runtime, threads), runtime=runtime)
                 entry.max_batch_size = _max_batch(entry.model, batching)
-                if batching and entry.model.dynamic_batch:
+                if batching and _batches_on_axis_0(entry.model):
                     model = entry.model
                     entry.batcher = MicroBatcher(
                         lambda arrays, model=model: model.predict_all(arrays),
@@ -125,8 +125,16 @@ def load_repository(repository: Path, options: ServeOptions,
     return served
 
 
+def _batches_on_axis_0(model: Model) -> bool:
+    """Whether requests can be joined into one batch: every input has a dynamic first axis (an ONNX from elsewhere
+    may take a scalar or a fixed-size tensor beside its batched ones: such a model runs each request alone)."""
+    return bool(model.inputs) and all(t.shape and not isinstance(t.shape[0], int) for t in model.inputs)
+
+
 def _max_batch(model: Model, batching: BatchingOptions | None) -> int | None:
     """A static batch is the maximum; a dynamic one is capped by the batching options (or a TensorRT profile)."""
+    if not model.inputs or not model.inputs[0].shape:
+        return None  # a scalar input: no batch axis
     first = model.inputs[0].shape[0]
     if isinstance(first, int):
         return first

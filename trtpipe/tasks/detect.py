@@ -4,7 +4,9 @@ A raw one-stage head is decoded here, as the exporters write it:
 
 - ``yolov8`` (YOLOv8/v11, anchor-free): ``[N, 4+C, A]`` (or transposed ``[N, A, 4+C]``) of box centre, size (in
   input pixels) and C class scores;
-- ``yolov5`` (YOLOv5/v7): ``[N, A, 5+C]`` (or ``[N, 5+C, A]``) with an objectness score after the box.
+- ``yolov5`` (YOLOv5/v7): ``[N, A, 5+C]`` (or ``[N, 5+C, A]``) with an objectness score after the box;
+- ``scores_boxes``: two outputs, per-anchor class scores ``[N, A, C]`` then decoded boxes ``[N, A, 4]`` (x1 y1 x2 y2,
+  input pixels), as ``trtpipe.models.detectors.detector_head`` writes torchvision's one-stage detectors.
 
 The anchors axis is the longer of the last two. Anything else is decoded by the user's ``--postprocess
 module:fn``, which takes a model's outputs and returns, per image, ``(boxes [K, 4] as x1 y1 x2 y2, scores [K],
@@ -26,7 +28,8 @@ from trtpipe.errors import BadInput
 from trtpipe.tasks.base import Fidelity
 from trtpipe.vocab import Task
 
-EXPECTED = "a raw YOLO-style head [N, 4+C, anchors] or [N, anchors, 4+C] (yolov5: 5+C)"
+YOLO_EXPECTED = "a raw YOLO-style head [N, 4+C, anchors] or [N, anchors, 4+C] (yolov5: 5+C)"
+EXPECTED = f"{YOLO_EXPECTED}, or class scores [N, anchors, C] then boxes [N, anchors, 4]"
 TRUTH_SCORE = 0.25  # the reference's detections at Ultralytics' default confidence are the truth
 RANKED_SCORE = 0.001  # the candidate's detections are ranked down to this score (as mAP evaluations do)
 NMS_IOU = 0.7
@@ -61,8 +64,8 @@ def fits(shape: tuple[int, ...]) -> bool:
 def _oriented(head: np.ndarray, extra: int) -> np.ndarray:
     """``head`` as [N, anchors, 4+extra+C], whichever way round it was written."""
     if head.ndim != 3 or min(head.shape[1:]) < 4 + extra + 1:
-        raise BadInput(f"The detector's output has shape {list(head.shape)}; the yolo decoders expect {EXPECTED}: "
-                       "give --postprocess module:fn for another layout.")
+        raise BadInput(f"The detector's output has shape {list(head.shape)}; the yolo decoders expect "
+                       f"{YOLO_EXPECTED}: give --postprocess module:fn for another layout.")
     return head if head.shape[1] >= head.shape[2] else head.transpose(0, 2, 1)
 
 
@@ -118,6 +121,21 @@ def picodet_decoder(height: int, width: int, strides: tuple[int, ...] = (8, 16, 
     return decode
 
 
+def decode_scores_boxes(outputs: Sequence[np.ndarray]) -> list[Detections]:
+    """Class scores [N, A, C] and boxes [N, A, 4] (x1 y1 x2 y2), one row per anchor: a head cut before NMS."""
+    if len(outputs) < 2 or not scores_and_boxes([tuple(np.asarray(o).shape) for o in outputs]):
+        raise BadInput("The scores_boxes decoder expects class scores [N, A, C] and boxes [N, A, 4]; the model gave "
+                       f"shapes {[list(np.asarray(o).shape) for o in outputs]}.")
+    scores, boxes = (np.asarray(o, dtype=np.float64) for o in outputs[:2])
+    return [ranked(image_boxes, image_scores) for image_scores, image_boxes in zip(scores, boxes, strict=True)]
+
+
+def scores_and_boxes(shapes: Sequence[tuple[int, ...]]) -> bool:
+    """Two outputs, per-anchor class scores [N, A, C] and boxes [N, A, 4], as detector_head writes them."""
+    return (len(shapes) == 2 and len(shapes[0]) == len(shapes[1]) == 3 and shapes[1][2] == 4
+            and shapes[0][:2] == shapes[1][:2])
+
+
 def decode_yolov8(outputs: Sequence[np.ndarray]) -> list[Detections]:
     return _decode_yolo(outputs, objectness=False)
 
@@ -126,12 +144,17 @@ def decode_yolov5(outputs: Sequence[np.ndarray]) -> list[Detections]:
     return _decode_yolo(outputs, objectness=True)
 
 
-DECODERS: dict[str, Decoder] = {"yolov8": decode_yolov8, "yolov5": decode_yolov5}
+DECODERS: dict[str, Decoder] = {"yolov8": decode_yolov8, "yolov5": decode_yolov5,
+                                "scores_boxes": decode_scores_boxes}
 
 
-def default_decoder(shape: tuple[int, ...]) -> str:
-    """The decoder a raw head's layout calls for: anchors last ([N, A, K], YOLOv5's export) is yolov5, anchors
-    first ([N, K, A], YOLOv8/v11's) is yolov8."""
+def default_decoder(shapes: Sequence[tuple[int, ...]]) -> str:
+    """The decoder the outputs' layout calls for: scores [N, A, C] and boxes [N, A, 4] is scores_boxes; else the
+    first output is a raw head, anchors last ([N, A, K], YOLOv5's export) yolov5, anchors first ([N, K, A],
+    YOLOv8/v11's) yolov8."""
+    if scores_and_boxes(shapes):
+        return "scores_boxes"
+    shape = shapes[0]
     return "yolov5" if len(shape) == 3 and shape[1] > shape[2] else "yolov8"
 
 
@@ -237,9 +260,9 @@ def measure(reference: np.ndarray, candidate: np.ndarray, labels: object | None,
             ) -> Fidelity:
     """mAP@0.5 of ``candidate``'s detections against ``reference``'s: the raw heads decoded by the decoder their
     layout calls for, or every output (``outputs``) by the user's ``decoder``."""
-    if decoder is None:
-        decoder = DECODERS[default_decoder(tuple(reference.shape))]
     references, candidates = outputs if outputs is not None else ([reference], [candidate])
+    if decoder is None:
+        decoder = DECODERS[default_decoder([tuple(np.asarray(r).shape) for r in references])]
     truth = label_detections(labels, len(reference)) if labels is not None else None
     return measure_detections(_decoded(decoder, references), _decoded(decoder, candidates), truth)
 

@@ -6,6 +6,7 @@ and one line in MEASURES; the comparison, and so every stage that reports or gat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import ModuleType
 
 from trtpipe.errors import BadInput
@@ -21,16 +22,22 @@ _INFERRED = (Task.CLASSIFY, Task.DETECT, Task.SEGMENT, Task.DENSE)
 
 
 def infer_task(shapes: list[tuple[int, ...]]) -> Task:
-    """The task a model's output shapes imply where that is unambiguous (one output of a known layout), else
-    generic."""
+    """The task a model's output shapes imply where that is unambiguous (one output of a known layout, or a
+    detector's per-anchor class scores [N, A, C] and boxes [N, A, 4]), else generic."""
+    if detect.scores_and_boxes(shapes):
+        return Task.DETECT
     if len(shapes) != 1:
         return Task.GENERIC
     return next((task for task in _INFERRED if MEASURES[task].fits(tuple(shapes[0]))), Task.GENERIC)
 
 
-def check_fits(task: Task, shape: tuple[int, ...]) -> None:
-    """BadInput when the task's measure cannot read an output of ``shape``: which shape it expected."""
-    if not MEASURES[task].fits(tuple(shape)):
+def check_fits(task: Task, shapes: Sequence[tuple[int, ...]]) -> None:
+    """BadInput when the task's measure cannot read outputs of ``shapes`` (the first one decides, but for a
+    detector's scores and boxes): which shape it expected."""
+    if task is Task.DETECT and detect.scores_and_boxes(shapes):
+        return
+    shape = tuple(shapes[0])
+    if not MEASURES[task].fits(shape):
         raise BadInput(f"--task {task} does not fit the model's first output, shaped {list(shape)}: {task} expects "
                        f"{MEASURES[task].EXPECTED}. Name the task its outputs have (--task generic compares them "
                        "without a task figure).")

@@ -22,8 +22,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds
-from trtpipe.optimize.activations import with_outputs
+from trtpipe.optimize.activations import feeds, with_outputs
 
 ITERATIONS = 100
 BATCH = 8
@@ -94,12 +95,11 @@ def upstream(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:
     return helper.make_model(sub, opset_imports=model.opset_import, ir_version=model.ir_version)
 
 
-def _tensors(model: onnx.ModelProto, names: list[str], batches: list[np.ndarray]) -> list[np.ndarray]:
+def _tensors(model: onnx.ModelProto, names: list[str], batches: list[Batch]) -> list[np.ndarray]:
     if len(names) == 1:
         model = upstream(model, names[0])
     session = _session(model, names)
-    feed = session.get_inputs()[0].name
-    runs = [session.run(names, {feed: batch}) for batch in batches]
+    runs = [session.run(names, feeds(session, batch)) for batch in batches]
     return [np.concatenate([run[i] for run in runs]) for i in range(len(names))]
 
 
@@ -186,7 +186,7 @@ def _optimise_rounding(fn: Callable, weight: np.ndarray, scale: np.ndarray, zero
         return torch.clamp(floor + hard + zp, bounds[0], bounds[1]).numpy()
 
 
-def adaround(fp32: onnx.ModelProto, quantized: onnx.ModelProto, batches: list[np.ndarray], *,
+def adaround(fp32: onnx.ModelProto, quantized: onnx.ModelProto, batches: list[Batch], *,
              iterations: int = ITERATIONS, on_layer: Callable[[], None] | None = None,
              ) -> tuple[onnx.ModelProto, dict[str, float]]:
     """``quantized`` with every eligible layer's weight rounding learned; {layer: share of weights that round the

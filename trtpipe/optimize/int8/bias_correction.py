@@ -17,12 +17,13 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.optimize.activations import with_outputs
+from trtpipe.inputs import Batch
+from trtpipe.optimize.activations import feeds, with_outputs
 
 WEIGHTED_WITH_BIAS = ("Conv", "ConvTranspose", "Gemm")
 
 
-def channel_means(model: onnx.ModelProto, names: list[str], batches: list[np.ndarray]) -> dict[str, np.ndarray]:
+def channel_means(model: onnx.ModelProto, names: list[str], batches: list[Batch]) -> dict[str, np.ndarray]:
     """Mean over every axis but 1 (channels) of each tensor in ``names``, over all batches, Q/DQ as float ops."""
     import onnxruntime as ort
 
@@ -31,11 +32,10 @@ def channel_means(model: onnx.ModelProto, names: list[str], batches: list[np.nda
     options.log_severity_level = 3
     session = ort.InferenceSession(with_outputs(model, names).SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
-    input_name = session.get_inputs()[0].name
     sums: dict[str, np.ndarray] = {}
     counts = dict.fromkeys(names, 0)
     for batch in batches:
-        for name, value in zip(names, session.run(names, {input_name: batch}), strict=True):
+        for name, value in zip(names, session.run(names, feeds(session, batch)), strict=True):
             axes = tuple(i for i in range(value.ndim) if i != 1)
             sums[name] = sums.get(name, 0) + value.astype(np.float64).sum(axis=axes)
             counts[name] += value.size // value.shape[1]
@@ -69,7 +69,7 @@ def _bias_editor(model: onnx.ModelProto, node: onnx.NodeProto) -> Callable[[np.n
     return None
 
 
-def correct_biases(fp32: onnx.ModelProto, quantized: onnx.ModelProto, batches: list[np.ndarray],
+def correct_biases(fp32: onnx.ModelProto, quantized: onnx.ModelProto, batches: list[Batch],
                    on_layer: Callable[[], None] | None = None) -> tuple[onnx.ModelProto, dict[str, float]]:
     """The quantized model with each biased layer's mean shift removed, in graph order, and {layer: mean |shift|}."""
     corrected = onnx.ModelProto()

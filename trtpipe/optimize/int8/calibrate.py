@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 
 from trtpipe import console
+from trtpipe.inputs import Batch, concat, count, named, take
 from trtpipe.optimize.activations import RunningStats, float_activations, observe
 from trtpipe.vocab import CalibMethod
 
@@ -28,7 +29,7 @@ MSE_CANDIDATES = 256
 Ranges = dict[str, tuple[float, float]]
 
 
-def calibrate(model: onnx.ModelProto, batches: list[np.ndarray], method: CalibMethod, *, symmetric: bool) -> Ranges:
+def calibrate(model: onnx.ModelProto, batches: list[Batch], method: CalibMethod, *, symmetric: bool) -> Ranges:
     """Per-tensor (low, high) ranges of every float activation of ``model`` on ``batches``."""
     if method == CalibMethod.MSE:
         return _mse_ranges(model, batches, symmetric=symmetric)
@@ -36,11 +37,12 @@ def calibrate(model: onnx.ModelProto, batches: list[np.ndarray], method: CalibMe
 
 
 class _Reader:
-    """ONNX Runtime's CalibrationDataReader protocol over our batches, advancing a progress bar."""
+    """ONNX Runtime's CalibrationDataReader protocol over our batches (one dict per batch, holding every input),
+    advancing a progress bar."""
 
-    def __init__(self, input_name: str, batches: list[np.ndarray], advance: object) -> None:
+    def __init__(self, input_names: list[str], batches: list[Batch], advance: object) -> None:
         self._items = iter(batches)
-        self._input_name = input_name
+        self._input_names = input_names
         self._advance = advance
 
     def get_next(self) -> dict[str, np.ndarray] | None:
@@ -48,7 +50,7 @@ class _Reader:
         if batch is None:
             return None
         self._advance()  # type: ignore[operator]
-        return {self._input_name: batch}
+        return named(batch, self._input_names)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         return iter(self.get_next, None)
@@ -66,7 +68,7 @@ def quiet_onnxruntime_quantization() -> Iterator[None]:
         root.setLevel(level)
 
 
-def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], method: CalibMethod, *,
+def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[Batch], method: CalibMethod, *,
                         symmetric: bool) -> Ranges:
     from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
 
@@ -81,18 +83,20 @@ def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], metho
         onnx.save(model, str(model_path))
         calibrator = create_calibrator(model_path, None, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                                        calibrate_method=ort_method, extra_options=extra)
-        input_name = model.graph.input[0].name
+        initializers = {i.name for i in model.graph.initializer}
+        input_names = [i.name for i in model.graph.input if i.name not in initializers]
         # ORT's histogram collectors stack per-batch outputs, so every batch must have the same size.
-        samples = np.concatenate(batches)
-        size = max(d for d in range(1, min(len(batches[0]), len(samples)) + 1) if len(samples) % d == 0)
-        batches = [samples[i : i + size] for i in range(0, len(samples), size)]
+        samples = concat(batches)
+        total = count(samples)
+        size = max(d for d in range(1, min(count(batches[0]), total) + 1) if total % d == 0)
+        batches = [take(samples, i, i + size) for i in range(0, total, size)]
         with console.progress() as bar:
             task = bar.add_task(f"Calibrating ({method})", total=len(batches))
             # A few batches at a time: ONNX Runtime's calibrators hold every activation of what they are given, so
             # the statistics are folded in per chunk (min/max merged, histograms accumulated) and the
             # activations dropped, keeping memory flat however much data there is.
             for start in range(0, len(batches), STREAM_BATCHES):
-                calibrator.collect_data(_Reader(input_name, batches[start : start + STREAM_BATCHES],
+                calibrator.collect_data(_Reader(input_names, batches[start : start + STREAM_BATCHES],
                                                 lambda: bar.advance(task)))
                 calibrator.clear_collected_data()
             with console.step(f"Computing {method} ranges..."):
@@ -102,7 +106,7 @@ def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[np.ndarray], metho
             for name, data in tensors.items()}
 
 
-def _mse_ranges(model: onnx.ModelProto, batches: list[np.ndarray], *, symmetric: bool) -> Ranges:
+def _mse_ranges(model: onnx.ModelProto, batches: list[Batch], *, symmetric: bool) -> Ranges:
     names = float_activations(model)
     with console.progress() as bar:
         first = bar.add_task("Calibrating (mse): ranges", total=len(batches))

@@ -29,6 +29,7 @@ import onnx
 from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import TrtpipeError
+from trtpipe.inputs import Batch
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import logits, outputs
 from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32, reading_dequantized
@@ -75,7 +76,7 @@ def fallback_units(model: onnx.ModelProto, profile: QuantProfile,
     return units + [(n,) for n in quantizable if n not in covered]
 
 
-def rank_layers(fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, probe: np.ndarray,
+def rank_layers(fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, probe: Batch,
                 batch: int | None) -> list[tuple[tuple[str, ...], float]]:
     """Fallback units, most sensitive first: the share of ``quantized``'s logit error on ``probe`` that keeping
     that unit alone in FP32 removes (1.0: all of it; 0 or less: none)."""
@@ -113,7 +114,7 @@ def _better(candidate: Comparison, current: Comparison) -> bool:
 
 
 def fall_back_until_within_budget(
-    fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, *, probe: np.ndarray,
+    fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: QuantProfile, *, probe: Batch,
     evaluation: Dataset, fp32_outputs: list[np.ndarray], task: Task | None, budget_pp: float,
     decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None,
     batch: int | None, max_fp32_nodes: int | None = None, full_int8: Comparison | None = None,

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 
 from trtpipe.comparison import Comparison, compare
+from trtpipe.inputs import Batch, count
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import logits, outputs
 from trtpipe.optimize.options import OptimizeOptions
@@ -33,17 +34,17 @@ class PassContext:
     details: dict[str, Any] = field(default_factory=dict)  # manifest sections, one per pass
     fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
 
-    def batches(self, dataset: Dataset) -> list[np.ndarray]:
+    def batches(self, dataset: Dataset) -> list[Batch]:
         """Calibration batches; with a static batch axis, only full batches of that size."""
         size = self.static_batch or CALIBRATION_BATCH
         batches = dataset.batches(size)
-        return [b for b in batches if len(b) == size] if self.static_batch else batches
+        return [b for b in batches if count(b) == size] if self.static_batch else batches
 
-    def logits(self, model: onnx.ModelProto, images: np.ndarray,
+    def logits(self, model: onnx.ModelProto, images: Batch,
                optimization: GraphOptimization = GraphOptimization.ALL) -> np.ndarray:
         return logits(model, images, optimization=optimization, batch=self.static_batch)
 
-    def outputs(self, model: onnx.ModelProto, images: np.ndarray,
+    def outputs(self, model: onnx.ModelProto, images: Batch,
                 optimization: GraphOptimization = GraphOptimization.ALL) -> list[np.ndarray]:
         return outputs(model, images, optimization=optimization, batch=self.static_batch)
 

@@ -31,6 +31,7 @@ from onnx import helper, numpy_helper
 
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
+from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import GraphPass
@@ -180,7 +181,7 @@ def _rewrite_clips(model: onnx.ModelProto, pairs: list[Pair]) -> None:
     graph.node.extend(nodes)
 
 
-def pair_ranges(model: onnx.ModelProto, batches: list[np.ndarray], *, after_activation: bool) -> dict[str, np.ndarray]:
+def pair_ranges(model: onnx.ModelProto, batches: list[Batch], *, after_activation: bool) -> dict[str, np.ndarray]:
     """Per channel, the range of the tensor between each pair that the target quantizes, keyed by the first
     layer's output: ``after_activation`` (tensorrt: Q/DQ sits on the second layer's input, after the ReLU6) its
     largest magnitude there; otherwise (cpu: ONNX Runtime quantizes the convolution's own output and folds the
@@ -196,22 +197,23 @@ def pair_ranges(model: onnx.ModelProto, batches: list[np.ndarray], *, after_acti
     return channel_ranges(model, [p.first.output[0] for p in pairs], batches, positive=positive)
 
 
-def channel_ranges(model: onnx.ModelProto, names: list[str], batches: list[np.ndarray],
+def channel_ranges(model: onnx.ModelProto, names: list[str], batches: list[Batch],
                    positive: set[str] = frozenset()) -> dict[str, np.ndarray]:  # type: ignore[assignment]
     """Per-channel (axis 1) max |value| of each tensor in ``names`` over all batches, in FP32 (for the names in
     ``positive``: max of the positive part)."""
+    if not names:  # ONNX Runtime would hand back every graph output for an empty list
+        return {}
     import onnxruntime as ort
 
-    from trtpipe.optimize.activations import with_outputs
+    from trtpipe.optimize.activations import feeds, with_outputs
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
     session = ort.InferenceSession(with_outputs(model, names).SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
-    feed = session.get_inputs()[0].name
     ranges: dict[str, np.ndarray] = {}
     for batch in batches:
-        for name, value in zip(names, session.run(names, {feed: batch}), strict=True):
+        for name, value in zip(names, session.run(names, feeds(session, batch)), strict=True):
             value = np.maximum(value, 0) if name in positive else np.abs(value)
             peak = np.moveaxis(value, 1, 0).reshape(value.shape[1], -1).max(axis=1)
             ranges[name] = np.maximum(ranges.get(name, peak), peak)

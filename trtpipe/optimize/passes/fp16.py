@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import onnx
 
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
+from trtpipe.inputs import Batch
 from trtpipe.optimize.activations import observe
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import PrecisionPass
@@ -63,7 +63,7 @@ class Fp16Report:
 
 
 def convert_fp16(
-    model: onnx.ModelProto, calibration: list[np.ndarray], *, keep_io_fp32: bool = True, source: str = ""
+    model: onnx.ModelProto, calibration: list[Batch], *, keep_io_fp32: bool = True, source: str = ""
 ) -> tuple[onnx.ModelProto, Fp16Report]:
     """Convert ``model`` to mixed FP16; ``calibration`` batches decide which nodes overflow."""
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16

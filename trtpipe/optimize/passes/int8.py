@@ -12,6 +12,7 @@ import onnx
 
 from trtpipe import console
 from trtpipe.comparison import Comparison
+from trtpipe.inputs import count, take
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
 from trtpipe.optimize.int8.calibrate import calibrate
@@ -62,7 +63,7 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if budget is not None and evaluation is not None and drop is not None and drop > budget:
         console.warn(f"INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
         fallback = fall_back_until_within_budget(
-            fp32, quantized, profile, probe=calib.images[:PROBE_SAMPLES], evaluation=evaluation,
+            fp32, quantized, profile, probe=take(calib.images, 0, PROBE_SAMPLES), evaluation=evaluation,
             fp32_outputs=context.outputs(fp32, evaluation.images), task=context.task, decoder=context.decoder,
             budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes, full_int8=check,
         )
@@ -90,7 +91,7 @@ def _learn_rounding(fp32: onnx.ModelProto, quantized: onnx.ModelProto, context: 
     from trtpipe.optimize.int8.adaround import adaround, rounded_layers
 
     assert context.calib is not None
-    batches = context.batches(Dataset(context.calib.images[:ADAROUND_SAMPLES], None, context.calib.source))
+    batches = context.batches(context.calib.head(ADAROUND_SAMPLES))
     with console.progress() as bar:
         task = bar.add_task("AdaRound: learning each layer's weight rounding", total=len(rounded_layers(quantized)))
         rounded, flipped = adaround(fp32, quantized, batches, iterations=context.options.adaround_iterations,
@@ -99,7 +100,7 @@ def _learn_rounding(fp32: onnx.ModelProto, quantized: onnx.ModelProto, context: 
     share = sum(flipped.values()) / max(1, len(flipped))
     console.success(f"AdaRound ({len(flipped)} layers, {100 * share:.1f} % of weights rounded the other way): "
                     f"{check.line()}")
-    return rounded, check, {"layers": len(flipped), "samples": sum(len(b) for b in batches),
+    return rounded, check, {"layers": len(flipped), "samples": sum(count(b) for b in batches),
                             "iterations": context.options.adaround_iterations, "flipped_share": flipped}
 
 
@@ -109,12 +110,12 @@ def _correct_biases(fp32: onnx.ModelProto, quantized: onnx.ModelProto, context: 
     from trtpipe.optimize.int8.bias_correction import correct_biases
 
     assert context.calib is not None
-    batches = context.batches(Dataset(context.calib.images[:BIAS_CORRECTION_SAMPLES], None, context.calib.source))
+    batches = context.batches(context.calib.head(BIAS_CORRECTION_SAMPLES))
     layers = sum(n.op_type in ("Conv", "ConvTranspose", "Gemm") for n in fp32.graph.node)
     with console.progress() as bar:
         task = bar.add_task("Bias correction, layer by layer", total=layers)
         corrected, shifts = correct_biases(fp32, quantized, batches, on_layer=lambda: bar.advance(task))
     check = context.compare(fp32, corrected, judge, profile.evaluation_optimization)
     console.success(f"Bias correction ({len(shifts)} layers): {check.line()}")
-    return corrected, check, {"layers": len(shifts), "samples": sum(len(b) for b in batches),
+    return corrected, check, {"layers": len(shifts), "samples": sum(count(b) for b in batches),
                               "mean_abs_shift": shifts}

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from trtpipe.errors import BadInput
+from trtpipe.inputs import InputSpec
 from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision
 
 
@@ -20,7 +22,7 @@ class TorchBackend(Backend):
     def __init__(
         self,
         module: nn.Module,
-        sample_shape: tuple[int, ...],
+        inputs: Sequence[InputSpec] | tuple[int, ...],
         *,
         device: Device = Device.CPU,
         threads: int | None = None,
@@ -28,6 +30,9 @@ class TorchBackend(Backend):
         compile: bool = False,
         autocast: Precision | None = None,
     ) -> None:
+        """``inputs``: the model's inputs in ``forward``'s order (``LoadedModel.inputs``), each fed in its dtype;
+        or, for a model of one float32 input, its sample shape (without the batch), the input named
+        ``input_name``."""
         if device is Device.CUDA and not torch.cuda.is_available():
             raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
         if threads:
@@ -41,24 +46,26 @@ class TorchBackend(Backend):
         self.compiled = compile
         if compile:  # Inductor compiles on the first call of each new shape (the probe below, then warm-up)
             self.module = torch.compile(self.module)
-        self._inputs = [TensorInfo(input_name, "float32", ("batch", *sample_shape))]
+        specs = _specs(inputs, input_name)
+        self._inputs = [TensorInfo(spec.name, spec.dtype, ("batch", *spec.sample_shape)) for spec in specs]
+        zeros = [np.zeros((1, *spec.sample_shape), dtype=spec.dtype) for spec in specs]
         with torch.inference_mode():
-            names = output_names(self._call(torch.zeros((1, *sample_shape)).to(self._torch_device)))
-        probe = self._forward(np.zeros((1, *sample_shape), dtype=np.float32))
+            names = output_names(self._call(*(torch.from_numpy(z).to(self._torch_device) for z in zeros)))
+        probe = self._forward(zeros)
         self._outputs = [
             TensorInfo(name, str(array.dtype), ("batch", *array.shape[1:]))
             for name, array in zip(names, probe, strict=True)
         ]
 
-    def _call(self, tensor: torch.Tensor) -> object:
+    def _call(self, *tensors: torch.Tensor) -> object:
         if self._autocast is None:
-            return self.module(tensor)
+            return self.module(*tensors)
         with torch.autocast(str(self.device), dtype=self._autocast):
-            return self.module(tensor)
+            return self.module(*tensors)
 
-    def _forward(self, array: np.ndarray) -> list[np.ndarray]:
+    def _forward(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         with torch.inference_mode():
-            result = self._call(torch.from_numpy(array).to(self._torch_device))
+            result = self._call(*(torch.from_numpy(a).to(self._torch_device) for a in arrays))
             tensors = flatten_outputs(result)
             # .cpu() waits for the GPU; synchronize anyway so timings never count queued work as done.
             if self.device is Device.CUDA:
@@ -68,21 +75,33 @@ class TorchBackend(Backend):
                     else t.detach().cpu().numpy() for t in tensors]
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self._forward(feeds[self._inputs[0].name])
+        return self._forward([feeds[info.name] for info in self._inputs])
 
     def device_resident_call(self, feeds: dict[str, np.ndarray]) -> Callable[[], None] | None:
         """On a GPU, a call on an input already in device memory, outputs left there: the baseline that engines'
         no-transfer latencies are compared with. None on the CPU, where there are no transfers."""
         if self.device is not Device.CUDA:
             return None
-        tensor = torch.from_numpy(feeds[self._inputs[0].name]).to(self._torch_device)
+        tensors = [torch.from_numpy(feeds[info.name]).to(self._torch_device) for info in self._inputs]
 
         def run() -> None:
             with torch.inference_mode():
-                self._call(tensor)
+                self._call(*tensors)
             torch.cuda.synchronize()
 
         return run
+
+
+def _specs(inputs: Sequence[InputSpec] | tuple[int, ...], name: str) -> list[InputSpec]:
+    """The inputs as specs: a bare sample shape is one float32 input called ``name``."""
+    specs = [item for item in inputs if isinstance(item, InputSpec)]
+    if not specs:
+        return [InputSpec(name, (None, *(int(d) for d in inputs)))]  # type: ignore[arg-type]
+    for spec in specs:
+        if any(d is None for d in spec.sample_shape):
+            raise BadInput(f"Input '{spec.name}' has dynamic dimensions ({format_shape(spec.shape)}): the torch "
+                           "backend needs every dimension but the batch fixed.")
+    return specs
 
 
 def output_names(result: object) -> list[str]:
