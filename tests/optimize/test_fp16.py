@@ -52,3 +52,22 @@ def test_digits_fp16_agrees_with_fp32(digits_onnx: Path, tmp_path: Path, run_cli
     manifest = json.loads(out.with_suffix(".manifest.json").read_text())
     assert manifest["artifact"]["precision"] == "fp16" and manifest["fp16"]["kept_fp32"] == []
     assert manifest["fp16"]["verification"]["top1_agreement"] >= 0.995
+
+
+def test_outputs_fp16_cannot_hold_are_refused_with_no_tick_before_the_error(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A model whose outputs are ~1e-9 (as randomly initialised deep nets give) underflows FP16's smallest value:
+    optimize says so in one Error line, prints no ✓ for the FP16 comparison before it, and writes nothing."""
+    rng = np.random.default_rng(0)
+    weight = (rng.standard_normal((6, 4)) * 1e-9).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="tiny")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+                              [numpy_helper.from_array(weight, "w")])
+    source = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), source)
+    out = tmp_path / "fp16.onnx"
+    result = run_cli("optimize", source, "-o", out, "--precision", "fp16", "--calib", "random")
+    assert result.exit_code != 0
+    assert "FP16 output differs from FP32 beyond rounding" in result.output
+    assert "✓ FP16" not in result.output and "✓ Wrote" not in result.output
+    assert not out.exists()

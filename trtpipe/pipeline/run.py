@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
+from trtpipe.convert.options import ConvertOptions
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file, write_json_atomic
 from trtpipe.models.registry import factory_spec
@@ -272,7 +273,11 @@ def _onnx_source(pipeline: Pipeline) -> OnnxReference | None:
         if precision is not Precision.FP32:
             raise BadInput(f"{where}[model] source {source} is {precision}: a pipeline starts from the FP32 ONNX "
                            "(the file it was quantised from) or from the PyTorch model.")
-    return onnx_reference(source, pipeline.model)
+    reference = onnx_reference(source, pipeline.model)
+    if reference is not None and pipeline.convert != ConvertOptions():
+        console.warn(f"{where}[convert] is not used: the source {source} is an ONNX file already, so nothing is "
+                     "converted (remove the section, or give the PyTorch model as the source).")
+    return reference
 
 
 def _with_model_task(variant: Variant, pipeline: Pipeline) -> Variant:

@@ -18,7 +18,7 @@ from trtpipe.files import write_text_atomic
 from trtpipe.report.columns import cell, legend, legend_line, markdown_table, present_columns
 from trtpipe.report.tables import left_out_lines, machine_line, reference_of, standing_lines
 
-CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over PyTorch FP32",
+CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over {reference}",
                 "pareto": "Accuracy vs latency", "batch_sweep": "Batch sweep"}
 
 CSS = """
@@ -110,7 +110,8 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
     if standing := standing_lines(report):
         lines += [*(f"- {line}" for line in standing), ""]
     lines += [legend_line(rows), ""]
-    lines += [f"![{CHART_TITLES[name]}]({file})" for name, file in chart_files.items()]
+    reference = str(report.get("reference") or "PyTorch FP32")
+    lines += [f"![{CHART_TITLES[name].format(reference=reference)}]({file})" for name, file in chart_files.items()]
     return "\n".join(lines) + "\n"
 
 

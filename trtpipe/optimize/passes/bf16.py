@@ -66,10 +66,10 @@ def convert_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     converted, names = convert_weights(model)
     check = context.compare(model, converted, context.evaluation or context.probe)
-    console.success(f"BF16 weights ({len(names)} tensors) vs FP32: {check.line()}")
     context.details["bf16"] = {"weights": len(names), "verification": check.to_dict(),
                                "runtime": "openvino (BF16 kernels need AVX512-BF16 or AMX)"}
     if check.cosine < MIN_COSINE:
         raise VerificationFailed(f"BF16 weights change the output beyond rounding (cosine {check.cosine:.5f} < "
                                  f"{MIN_COSINE}): {check.line()}.")
+    console.success(f"BF16 weights ({len(names)} tensors) vs FP32: {check.line()}")  # only once it has passed
     return converted

@@ -155,7 +155,6 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     for item in kept:
         console.note(f"  {item['node']} ({item['op']}): {item['reason']}")
     check = context.compare(model, converted, context.evaluation or context.calib)
-    console.success(f"FP16 vs FP32: {check.line()}")
     context.details["fp16"] = report.to_dict() | {"verification": check.to_dict()}
     context.fp32_nodes += [item["node"] for item in kept]
     if check.cosine < MIN_COSINE:
@@ -165,4 +164,5 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if budget is not None and check.drop_pp is not None and check.drop_pp > budget:
         raise VerificationFailed(f"FP16 loses {check.drop_pp:.2f} pp, over the budget of {budget} pp: "
                                  f"{check.line()}.")
+    console.success(f"FP16 vs FP32: {check.line()}")  # only once it has passed: no ✓ before an Error
     return converted

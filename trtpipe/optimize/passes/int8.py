@@ -46,7 +46,8 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         quantized = quantize(fp32, ranges, profile)
     judge = evaluation or calib
     check = context.compare(fp32, quantized, judge, profile.evaluation_optimization)
-    console.success(f"INT8 ({context.target}) vs FP32 on {judge.source}: {check.line()}")
+    # A measurement, not yet a verdict: the budget (and the stage's final check) may still refuse the result.
+    console.note(f"INT8 ({context.target}) vs FP32 on {judge.source}: {check.line()}")
     section: dict[str, Any] = {
         "profile": profile.to_dict(),
         "calibration": {"method": options.calib_method, "source": calib.source, "samples": len(calib),
