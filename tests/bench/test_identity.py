@@ -173,9 +173,23 @@ def test_an_onnx_reference_names_the_pytorch_model_it_was_converted_from(factori
     assert run_cli("optimize", onnx, "-o", fused).exit_code == 0
     origin = converted_from(fused)  # followed back through optimize's input
     assert origin is not None and origin["source"] == model and origin["weights_sha256"] == _weights(onnx)
+
+    # The PyTorch model loads with the recorded weights: it is the reference, the ONNX benched beside the others.
+    loaded = tmp_path / "loaded.json"
+    result = run_cli("bench", onnx, fused, *QUICK, "--json", loaded)
+    assert result.exit_code == 0, result.output
+    assert f"{onnx} was converted from {model}" in result.output
+    assert "benched against that PyTorch model" in result.output
+    rows = json.loads(loaded.read_text())["results"]
+    assert rows[0]["variant"] == "pytorch-fp32" and rows[0]["reference"]
+    assert {r["artifact"] for r in rows[1:]} == {str(onnx), str(fused)}
+
+    # Its factory now builds other weights: the FP32 ONNX is the reference, and the report names where it came from.
+    (factories / "seed.txt").write_text("7")
     out = tmp_path / "bench.json"
     result = run_cli("bench", onnx, fused, *QUICK, "--json", out, "--markdown", tmp_path / "bench.md")
     assert result.exit_code == 0, result.output
+    assert "whose weights have changed since" in result.output
     assert json.loads(out.read_text())["model"]["converted_from"]["weights_sha256"] == _weights(onnx)
     assert (f"latency vs the FP32 ONNX on ONNX Runtime CPU (converted from {model}, weights SHA-256 "
             f"{_weights(onnx)[:12]})") in (tmp_path / "bench.md").read_text()

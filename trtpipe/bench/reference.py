@@ -24,7 +24,7 @@ from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
 from trtpipe.inputs import FIRST, Batch, InputSpec, Layout, check_declared, declared_for, random_batch, resolve
 from trtpipe.manifest import read_manifest
-from trtpipe.models.loader import EvaluationData
+from trtpipe.models.loader import EvaluationData, LoadedModel
 from trtpipe.models.options import ModelOptions
 from trtpipe.runtime.artifacts import artifact_name, describe_artifact
 from trtpipe.shapes import format_shape
@@ -160,3 +160,59 @@ def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, packaged: s
                        dtypes=getattr(options, "input_dtype", None), ranges=ranges or None)  # type: ignore[arg-type]
     return tuple(replace(spec, layout=Layout(recorded[spec.name]["layout"]))
                  if recorded.get(spec.name, {}).get("layout") else spec for spec in resolved)
+
+
+def bench_reference(spec: str, options: ModelOptions,
+                    artifacts: Sequence[Path]) -> tuple[LoadedModel | OnnxReference | None, list[Path]]:
+    """What bench measures against, and the artifacts it benches: for an FP32 ONNX that ``trtpipe convert`` made,
+    the PyTorch model its manifest leads back to (loaded, and checked by its weights' SHA-256), with the ONNX itself
+    among the artifacts, so the PyTorch FP32 row is there as for ``bench MODEL fp32.onnx``; for an ONNX from
+    elsewhere (or a packaged model, or a source that cannot be loaded here: one line says why), the file on ONNX
+    Runtime; None for a PyTorch MODEL (the caller loads it)."""
+    reference = onnx_reference(spec, options)
+    if reference is None or reference.packaged is not None:
+        return reference, list(artifacts)
+    origin = pytorch_origin(reference.path, options)
+    if origin is None:
+        return reference, list(artifacts)
+    others = [a for a in artifacts if Path(a).resolve() != reference.path.resolve()]
+    return origin, [reference.path, *others]
+
+
+def pytorch_origin(onnx_file: Path, options: ModelOptions) -> LoadedModel | None:
+    """The PyTorch model convert made ``onnx_file`` from, as its manifest records it (source, inputs, weights'
+    SHA-256), loaded; None, with a line saying why, where it cannot be loaded here or its weights are not those."""
+    from trtpipe import console
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.models.loader import load_model
+
+    origin = converted_from(onnx_file)
+    if not origin or not origin.get("source") or not origin.get("weights_sha256"):
+        return None
+    source = str(origin["source"])
+    fallback = "the reference is the FP32 ONNX on ONNX Runtime"
+    if origin.get("source_kind") == "pickled" and not options.trust_checkpoint:
+        console.note(f"{onnx_file} was converted from {source}, which needs full unpickling (--trust-checkpoint): "
+                     f"{fallback}.")
+        return None
+    recorded = origin.get("inputs") or [{"name": FIRST, "shape": origin.get("input_shape")}]
+    # A checkpoint's architecture is recorded beside it (--arch); a registry name or a factory needs none.
+    arch = origin.get("architecture") if origin.get("source_kind") in ("state_dict", "safetensors") else None
+    try:
+        loaded = load_model(
+            source, arch=arch, trust_checkpoint=options.trust_checkpoint,
+            input_shape={str(i["name"]): tuple(i["shape"]) for i in recorded if i.get("shape")} or None,
+            input_dtype={str(i["name"]): str(i["dtype"]) for i in recorded if i.get("dtype")} or None,
+            input_range={str(i["name"]): tuple(i["range"]) for i in recorded if i.get("range")} or None,
+            task=options.task, postprocess=options.postprocess)
+    except TrtpipeError as error:
+        console.note(f"{onnx_file} was converted from {source}, which cannot be loaded here ({error.message}): "
+                     f"{fallback}.")
+        return None
+    if loaded.weights_sha256() != origin["weights_sha256"]:
+        console.note(f"{onnx_file} was converted from {source}, whose weights have changed since (SHA-256 "
+                     f"{loaded.weights_sha256()[:12]}, not {str(origin['weights_sha256'])[:12]}): {fallback}.")
+        return None
+    console.note(f"{onnx_file} was converted from {source} (weights SHA-256 {loaded.weights_sha256()[:12]}): "
+                 "benched against that PyTorch model, the ONNX file among the artifacts")
+    return loaded

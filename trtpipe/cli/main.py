@@ -143,11 +143,12 @@ def bench(model: str, artifacts: tuple[Path, ...], options: BenchOptions, json_p
     for path in (json_path, markdown):
         if path:
             require_parent_dir(path)
-    from trtpipe.bench.reference import onnx_reference
+    from trtpipe.bench.reference import bench_reference
 
-    # An FP32 ONNX file (or a packaged model) is its own reference, on ONNX Runtime; else the PyTorch model is.
-    reference = onnx_reference(model, source) or _load_model(model, source)
-    report = run_benchmark(reference, list(artifacts), options)
+    # An FP32 ONNX file from elsewhere (or a packaged model) is its own reference, on ONNX Runtime; one convert made
+    # leads back to its PyTorch model; else MODEL is the PyTorch model.
+    reference, files = bench_reference(model, source, artifacts)
+    report = run_benchmark(reference or _load_model(model, source), files, options)
     print_table(report)
     write_reports(report, json_path, markdown)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ PACKAGED_SAMPLES = 16  # natural inputs drawn for a packaged model when no count
 _SIZED_BY_MODEL = (DataKind.PHOTOS, DataKind.FOLDER)
 _MAKES_IMAGES = (DataKind.DIGITS, DataKind.PHOTOS, DataKind.FOLDER, DataKind.PACKAGED)
 LABEL_KEYS = ("labels", "y", "targets", "target")
+BOX_KEYS = ("boxes", "classes", "image")  # a detector's label boxes: [M, 4] x1 y1 x2 y2, [M] class, [M] image index
 IMAGE_KEYS = ("images", "x", "inputs", "input", "data")  # a single-input model's array in an .npz
 
 
@@ -76,8 +78,8 @@ class Dataset:
 
     def head(self, samples: int) -> Dataset:
         """The first ``samples`` samples (and their labels)."""
-        return Dataset(take(self.images, 0, samples), None if self.labels is None else self.labels[:samples],
-                       self.source, self.reference_labels)
+        return Dataset(take(self.images, 0, samples), _first_labels(self.labels, samples), self.source,
+                       self.reference_labels)
 
     def batches(self, size: int) -> list[Batch]:
         return [take(self.images, i, i + size) for i in range(0, len(self), size)]
@@ -108,13 +110,33 @@ def load_dataset(
     if purpose == "eval" and dataset.labels is None and not dataset.reference_labels:
         raise BadInput(f"Evaluation data {dataset.source} has no labels: give an .npz with 'labels' (or 'y'), a "
                        "folder with one subfolder per class, or 'digits'.")
-    if samples is not None and not dataset.reference_labels:
+    if samples is not None and data.kind in (DataKind.FILE, DataKind.FOLDER, DataKind.DIGITS):  # others make `samples`
         if len(dataset) < samples:
             raise BadInput(f"{dataset.source} has {len(dataset)} samples; {samples} were asked for. Lower "
                            "--calib-samples or give more data.")
-        dataset = Dataset(take(dataset.images, 0, samples),
-                          None if dataset.labels is None else dataset.labels[:samples], dataset.source)
+        dataset = dataset.head(samples)
     return dataset
+
+
+def _first_labels(labels: np.ndarray | None, samples: int) -> np.ndarray | None:
+    """The labels of the first ``samples`` samples: a row each, or a detector's boxes of those images."""
+    if labels is None:
+        return None
+    if labels.dtype.names and "image" in labels.dtype.names:
+        return labels[labels["image"] < samples]
+    return labels[:samples]
+
+
+def _box_labels(loaded: Any, path: Path) -> np.ndarray:
+    """A detector's label boxes as one structured array (fields boxes [4], classes, image), the layout
+    :func:`trtpipe.tasks.detect.label_detections` reads; BadInput when the arrays do not line up."""
+    boxes, classes, image = (np.asarray(loaded[k]) for k in BOX_KEYS)
+    if boxes.ndim != 2 or boxes.shape[1] != 4 or not len(boxes) == len(classes) == len(image):
+        raise BadInput(f"{path}: label boxes need boxes [M, 4] (x1 y1 x2 y2), classes [M] and image [M]; got "
+                       f"{list(boxes.shape)}, {list(classes.shape)} and {list(image.shape)}.")
+    labels = np.empty(len(boxes), dtype=[("boxes", np.float32, (4,)), ("classes", np.int64), ("image", np.int64)])
+    labels["boxes"], labels["classes"], labels["image"] = boxes, classes, image
+    return labels
 
 
 def _names(specs: tuple[InputSpec, ...]) -> str:
@@ -242,19 +264,24 @@ def _arrays(path: Path, specs: tuple[InputSpec, ...]) -> Dataset:
         keys = list(loaded.keys())
         label_key = next((k for k in LABEL_KEYS if k in keys and k not in names), None)
         labels = loaded[label_key].astype(np.int64) if label_key else None
+        box_keys = [k for k in BOX_KEYS if k in keys and k not in names]
+        if len(box_keys) == len(BOX_KEYS):
+            labels = _box_labels(loaded, path)
+        # Without labels, evaluation is agreement with FP32 (a classifier's reference label is its FP32 top-1).
+        unlabelled = labels is None
         if len(specs) == 1:
             default = keys[0] if keys else None
             image_key = names[0] if names[0] in keys else next((k for k in IMAGE_KEYS if k in keys), default)
             if image_key is None:
                 raise BadInput(f"{path} holds no arrays.")
-            return Dataset(loaded[image_key], labels, str(path))
+            return Dataset(loaded[image_key], labels, str(path), reference_labels=unlabelled)
         missing = [n for n in names if n not in keys]
-        unknown = [k for k in keys if k not in names and k != label_key]
+        unknown = [k for k in keys if k not in names and k != label_key and k not in box_keys]
         if missing or unknown:
             raise BadInput(f"{path} holds {', '.join(keys) or 'no arrays'}; the model's inputs are {_names(specs)} "
                            f"(missing: {', '.join(missing) or 'none'}; unknown: {', '.join(unknown) or 'none'}): key "
                            "the .npz by input name, plus optional 'labels'.")
-        return Dataset({n: loaded[n] for n in names}, labels, str(path))
+        return Dataset({n: loaded[n] for n in names}, labels, str(path), reference_labels=unlabelled)
 
 
 def _spatial(sample_shape: tuple[int | None, ...]) -> tuple[int, int] | None:
@@ -282,7 +309,11 @@ def _checked(dataset: Dataset, specs: tuple[InputSpec, ...]) -> Dataset:
     size = count(conformed)
     if size == 0:
         raise BadInput(f"{dataset.source} holds no samples.")
-    if dataset.labels is not None and len(dataset.labels) != size:
+    boxes = dataset.labels is not None and bool(dataset.labels.dtype.names)
+    if boxes and len(dataset.labels) and int(dataset.labels["image"].max()) >= size:  # type: ignore[index]
+        raise BadInput(f"{dataset.source} has {size} samples but label boxes for image "
+                       f"{int(dataset.labels['image'].max())}.")  # type: ignore[index]
+    if dataset.labels is not None and not boxes and len(dataset.labels) != size:
         raise BadInput(f"{dataset.source} has {size} samples but {len(dataset.labels)} labels.")
     return Dataset(conformed, dataset.labels, dataset.source, dataset.reference_labels)
 
