@@ -83,6 +83,20 @@ class InputSpec:
             return 0.0, 1.0
         return None
 
+    def check_range(self) -> None:
+        """BadInput when the declared range does not fit an integer input: beyond what its dtype holds (uint8
+        0..300 would wrap 300 to 44) or not whole numbers (0.2..0.8 would draw only zeros)."""
+        if self.value_range is None or not self.is_integer or self.dtype == "bool":
+            return
+        info = np.iinfo(np.dtype(self.dtype))
+        low, high = self.value_range
+        if low < info.min or high > info.max:
+            raise BadInput(f"--input-range {low:g}..{high:g} does not fit input '{self.name}', whose dtype "
+                           f"{self.dtype} holds {info.min}..{info.max}.")
+        if not (float(low).is_integer() and float(high).is_integer()):
+            raise BadInput(f"--input-range {low:g}..{high:g} does not fit input '{self.name}': a {self.dtype} input "
+                           "takes whole numbers (e.g. 0..255).")
+
     def random(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """``count`` seeded samples: uniform over the input's range (integers inclusive of both ends), standard
         normal for a float input with no range. Every dimension but the batch must be fixed."""
@@ -238,5 +252,7 @@ def resolve(
         wanted = declared_for(dtypes, name, index)
         if wanted is not None and wanted != dtype:
             raise BadInput(f"--input-dtype {wanted} does not fit input '{name}', which the model declares {dtype}.")
-        specs.append(InputSpec(name, dims, dtype, declared_for(ranges, name, index), guess_layout(dims)))
+        spec = InputSpec(name, dims, dtype, declared_for(ranges, name, index), guess_layout(dims))
+        spec.check_range()
+        specs.append(spec)
     return tuple(specs)

@@ -102,6 +102,10 @@ def test_a_uint8_nhwc_model_keeps_its_pixels_uint8_in_the_graph(models: Path, tm
     np.testing.assert_allclose(session.run(None, {"input": pixels})[0], want, rtol=1e-5, atol=1e-6)
     (spec,) = json.loads(out.with_suffix(".manifest.json").read_text())["input_specs"]
     assert spec == {"name": "input", "shape": [None, 16, 16, 3], "dtype": "uint8", "range": None, "layout": "nhwc"}
+    # bench of the ONNX leads back to the factory, which it loads with the recorded uint8 input (no flag needed)
+    bench = run_cli("bench", out, "--batch", "1", "--iters", "2", "--warmup", "0", "--rounds", "1", "--threads", "1")
+    assert bench.exit_code == 0, bench.output
+    assert "benched against that PyTorch model" in bench.output
 
 
 def test_inputs_are_named_after_forward_and_fed_in_their_dtypes(models: Path) -> None:

@@ -137,6 +137,10 @@ def test_data_that_does_not_fit_the_inputs_is_refused_in_one_line(two_input: Pat
         in line
     assert "--input-dtype float32 does not fit input 'pixels'" in refused(nhwc_uint8, tmp_path / "fractions.npz",
                                                                           "--input-dtype", "float32")
+    # A range a uint8 input cannot hold would wrap (300 -> 44) or draw only zeros (0.2..0.8): refused, not drawn.
+    assert "--input-range 0..300 does not fit input 'pixels', whose dtype uint8 holds 0..255" in refused(
+        nhwc_uint8, "random", "--input-range", "0..300")
+    assert "takes whole numbers" in refused(nhwc_uint8, "random", "--input-range", "0.2..0.8")
 
 
 def test_a_dynamic_axis_needs_a_size_and_stays_dynamic(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

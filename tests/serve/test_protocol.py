@@ -116,3 +116,45 @@ def test_non_finite_outputs_are_valid_json() -> None:
     output = response["outputs"][0]
     assert output["data"] == [1.0, None, None, 0.5, None, 2.0]
     assert output["parameters"]["non_finite_as_null"] == 3
+
+
+TWO = [TensorInfo("image", "uint8", ("batch", 2, 2, 3)), TensorInfo("meta", "float32", ("batch", 2))]
+
+
+def _two(image: dict[str, object], meta: dict[str, object]) -> None:
+    body = {"inputs": [{"name": "image", "datatype": "UINT8", **image}, {"name": "meta", "datatype": "FP32", **meta}]}
+    parse_infer_request(json.dumps(body).encode(), None, TWO, OUTPUTS, 8)
+
+
+@pytest.mark.parametrize(("image", "meta", "message"), [
+    # Rows that disagree would broadcast or fail inside the model (a 500 for every request batched with it).
+    ({"shape": [1, 2, 2, 3], "data": [0] * 12}, {"shape": [2, 2], "data": [0.0] * 4},
+     r"disagree on the batch size \(image 1, meta 2\)"),
+    # numpy would wrap 300 to 44 and truncate 1.5: the model would run on values the client never sent.
+    ({"shape": [1, 2, 2, 3], "data": [300] + [0] * 11}, {"shape": [1, 2], "data": [0.0] * 2},
+     r"values must lie in \[0, 255\], got \[0, 300\]"),
+    ({"shape": [1, 2, 2, 3], "data": [-1] + [0] * 11}, {"shape": [1, 2], "data": [0.0] * 2}, "must lie in"),
+    ({"shape": [1, 2, 2, 3], "data": [1.5] * 12}, {"shape": [1, 2], "data": [0.0] * 2}, "whole numbers, not float64"),
+    ({"shape": [1, 2, 2, 3], "data": [True] * 12}, {"shape": [1, 2], "data": [0.0] * 2}, "not booleans"),
+    ({"shape": [0, 2, 2, 3], "data": []}, {"shape": [0, 2], "data": []}, "every dimension must be at least 1"),
+])
+def test_inputs_a_model_would_fail_on_are_refused_with_400(image: dict[str, object], meta: dict[str, object],
+                                                          message: str) -> None:
+    with pytest.raises(ProtocolError, match=message) as refused:
+        _two(image, meta)
+    assert refused.value.status == 400
+
+
+def test_an_input_given_twice_is_named() -> None:
+    body = _request(inputs=[_request()["inputs"][0], _request()["inputs"][0]])  # type: ignore[index]
+    with pytest.raises(ProtocolError, match="Input 'input' is given more than once"):
+        _parse(body)
+
+
+def test_a_failure_message_shows_no_server_path() -> None:
+    from trtpipe.serve.service import failure_message
+
+    error = RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Status Message: /onnxruntime_src/onnxruntime/core/"
+                         "providers/cpu/math/element_wise_ops.h:583 void onnxruntime::BroadcastIterator::Append")
+    message = failure_message(error)
+    assert "/onnxruntime_src" not in message and message.startswith("Inference failed: [ONNXRuntimeError]")

@@ -195,7 +195,14 @@ def pytorch_origin(onnx_file: Path, options: ModelOptions) -> LoadedModel | None
         console.note(f"{onnx_file} was converted from {source}, which needs full unpickling (--trust-checkpoint): "
                      f"{fallback}.")
         return None
-    recorded = origin.get("inputs") or [{"name": FIRST, "shape": origin.get("input_shape")}]
+    # Every input as convert recorded it beside the file (name, shape, dtype, range), else the source's record.
+    manifest = read_manifest(onnx_file)
+    recorded = [{**item, "shape": [1 if d is None else d for d in item["shape"]]}
+                for item in (manifest.details.get("input_specs") or [] if manifest else [])
+                if isinstance(item, dict) and item.get("name") and item.get("shape")]
+    if len(recorded) == 1:
+        recorded[0]["name"] = FIRST  # a single input: whatever its forward parameter is called
+    recorded = recorded or origin.get("inputs") or [{"name": FIRST, "shape": origin.get("input_shape")}]
     # A checkpoint's architecture is recorded beside it (--arch); a registry name or a factory needs none.
     arch = origin.get("architecture") if origin.get("source_kind") in ("state_dict", "safetensors") else None
     try:

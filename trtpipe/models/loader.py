@@ -288,7 +288,7 @@ def _resolve_inputs(
                            f"shape of '{name}': give each input's with --input-shape {example}.")
         dtype = declared_for(dtypes, name, index) or "float32"
         spec = InputSpec(name, tuple(shape), dtype, declared_for(ranges, name, index), guess_layout(shape))
-        _check_range(spec)
+        spec.check_range()
         specs.append(spec)
     batches = {spec.name: spec.shape[0] for spec in specs}
     if len(set(batches.values())) > 1:
@@ -316,17 +316,6 @@ def _declarations(value: Any, parse: Callable[[str], dict[str, Any]], write: Cal
 
 def _renamed(values: dict[str, Any] | None, old: str, new: str) -> dict[str, Any] | None:
     return None if values is None else {new if key == old else key: v for key, v in values.items()}
-
-
-def _check_range(spec: InputSpec) -> None:
-    """BadInput when an integer input's declared range does not fit its dtype (uint8 0..1000)."""
-    if spec.value_range is None or not spec.is_integer or spec.dtype == "bool":
-        return
-    info = np.iinfo(np.dtype(spec.dtype))
-    low, high = spec.value_range
-    if low < info.min or high > info.max:
-        raise BadInput(f"--input-range {low:g}..{high:g} does not fit input '{spec.name}', whose dtype "
-                       f"{spec.dtype} holds {info.min}..{info.max}.")
 
 
 def _looks_like_path(spec: str) -> bool:

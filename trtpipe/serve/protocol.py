@@ -75,7 +75,10 @@ def parse_infer_request(body: bytes, header_length: int | None, inputs: list[Ten
     expected = {t.name: t for t in inputs}
     given = [i["name"] for i in header["inputs"]]
     missing, extra = sorted(set(expected) - set(given)), sorted({str(g) for g in given} - set(expected))
-    if missing or extra or len(given) != len(set(given)):
+    twice = sorted({str(g) for g in given if given.count(g) > 1})
+    if twice:
+        raise ProtocolError(400, f"Input {', '.join(repr(t) for t in twice)} is given more than once.")
+    if missing or extra:
         raise ProtocolError(400, f"Inputs do not match the model: missing {missing or 'none'}, unexpected "
                                  f"{extra or 'none'} (the model takes {', '.join(expected)}).")
     arrays: dict[str, np.ndarray] = {}
@@ -89,6 +92,11 @@ def parse_infer_request(body: bytes, header_length: int | None, inputs: list[Ten
         raise ProtocolError(400, f"The binary data has {len(binary)} bytes, but the inputs' binary_data_size add "
                                  f"up to {offset}.")
     batch = {int(a.shape[0]) for a in arrays.values() if a.ndim}
+    batched = [t.name for t in inputs if t.shape and not isinstance(t.shape[0], int)]  # a dynamic first axis
+    if len(batched) == len(inputs) and len(batch) > 1:  # one batch axis shared by every input: rows must agree
+        sizes = ", ".join(f"{name} {arrays[name].shape[0]}" for name in batched)
+        raise ProtocolError(400, f"The inputs disagree on the batch size ({sizes}): give every input the same "
+                                 "number of rows.")
     if max_batch_size is not None and batch and max(batch) > max_batch_size:
         raise ProtocolError(400, f"Batch of {max(batch)} exceeds the model's maximum batch size {max_batch_size}.")
 
@@ -129,6 +137,9 @@ def _decode_input(item: dict[str, Any], info: TensorInfo, binary: memoryview) ->
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                               for d in shape):
         raise ProtocolError(400, f"Input '{name}' needs a shape: a list of non-negative integers.")
+    if 0 in shape:  # an empty tensor: nothing to run, and kernels refuse it
+        raise ProtocolError(400, f"Input '{name}' has shape {format_shape(shape)}: every dimension must be at "
+                                 "least 1.")
     if len(shape) != len(info.shape) or any(isinstance(want, int) and want != got
                                              for want, got in zip(info.shape, shape, strict=True)):
         raise ProtocolError(400, f"Input '{name}' has shape {format_shape(shape)}; the model expects "
@@ -150,13 +161,30 @@ def _decode_input(item: dict[str, Any], info: TensorInfo, binary: memoryview) ->
     if "data" not in item:
         raise ProtocolError(400, f"Input '{name}' has neither 'data' nor binary_data_size.")
     try:
-        flat = np.asarray(item["data"], dtype=dtype).reshape(-1)
-    except (ValueError, TypeError) as error:
+        flat = _json_values(item["data"], dtype, name, datatype)
+    except (ValueError, TypeError, OverflowError) as error:
         raise ProtocolError(400, f"Input '{name}' data cannot be read as {datatype} ({error}).") from None
     if flat.size != count:
         raise ProtocolError(400, f"Input '{name}' has {flat.size} elements; shape {format_shape(shape)} needs "
                                  f"{count}.")
     return flat.reshape(shape), 0
+
+
+def _json_values(data: Any, dtype: np.dtype, name: str, datatype: str) -> np.ndarray:
+    """JSON ``data`` as a flat array of ``dtype``. An integer tensor takes whole numbers within its type's range
+    only: numpy would wrap 300 into a uint8 or truncate 1.5 without a word, and the model would run on other
+    values than the client sent."""
+    if dtype.kind not in "iu":
+        return np.asarray(data, dtype=dtype).reshape(-1)
+    values = np.asarray(data)
+    if values.dtype.kind not in "iu" or values.dtype == np.bool_:
+        raise ProtocolError(400, f"Input '{name}' is {datatype}: its data must be whole numbers, not "
+                                 f"{'booleans' if values.dtype == np.bool_ else values.dtype.name} values.")
+    info = np.iinfo(dtype)
+    if values.size and (values.min() < info.min or values.max() > info.max):
+        raise ProtocolError(400, f"Input '{name}' is {datatype}: its values must lie in [{info.min}, {info.max}], "
+                                 f"got [{values.min()}, {values.max()}].")
+    return values.astype(dtype).reshape(-1)
 
 
 def encode_infer_response(model_name: str, version: str, request: InferRequest, outputs: list[TensorInfo],

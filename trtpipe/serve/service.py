@@ -9,6 +9,7 @@ Prometheus series. A rule added here holds for both transports; neither module i
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,9 +72,14 @@ def lookup(models: dict[str, dict[str, ServedModel]], name: str, version: str | 
     return versions[version]
 
 
+_INTERNAL_PATH = re.compile(r"(?:/[\w.+-]+){2,}(?::\d+)?")  # a runtime's source or install path, with a line
+
+
 def failure_message(error: BaseException) -> str:
-    """What a client is told when the model itself failed: the first line of the error, no traceback."""
-    return f"Inference failed: {str(error).strip().splitlines()[0] if str(error) else error!r}"
+    """What a client is told when the model itself failed: the first line of the error, no traceback, and no path
+    of the server's files (ONNX Runtime names its source files in its messages)."""
+    line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+    return f"Inference failed: {_INTERNAL_PATH.sub('<path>', line)}"
 
 
 class InferenceService:
