@@ -95,7 +95,9 @@ class Comparison:
         if self.worst_output:
             text += f" (worst of {len(self.outputs)} outputs: {self.worst_output})"
         if self.agreement is not None:
-            text = f"{self.agreement_name} {100 * self.agreement:.2f}%, " + text
+            miou = self.figures.get("miou")  # a segmenter's mIoU against FP32's argmax, beside pixel agreement
+            text = (f"{self.agreement_name} {100 * self.agreement:.2f}%, "
+                    + (f"mIoU {100 * miou:.2f}%, " if miou is not None else "") + text)
         elif self.note:
             text = f"{self.note}; " + text
         if self.accuracy is not None and self.reference_accuracy is not None:

@@ -195,3 +195,18 @@ def test_an_onnx_reference_names_the_pytorch_model_it_was_converted_from(factori
             f"{_weights(onnx)[:12]})") in (tmp_path / "bench.md").read_text()
     shutil.copy(onnx, tmp_path / "elsewhere.onnx")
     assert converted_from(tmp_path / "elsewhere.onnx") is None
+
+
+def test_a_factory_named_relative_to_one_folder_is_found_from_another(factories: Path, run_cli,  # type: ignore[no-untyped-def]
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """convert records the factory's absolute path beside the spec as written, so bench of the ONNX from another
+    folder still loads the PyTorch model it came from."""
+    monkeypatch.chdir(factories)
+    assert run_cli("convert", "tiny.py:seeded", "-o", "seeded.onnx").exit_code == 0
+    elsewhere = factories / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = run_cli("bench", "../seeded.onnx", *QUICK)
+    assert result.exit_code == 0, result.output
+    assert f"converted from {factories / 'tiny.py'}:seeded" in result.output
+    assert "benched against that PyTorch model" in result.output

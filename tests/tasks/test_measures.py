@@ -172,3 +172,18 @@ def test_picodet_head_decodes_distances_around_cell_centres() -> None:
     np.testing.assert_allclose(found.boxes[0], [12, -4, 28, 36], atol=1e-6)
     with pytest.raises(BadInput, match="The picodet decoder expects 4 outputs"):
         decode([scores8, dist8])
+
+
+def test_labels_outside_the_models_classes() -> None:
+    """A classifier's label beyond its classes is refused; a segmenter's is VOC's "ignore" (255 on boundaries):
+    left out of pixel accuracy, and masks with no pixel of the model's classes are refused."""
+    reference = np.array([[3, 1, 0], [0, 2, 1]], np.float32)
+    with pytest.raises(BadInput, match=r"Class labels run 0\.\.50; the model has 3 classes \(0\.\.2\)"):
+        compare(reference, reference, np.array([0, 50]))
+    maps = np.zeros((1, 2, 2, 2), np.float32)
+    maps[0, 1, 1, :] = 1  # classes [[0, 0], [1, 1]]
+    ignored = compare(maps, maps, np.array([[[0, 255], [1, 0]]]), task=Task.SEGMENT)
+    # Three labelled pixels, two right (the 255 one does not count): 2/3 for both models.
+    assert ignored.reference_accuracy == pytest.approx(2 / 3) and ignored.figures["ignored_pixels"] == 0.25
+    with pytest.raises(BadInput, match=r"hold no class of the model's 0\.\.1 \(they run 10\.\.13\)"):
+        compare(maps, maps, np.array([[[10, 11], [12, 13]]]), task=Task.SEGMENT)

@@ -189,7 +189,7 @@ def pytorch_origin(onnx_file: Path, options: ModelOptions) -> LoadedModel | None
     origin = converted_from(onnx_file)
     if not origin or not origin.get("source") or not origin.get("weights_sha256"):
         return None
-    source = str(origin["source"])
+    source = str(origin.get("resolved_source") or origin["source"])  # absolute where convert read a file
     fallback = "the reference is the FP32 ONNX on ONNX Runtime"
     if origin.get("source_kind") == "pickled" and not options.trust_checkpoint:
         console.note(f"{onnx_file} was converted from {source}, which needs full unpickling (--trust-checkpoint): "

@@ -119,6 +119,7 @@ class LoadedModel:
             "source_kind": self.source_kind,
             "source_sha256": self.source_sha256,
             "weights_sha256": self.weights_sha256(),
+            **({"resolved_source": resolved} if (resolved := _absolute_source(self.source)) != self.source else {}),
             "input_shape": list(self.input_shape),
             **({"inputs": [s.to_dict() for s in self.inputs]} if len(self.inputs) > 1 else {}),
             "parameters": sum(p.numel() for p in self.module.parameters()),
@@ -316,6 +317,17 @@ def _declarations(value: Any, parse: Callable[[str], dict[str, Any]], write: Cal
 
 def _renamed(values: dict[str, Any] | None, old: str, new: str) -> dict[str, Any] | None:
     return None if values is None else {new if key == old else key: v for key, v in values.items()}
+
+
+def _absolute_source(spec: str) -> str:
+    """``spec`` with a relative file in it made absolute (``m.py:make`` -> ``/work/m.py:make``, ``ckpt.pt`` ->
+    ``/work/ckpt.pt``), so a manifest's record still leads to the model from another folder; else ``spec``."""
+    factory = factory_spec(spec)
+    if factory is not None:
+        module = Path(factory.module)
+        return f"{module.resolve()}:{factory.factory}" if module.suffix == ".py" and module.exists() else spec
+    path = Path(spec)
+    return str(path.resolve()) if path.exists() else spec
 
 
 def _looks_like_path(spec: str) -> bool:

@@ -23,6 +23,11 @@ def measure(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | N
     accuracy = reference_accuracy = None
     if labels is not None:
         labels = np.asarray(labels).reshape(-1)[: len(reference)]
+        if len(labels) and (labels.min() < 0 or labels.max() >= reference.shape[1]):
+            from trtpipe.errors import BadInput
+
+            raise BadInput(f"Class labels run {labels.min()}..{labels.max()}; the model has {reference.shape[1]} "
+                           f"classes (0..{reference.shape[1] - 1}): give labels of this model's classes.")
         reference_accuracy = float(np.mean(reference.argmax(1) == labels))
         accuracy = float(np.mean(candidate.argmax(1) == labels))
     return Fidelity(Task.CLASSIFY, top1, "top-1 agreement", {"top5_agreement": top5}, accuracy, reference_accuracy,

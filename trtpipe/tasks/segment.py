@@ -35,7 +35,17 @@ def measure(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | N
 
             raise BadInput(f"Segmentation labels have shape {masks.shape}; the model's class maps are {ref.shape}: "
                            "give one class index per pixel, [N, H, W].")
-        reference_accuracy, accuracy = float(np.mean(ref == masks)), float(np.mean(cand == masks))
-        figures["miou_labels"] = mean_iou(masks, cand)
+        # Pixels labelled outside the model's classes are "ignore" (VOC marks boundaries 255), as segmentation
+        # benchmarks score them; masks with no pixel inside are not labels of this model.
+        valid = (masks >= 0) & (masks < reference.shape[1])
+        if not valid.any():
+            from trtpipe.errors import BadInput
+
+            raise BadInput(f"Segmentation labels hold no class of the model's 0..{reference.shape[1] - 1} (they run "
+                           f"{masks.min()}..{masks.max()}): give the masks of this model's classes.")
+        reference_accuracy, accuracy = float(np.mean(ref[valid] == masks[valid])), float(np.mean(cand[valid] ==
+                                                                                                  masks[valid]))
+        figures["miou_labels"] = mean_iou(masks[valid], cand[valid])
+        figures["ignored_pixels"] = float(1 - valid.mean())
     return Fidelity(Task.SEGMENT, float(np.mean(ref == cand)), "pixel agreement", figures, accuracy,
                     reference_accuracy, "pixel accuracy" if labels is not None else None)
