@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from trtpipe.errors import BadInput
-from trtpipe.inputs import (
+from trtpipe.inputs import InputSpec, Layout, check_declared, random_batch
+from trtpipe.models.options import ModelOptions
+from trtpipe.shapes import (
     FIRST,
-    InputSpec,
-    Layout,
-    check_declared,
     declared_for,
     format_input_dtypes,
     format_input_ranges,
@@ -18,9 +17,7 @@ from trtpipe.inputs import (
     parse_input_dtypes,
     parse_input_ranges,
     parse_input_shapes,
-    random_batch,
 )
-from trtpipe.models.options import ModelOptions
 
 
 def test_an_unnamed_value_belongs_to_the_first_input() -> None:

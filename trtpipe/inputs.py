@@ -20,29 +20,7 @@ from enum import StrEnum
 import numpy as np
 
 from trtpipe.errors import BadInput
-from trtpipe.shapes import (
-    FIRST,
-    INPUT_DTYPES,
-    declared_for,
-    format_declared,
-    format_input_dtypes,
-    format_input_ranges,
-    format_input_shapes,
-    format_shape,
-    parse_declared,
-    parse_input_dtypes,
-    parse_input_ranges,
-    parse_input_shapes,
-)
-
-# The declaration grammar lives in trtpipe.shapes (standard library only, so options modules can import it without
-# numpy); it is re-exported here beside the specs it declares.
-__all__ = [
-    "FIRST", "INPUT_DTYPES", "Batch", "InputSpec", "Layout", "apply", "check_declared", "concat", "count",
-    "declared_for", "first", "format_declared", "format_input_dtypes", "format_input_ranges", "format_input_shapes",
-    "guess_layout", "named", "nbytes", "parse_declared", "parse_input_dtypes", "parse_input_ranges",
-    "parse_input_shapes", "random_batch", "resize", "resolve", "take",
-]
+from trtpipe.shapes import FIRST, declared_for, format_shape
 
 Batch = np.ndarray | Mapping[str, np.ndarray]
 

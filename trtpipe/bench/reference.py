@@ -22,12 +22,12 @@ import numpy as np
 from trtpipe.bench.identity import converted_from
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
-from trtpipe.inputs import FIRST, Batch, InputSpec, Layout, check_declared, declared_for, random_batch, resolve
+from trtpipe.inputs import Batch, InputSpec, Layout, check_declared, random_batch, resolve
 from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import EvaluationData, LoadedModel
 from trtpipe.models.options import ModelOptions
 from trtpipe.runtime.artifacts import artifact_name, describe_artifact
-from trtpipe.shapes import format_shape
+from trtpipe.shapes import FIRST, declared_for, format_shape
 from trtpipe.vocab import ArtifactKind, Precision, Task
 
 REFERENCE = "the FP32 ONNX on ONNX Runtime CPU"

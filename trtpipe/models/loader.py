@@ -32,22 +32,11 @@ from torch import nn
 
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file
-from trtpipe.inputs import (
-    FIRST,
-    Batch,
-    InputSpec,
-    check_declared,
-    declared_for,
-    guess_layout,
-    parse_input_dtypes,
-    parse_input_ranges,
-    parse_input_shapes,
-    random_batch,
-)
+from trtpipe.inputs import Batch, InputSpec, check_declared, guess_layout, random_batch
 from trtpipe.models.data_spec import DataKind
 from trtpipe.models.registry import PRETRAINED_INSTALL, Architecture, factory_spec, get_architecture, skeleton
 from trtpipe.models.user_code import import_attribute, load_postprocess
-from trtpipe.shapes import format_shape
+from trtpipe.shapes import FIRST, declared_for, format_shape, parse_input_dtypes, parse_input_ranges, parse_input_shapes
 from trtpipe.vocab import Device, Task
 
 STATE_DICT_SUFFIXES = {".pt", ".pth", ".bin", ".ckpt"}

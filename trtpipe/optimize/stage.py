@@ -17,7 +17,7 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import atomic_path, require_parent_dir, sha256_file
-from trtpipe.inputs import FIRST, InputSpec, Layout, random_batch, resolve, take
+from trtpipe.inputs import InputSpec, Layout, random_batch, resolve, take
 from trtpipe.manifest import ArtifactManifest, read_manifest, write_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
@@ -26,6 +26,7 @@ from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import graph_pass, precision_pass
 from trtpipe.options import to_plain
+from trtpipe.shapes import FIRST
 from trtpipe.vocab import Precision, Target, Task
 
 
