@@ -94,3 +94,23 @@ def test_a_pipeline_file_that_is_not_utf8_is_one_line(tmp_path: Path, run_cli) -
     result = run_cli("run", path)
     assert result.exit_code == 1 and "is not UTF-8 text" in error_line(result.output)
     assert "Traceback" not in result.output
+
+
+def test_files_a_pipeline_names_beside_itself_are_found_from_any_folder(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """[model] source and [data] paths relative to the pipeline file resolve against its folder (as [output] does);
+    names that are not files beside it (registry names, digits, packaged:...) stay as written."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "net.py").write_text("def make(): ...\n")
+    (folder / "calib.npz").write_bytes(b"")
+    (folder / "p.toml").write_text('[model]\nsource = "net.py:make"\n[data]\ncalib = "calib.npz"\neval = "digits"\n'
+                                   '[[variants]]\nname = "int8"\nprecision = "int8"\n')
+    monkeypatch.chdir(tmp_path)
+    pipeline = load_pipeline(folder / "p.toml")
+    assert pipeline.model.source == f"{folder / 'net.py'}:make"
+    (variant,) = pipeline.variants
+    assert variant.options.calib == str(folder / "calib.npz") and variant.options.eval == "digits"
+    registry = folder / "r.toml"
+    registry.write_text('[model]\nsource = "resnet18"\n')
+    assert load_pipeline(registry).model.source == "resnet18"

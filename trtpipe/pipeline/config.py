@@ -210,6 +210,22 @@ def _with_natural_data(options: OptimizeOptions, natural: str) -> OptimizeOption
                    eval=options.eval or (natural if judged else None))
 
 
+def beside(value: str | None, base: Path) -> str | None:
+    """A relative file a pipeline file names (a factory's ``.py``, a checkpoint, an ONNX, calibration data), made
+    absolute where it lies beside the pipeline file, so the file runs from any folder, as its [output] paths do;
+    else ``value`` as written (a registry or packaged name, ``digits``, a path relative to the working folder)."""
+    if not value:
+        return value
+    module, colon, attr = value.rpartition(":")
+    if colon and module.endswith(".py") and not Path(value).exists():  # path/to/file.py:factory
+        found = base / module
+        return f"{found.resolve()}:{attr}" if not Path(module).is_absolute() and found.is_file() else value
+    path = Path(value)
+    if path.is_absolute() or not (base / path).exists():
+        return value
+    return str((base / path).resolve())
+
+
 def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
                        overrides: list[str] | None = None) -> Pipeline:
     """A checked Pipeline from TOML-shaped ``data``; paths in [output] are relative to ``base``."""
@@ -223,6 +239,8 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
     apply_overrides(data, overrides or [])
 
     model = _options(source, "model", data.get("model", {}))
+    if source.text:  # a pipeline file: what it names relative to itself is found from any folder
+        model = replace(model, source=beside(model.source, base))
     if not model.source:
         raise BadInput(f"{source.path}: [model] needs 'source' (a registry name, checkpoint, module:factory, FP32 "
                        ".onnx file or packaged model name).")
@@ -248,6 +266,8 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
             raise BadInput(f"{source.path}: every [[variants]] needs a 'name'.")
         name = table["name"]
         options = _options(source, "variants", table, base=defaults)
+        if source.text:
+            options = replace(options, calib=beside(options.calib, base), eval=beside(options.eval, base))
         if natural:
             options = _with_natural_data(options, natural)
         if not SAFE_NAME.match(name) or any(v.name == name for v in pipeline.variants):
