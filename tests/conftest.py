@@ -10,6 +10,18 @@ from click.testing import CliRunner
 from trtpipe.cli import main
 
 
+@pytest.fixture(autouse=True)
+def fast_int8_recipe(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """INT8's default recipe learns each layer's rounding (minutes per model on 2 cores); tests that are not about
+    the recipes run the fast one, which places Q/DQ by the same rules. Tests marked ``default_recipe`` get the
+    real default."""
+    if request.node.get_closest_marker("default_recipe") is None:
+        from trtpipe.optimize.int8 import recipes
+        from trtpipe.vocab import Quality
+
+        monkeypatch.setattr(recipes, "DEFAULT_QUALITY", Quality.FAST)
+
+
 @pytest.fixture(scope="session")
 def digits_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled trained model, converted and verified through the public API."""

@@ -109,6 +109,14 @@ class CalibMethod(StrEnum):
     MSE = "mse"
 
 
+class Quality(StrEnum):
+    """How much work INT8 does to keep accuracy; trtpipe/optimize/int8/recipes.py says which steps each runs."""
+
+    FAST = "fast"
+    BALANCED = "balanced"
+    BEST = "best"
+
+
 class Device(StrEnum):
     CPU = "cpu"
     CUDA = "cuda"

@@ -52,18 +52,31 @@ def test_tensorrt_placement(fused_and_ranges) -> None:  # type: ignore[no-untype
     assert len(quantized_outputs) == 2  # the two projection shortcuts, as residual inputs
 
 
-def test_onnxruntime_default_placement_fails_with_the_int32_bias_finding(fused_and_ranges) -> None:  # type: ignore[no-untyped-def]
-    model, ranges = fused_and_ranges
-    default = profile_for(Target.TENSORRT)
-    options = {k: v for k, v in default.extra_options.items() if k not in ("QuantizeBias",
-                                                                         "OpTypesToExcludeOutputQuantization")}
-    before = replace(default, extra_options=options, residual_branch_only=False)
-    report = check_model(quantize(model, ranges, before), Target.TENSORRT)
+def test_onnxruntime_default_placement_fails_with_the_int32_bias_finding(fused_and_ranges, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """ONNX Runtime's quantize_static, S8S8 symmetric as TensorRT needs, with its own default placement."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    model, _ = fused_and_ranges
+    source, out = tmp_path / "fused.onnx", tmp_path / "ort.onnx"
+    onnx.save(model, str(source))
+    images = load_split("digits", "calibration").images[:64]
+
+    class Reader:
+        def __init__(self) -> None:
+            self.items = iter([{model.graph.input[0].name: images[i : i + 16]} for i in range(0, 64, 16)])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.items, None)
+
+    quantize_static(str(source), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    calibrate_method=CalibrationMethod.MinMax, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8, extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    report = check_model(onnx.load(str(out)), Target.TENSORRT)
     assert not report.passed
     rules = {f.rule for f in report.errors}
     assert rules == {"dq-input-type"}
     assert all("INT32 (a quantized bias)" in f.message for f in report.errors)
-    assert {f.rule for f in report.warnings} == {"weighted-output", "residual-add"}
+    assert {"weighted-output", "residual-add"} <= {f.rule for f in report.warnings}
 
 
 def test_tensorrt_placement_keeps_accuracy_as_float_qdq(fused_and_ranges) -> None:  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ from trtpipe.shapes import (
     parse_input_ranges,
     parse_input_shapes,
 )
-from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Target, Task
+from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Quality, Target, Task
 
 DATA_HELP = ("digits, photos (packaged natural photos: pip install 'trtpipe[pretrained]'), FILE.npy/.npz, an image "
              "folder, or random (calibration only: speed tests)")
@@ -61,6 +61,9 @@ class OptimizeOptions(Options):
     calib_cache: Path | None = option(None, "Calibration range cache (default: OUT.calib.json).", type=Path)
     eval: str | None = option(None, "Labelled data to measure accuracy on: digits, FILE.npz with labels, or a folder "
                               "with one subfolder per class.", metavar="DATA")
+    quality: Quality | None = option(None, "INT8 recipe: fast (placement rules, depthwise scaling), balanced (+ "
+                                     "equalization, bias correction), best (+ AdaRound). Default: best, or lighter "
+                                     "when the calibration data is too few for it.", type=Quality)
     bias_correction: bool = option(False, "INT8: remove, layer by layer, the output mean shift quantization causes "
                                    "(empirical bias correction on 64 calibration samples).", type=bool)
     adaround: bool = option(False, "INT8: learn each weight's rounding, layer by layer, so layer outputs match FP32 "

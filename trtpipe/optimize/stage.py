@@ -21,6 +21,7 @@ from trtpipe.inputs import InputSpec, Layout, random_batch, resolve, take
 from trtpipe.manifest import ArtifactManifest, read_manifest, write_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
+from trtpipe.optimize.int8.recipes import recipe_for
 from trtpipe.optimize.opset import upgrade_for_precision
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
@@ -101,8 +102,15 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         **({"opset_upgrade": opset_note} if opset_note else {}),
     })
 
+    passes = options.passes
+    if precision is Precision.INT8:
+        assert calib is not None
+        context.recipe, step_down = recipe_for(options.quality, len(calib), random=options.calib == "random")
+        if step_down:
+            console.warn(step_down)
+        passes = (*passes, *(p for p in context.recipe.passes if p not in passes))
     result = model
-    for name in options.passes:
+    for name in passes:
         result = graph_pass(name).apply(result, context)
     writer = precision_pass(precision)
     if writer is not None:

@@ -44,6 +44,7 @@ class QuantProfile:
     evaluation_optimization: GraphOptimization  # how ONNX Runtime must run the result to measure it faithfully
     extra_options: dict[str, Any] = field(default_factory=dict)
     residual_branch_only: bool = False  # on an Add fed by a weighted op, drop that input's Q/DQ
+    shared_concat_scales: bool = False  # every input of a quantized Concat takes one range (placement.py)
 
     @property
     def int8_outputs(self) -> bool:
@@ -63,6 +64,8 @@ class QuantProfile:
 # scales through.
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "MaxPool", "Concat")
+# The CPU's: the same joins, plus the activations ONNX Runtime folds into a QLinearConv's output.
+CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip")
 
 
 def profile_for(target: Target) -> QuantProfile:
@@ -74,7 +77,7 @@ def profile_for(target: Target) -> QuantProfile:
             evaluation_optimization=GraphOptimization.DISABLE,
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
                            "OpTypesToExcludeOutputQuantization": list(TENSORRT_OP_TYPES)},
-            residual_branch_only=True,
+            residual_branch_only=True, shared_concat_scales=True,
         )
     if target is Target.CPU:
         vnni = has_vnni()
@@ -82,7 +85,7 @@ def profile_for(target: Target) -> QuantProfile:
             target, signed_activations=False, symmetric_activations=False, reduce_range=not vnni,
             reduce_range_reason="this CPU has VNNI: full 8-bit weights" if vnni else
             "this CPU lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products",
-            op_types=None, evaluation_optimization=GraphOptimization.ALL,
+            op_types=CPU_OP_TYPES, evaluation_optimization=GraphOptimization.ALL,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
         )
     raise BadInput(f"No INT8 profile for target '{target}'.")

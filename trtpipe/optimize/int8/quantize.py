@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
+from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
 
 
@@ -26,16 +27,24 @@ def quantize(
     exclude: Sequence[str] = (),
     only: Sequence[str] = (),
 ) -> onnx.ModelProto:
-    """Return ``model`` with Q/DQ nodes for ``profile``; ``exclude`` stays FP32, ``only`` limits what is quantised."""
+    """Return ``model`` with Q/DQ nodes for ``profile``; ``exclude`` stays FP32, ``only`` limits what is quantised.
+    The placement rules (:mod:`placement`) keep their nodes in float and tie Concat inputs to one range."""
     from onnxruntime.quantization import QuantType
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
     from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
     from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
 
+    placed = float_nodes(model, profile)
+    exclude = [*exclude, *placed]
+    op_types = quantized_op_types(profile)
+    if profile.shared_concat_scales:
+        ranges = dict(ranges)
+        kept = set(exclude)
+        share_concat_scales(model, ranges, [n.name for n in model.graph.node if n.op_type in op_types
+                                            and n.name not in kept and (not only or n.name in only)])
     tensors = TensorsData(CalibrationMethod.MinMax, {
         name: TensorData(lowest=np.float32(low), highest=np.float32(high)) for name, (low, high) in ranges.items()
     })
-    op_types = quantized_op_types(profile)
     with tempfile.TemporaryDirectory(prefix="trtpipe-quant-") as tmp, quiet_onnxruntime_quantization():
         path = Path(tmp) / "model.onnx"
         onnx.save(model, str(path))
@@ -56,7 +65,41 @@ def quantize(
     if profile.residual_branch_only:
         keep_residual_branch_only(quantized)
     float_graph_outputs(quantized)
+    kept, chosen = set(exclude), set(only)
+    float_reads(quantized, {n.name for n in model.graph.node if n.op_type not in op_types or n.name in kept
+                            or (chosen and n.name not in chosen)})
     return quantized
+
+
+def float_reads(model: onnx.ModelProto, float_nodes: set[str]) -> int:
+    """Remove each Q/DQ pair whose every reader is one of ``float_nodes`` (not quantized): the readers get the
+    float value it rounded. ONNX Runtime's U8S8 quantizer writes a convolution's output through Q/DQ for its
+    QLinearConv, which is free where the next op quantizes that tensor anyway (a folded Relu or ReLU6, a residual
+    Add, another convolution) and costly where a float op reads it: before an exported HardSwish the output is the
+    pre-activation, whose range is hundreds of times the activation's. Measured on the real PP-PicoDet (cpu target,
+    12 pages): 87.0 % mAP@0.5 vs FP32 with that Q/DQ, 97.2 % without; and on OpenVINO 98 ms with it, 53 ms
+    without (NNCF's 66 ms, the FP32 file's 91 ms, in the same run). ONNX Runtime then runs such a convolution in
+    float. Returns how many pairs it removed."""
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+    weights = {t.name for t in graph.initializer}
+    freed = 0
+    for dq in [n for n in graph.node if n.op_type == "DequantizeLinear"]:
+        q = producer.get(dq.input[0])
+        users = readers.get(dq.output[0], [])
+        if q is None or q.op_type != "QuantizeLinear" or not users or dq.output[0] in outputs \
+                or any(user.name not in float_nodes for user in users) or q.input[0] in weights:
+            continue
+        for user in users:
+            user.input[:] = [q.input[0] if name == dq.output[0] else name for name in user.input]
+        freed += 1
+    prune_unread(graph)
+    return freed
 
 
 def quantized_op_types(profile: QuantProfile) -> list[str]:

@@ -14,6 +14,7 @@ from trtpipe.comparison import Comparison, compare
 from trtpipe.inputs import Batch, count
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import logits, outputs
+from trtpipe.optimize.int8.recipes import Recipe
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.vocab import GraphOptimization, Target, Task
 
@@ -33,6 +34,7 @@ class PassContext:
     decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None  # --postprocess: a detector's decoding
     details: dict[str, Any] = field(default_factory=dict)  # manifest sections, one per pass
     fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
+    recipe: Recipe | None = None  # INT8: the --quality recipe that runs (its graph passes already have)
 
     def batches(self, dataset: Dataset) -> list[Batch]:
         """Calibration batches; with a static batch axis, only full batches of that size."""

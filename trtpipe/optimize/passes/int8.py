@@ -16,6 +16,7 @@ from trtpipe.inputs import count, take
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
 from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.optimize.int8.placement import placement_record
 from trtpipe.optimize.int8.profiles import QuantProfile, profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
@@ -50,15 +51,22 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     console.note(f"INT8 ({context.target}) vs FP32 on {judge.source}: {check.line()}")
     section: dict[str, Any] = {
         "profile": profile.to_dict(),
+        "placement": placement_record(fp32, profile),
         "calibration": {"method": options.calib_method, "source": calib.source, "samples": len(calib),
                         "sha256": calib.sha256, "cache": str(cache), "tensors": len(ranges)},
         "full_int8": check.to_dict(),
         "fp32_layers": [],
     }
-    if options.adaround:
+    recipe = context.recipe
+    section["recipe"] = {"quality": str(recipe.quality) if recipe else None,
+                         "steps": recipe.steps() if recipe else [], "measured": [_step("placement and graph passes",
+                                                                                      check)]}
+    if options.adaround or (recipe is not None and recipe.adaround):
         quantized, check, section["adaround"] = _learn_rounding(fp32, quantized, context, judge, profile)
-    if options.bias_correction:
+        section["recipe"]["measured"].append(_step("adaround", check))
+    if options.bias_correction or (recipe is not None and recipe.bias_correction):
         quantized, check, section["bias_correction"] = _correct_biases(fp32, quantized, context, judge, profile)
+        section["recipe"]["measured"].append(_step("bias_correction", check))
     budget = options.max_accuracy_drop
     drop = check.drop_pp
     if budget is not None and evaluation is not None and drop is not None and drop > budget:
@@ -80,6 +88,12 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     section["final"] = check.to_dict()
     context.details["int8"] = section
     return quantized
+
+
+def _step(name: str, check: Comparison) -> dict[str, Any]:
+    """One recipe step and the figure measured after it (the task's agreement, else the worst cosine)."""
+    return {"step": name, "agreement": check.agreement, "agreement_name": check.agreement_name,
+            "cosine": check.cosine}
 
 
 BIAS_CORRECTION_SAMPLES = 64

@@ -1,0 +1,232 @@
+"""Placement rules for detector and dense heads, and depthwise scaling, on tiny graphs: each rule keeps what it
+names in float (or ties the ranges it names), and the outputs are compared with the FP32 reference computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.optimize.conftest import run
+from trtpipe.errors import BadInput
+from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.optimize.int8.placement import float_nodes, placement_record
+from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.recipes import RECIPES, recipe_for
+from trtpipe.optimize.passes.equalize import channel_ranges
+from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX, find_sites, scale_depthwise
+from trtpipe.vocab import CalibMethod, Quality, Target
+
+RNG = np.random.default_rng(7)
+STRIDE = 8.0
+ANCHORS = 4 * 4
+
+
+def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
+
+
+def _detector() -> onnx.ModelProto:
+    """A one-stage head in miniature: Conv 3->8 -> Relu -> Conv 8->(4 box + 3 class) on a 4x4 grid; boxes are
+    decoded to pixels ((d + grid) * stride), classes go through a Sigmoid, and the two are concatenated into
+    [N, 7, anchors]: the layout that puts coordinates up to ~40 and probabilities below 1 in one tensor."""
+    grid = np.stack(np.meshgrid(np.arange(4), np.arange(4)), 0).reshape(2, ANCHORS)
+    grid = np.concatenate([grid, grid], 0)[None].astype(np.float32)  # [1, 4, anchors]
+    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * 0.5, "w1"), _init(RNG.standard_normal(8) * 0.1, "b1"),
+             _init(RNG.standard_normal((7, 8, 1, 1)) * 0.5, "w2"), _init(np.zeros(7), "b2"),
+             _init(grid, "grid"), _init(np.array(STRIDE), "stride"),
+             numpy_helper.from_array(np.array([1, 7, ANCHORS], np.int64), "flat"),
+             numpy_helper.from_array(np.array([4, 3], np.int64), "split")]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["head"], name="head"),
+        helper.make_node("Reshape", ["head", "flat"], ["flat_head"], name="flatten"),
+        helper.make_node("Split", ["flat_head", "split"], ["box", "cls"], name="split", axis=1),
+        helper.make_node("Add", ["box", "grid"], ["shifted"], name="add_grid"),
+        helper.make_node("Mul", ["shifted", "stride"], ["pixels"], name="to_pixels"),
+        helper.make_node("Sigmoid", ["cls"], ["scores"], name="sigmoid"),
+        helper.make_node("Concat", ["pixels", "scores"], ["y"], name="concat_out", axis=1),
+    ]
+    graph = helper.make_graph(nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7, ANCHORS])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _calibrated(model: onnx.ModelProto, target: Target, samples: int = 16) -> dict[str, tuple[float, float]]:
+    batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(samples)]
+    return calibrate(model, batches, CalibMethod.MINMAX, symmetric=target is Target.TENSORRT)
+
+
+def _readers_of_dequantized(model: onnx.ModelProto) -> set[str]:
+    dequantized = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    return {n.name for n in model.graph.node if any(i in dequantized for i in n.input)}
+
+
+@pytest.mark.parametrize("target", list(Target))
+def test_detector_decoding_stays_float_and_keeps_its_coordinates(target: Target) -> None:
+    model = _detector()
+    profile = profile_for(target)
+    quantized = quantize(model, _calibrated(model, target), profile)
+    read_quantized = _readers_of_dequantized(quantized)
+    for name in ("add_grid", "to_pixels", "sigmoid", "concat_out", "split", "flatten"):
+        assert name not in read_quantized, f"{name} reads a dequantized tensor"
+    assert float_nodes(model, profile)["concat_out"] == "post-processing"
+    assert "post-processing" in placement_record(model, profile)
+    # Against the FP32 reference: the only rounding left is the convolutions', so the probabilities (rows 4..6)
+    # keep far more than the 1/255-of-40 a shared per-tensor scale would leave them.
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    reference = run(model, x)
+    candidate = run(quantized, x, "disable" if target is Target.TENSORRT else "all")
+    scores_error = np.abs(candidate[:, 4:] - reference[:, 4:]).max()
+    assert scores_error < np.abs(reference[:, :4]).max() / 255, scores_error
+
+
+def test_distribution_expectation_reads_the_softmax_in_float() -> None:
+    """Conv -> Reshape to bins -> Softmax -> 1x1 Conv with weights 0..7 (a DFL box side) -> Conv after it (so the
+    expectation is not post-processing): the expectation's input has no Q/DQ; the convolutions' inputs do."""
+    bins = np.arange(8, dtype=np.float32).reshape(1, 8, 1, 1)
+    inits = [_init(RNG.standard_normal((8, 3, 1, 1)), "w1"), _init(bins, "proj"),
+             _init(RNG.standard_normal((2, 1, 1, 1)), "w3")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["logits"], name="conv1"),
+             helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
+             helper.make_node("Conv", ["probs", "proj"], ["side"], name="expectation"),
+             helper.make_node("Conv", ["side", "w3"], ["y"], name="after")]
+    graph = helper.make_graph(nodes, "dfl", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    for target in Target:
+        profile = profile_for(target)
+        assert float_nodes(model, profile)["expectation"] == "distribution-expectation"
+        quantized = quantize(model, _calibrated(model, target), profile)
+        read_quantized = _readers_of_dequantized(quantized)
+        assert "expectation" not in read_quantized and "conv1" in read_quantized
+
+
+def _concat_model() -> onnx.ModelProto:
+    """Two convolutions whose outputs differ 50x in range, concatenated and read by a third (an FPN's fusion)."""
+    inits = [_init(RNG.standard_normal((4, 3, 1, 1)), "wa"), _init(RNG.standard_normal((4, 3, 1, 1)) * 50, "wb"),
+             _init(RNG.standard_normal((2, 8, 1, 1)), "wc")]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a"),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
+             helper.make_node("Concat", ["a", "b"], ["ab"], name="concat", axis=1),
+             helper.make_node("Conv", ["ab", "wc"], ["y"], name="conv_c")]
+    graph = helper.make_graph(nodes, "cat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_concat_inputs_share_one_scale_for_tensorrt() -> None:
+    model = _concat_model()
+    ranges = _calibrated(model, Target.TENSORRT)
+    assert ranges["a"] != ranges["b"]
+    quantized = quantize(model, ranges, profile_for(Target.TENSORRT))
+    inits = {t.name: numpy_helper.to_array(t) for t in quantized.graph.initializer}
+    scales = {n.input[0]: float(inits[n.input[1]]) for n in quantized.graph.node if n.op_type == "QuantizeLinear"}
+    assert scales["a"] == scales["b"]
+    assert "concat-shared-scale" in placement_record(model, profile_for(Target.TENSORRT))
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    reference, candidate = run(model, x), run(quantized, x, "disable")
+    cosine = float(np.dot(reference.ravel(), candidate.ravel())
+                   / (np.linalg.norm(reference) * np.linalg.norm(candidate)))
+    assert cosine > 0.99
+
+
+def _hardswish_depthwise(project: bool = True) -> onnx.ModelProto:
+    """Conv 3->8 with channel ranges 0.01..30 -> HardSwish as exporters write it (x * Clip(x + 3, 0, 6) / 6) ->
+    depthwise 3x3 [-> Conv 1x1]: what PP-PicoDet's and MobileNetV3's blocks look like after BatchNorm folding."""
+    spread = np.logspace(-2, 1.5, 8).astype(np.float32)
+    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * spread[:, None, None, None], "w1"),
+             _init(RNG.standard_normal((8, 1, 3, 3)), "w2"), _init(RNG.standard_normal((4, 8, 1, 1)), "w3"),
+             _init(np.array(3.0), "three"), _init(np.array(0.0), "zero"), _init(np.array(6.0), "six"),
+             _init(np.array(6.0), "six_div")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c1", "three"], ["p3"], name="hs_add"),
+             helper.make_node("Clip", ["p3", "zero", "six"], ["gate"], name="hs_clip"),
+             helper.make_node("Mul", ["c1", "gate"], ["m"], name="hs_mul"),
+             helper.make_node("Div", ["m", "six_div"], ["hs"], name="hs_div"),
+             helper.make_node("Conv", ["hs", "w2"], ["dw" if project else "y"], name="depthwise", pads=[1, 1, 1, 1],
+                              group=8)]
+    if project:
+        nodes.append(helper.make_node("Conv", ["dw", "w3"], ["y"], name="project"))
+    graph = helper.make_graph(nodes, "hs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4 if project else 8, 8, 8])],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_depthwise_scaling_is_exact_folds_into_the_hardswish_and_evens_the_channels() -> None:
+    model = _hardswish_depthwise()
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32) for _ in range(4)]
+    assert [s.tensor for s in find_sites(model)] == ["hs"]
+    peaks = channel_ranges(model, ["hs"], batches)
+    assert peaks["hs"].max() / peaks["hs"].min() > 100
+    scaled, applied = scale_depthwise(model, peaks)
+    assert applied["hs"] > 100
+    assert not any(n.name.endswith(GAIN_SUFFIX) for n in scaled.graph.node), "the gain should fold into the Div"
+    assert len(scaled.graph.node) == len(model.graph.node)
+    x = batches[0]
+    np.testing.assert_allclose(run(scaled, x), run(model, x), rtol=1e-4, atol=1e-4)
+    after = channel_ranges(scaled, ["hs"], batches)["hs"]
+    assert after.max() / after.min() < 10  # from over 100: the narrowest channels reach the 1024x gain cap
+
+
+@pytest.mark.parametrize("target", list(Target))
+def test_depthwise_scaling_brings_int8_closer_to_fp32(target: Target) -> None:
+    """Relative error per output channel (each depthwise channel is its own answer), against the FP32 model."""
+    model = _hardswish_depthwise(project=False)
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32) for _ in range(4)]
+    scaled, _ = scale_depthwise(model, channel_ranges(model, ["hs"], batches))
+    profile = profile_for(target)
+    x = RNG.standard_normal((8, 3, 8, 8)).astype(np.float32)
+    reference = run(model, x)
+    mode = "disable" if target is Target.TENSORRT else "all"
+    errors = []
+    for graph in (model, scaled):
+        ranges = calibrate(graph, batches, CalibMethod.MINMAX, symmetric=profile.symmetric_activations)
+        error = np.abs(run(quantize(graph, ranges, profile), x, mode) - reference)
+        errors.append(float((error.mean(axis=(0, 2, 3)) / np.abs(reference).mean(axis=(0, 2, 3))).mean()))
+    assert errors[1] < errors[0] / 2, errors
+
+
+def test_a_gain_that_cannot_fold_is_a_float_mul() -> None:
+    """A depthwise input that another node also reads keeps its value for that reader: the gain goes into a Mul
+    on the depthwise convolution's edge, which every target leaves in float."""
+    model = _hardswish_depthwise()
+    model.graph.node.append(helper.make_node("Relu", ["hs"], ["side"], name="other_reader"))
+    model.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, ["n", 8, 8, 8]))
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
+    scaled, applied = scale_depthwise(model, channel_ranges(model, ["hs"], batches))
+    gains = [n.name for n in scaled.graph.node if n.name.endswith(GAIN_SUFFIX)]
+    assert applied and len(gains) == 1
+    for target in Target:
+        assert float_nodes(scaled, profile_for(target))[gains[0]] == "channel-gain"
+
+
+def test_cpu_keeps_a_convolution_output_float_before_a_hardswish_and_integer_before_a_relu() -> None:
+    """ONNX Runtime's QLinearConv needs a Q/DQ on its output; where a float HardSwish reads it, that rounding of the
+    pre-activation is removed, and where a Relu folds into it, it stays."""
+    model = _hardswish_depthwise()
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
+    quantized = quantize(model, calibrate(model, batches, CalibMethod.MINMAX, symmetric=False), profile_for(Target.CPU))
+    quantized_tensors = {n.input[0] for n in quantized.graph.node if n.op_type == "QuantizeLinear"}
+    assert "c1" not in quantized_tensors and "hs" in quantized_tensors
+    detector = _detector()
+    quantized = quantize(detector, _calibrated(detector, Target.CPU), profile_for(Target.CPU))
+    producers = {o: n for n in quantized.graph.node for o in n.output}
+    relu_folded = [n for n in quantized.graph.node if n.op_type == "QuantizeLinear"
+                   and producers.get(n.input[0]) is not None and producers[n.input[0]].name == "conv1"]
+    assert relu_folded, "conv1's output (its Relu folded) should stay quantized for QLinearConv"
+
+
+@pytest.mark.default_recipe
+def test_recipes_refuse_too_few_samples_by_name_and_the_default_steps_down() -> None:
+    with pytest.raises(BadInput, match=f"at least {RECIPES[Quality.BEST].min_samples} samples"):
+        recipe_for(Quality.BEST, 4)
+    recipe, note = recipe_for(None, 4)
+    assert recipe.quality is Quality.FAST and note is not None and "too few" in note
+    recipe, note = recipe_for(None, 64)
+    assert recipe.quality is Quality.BEST and note is None and recipe.adaround
+    assert recipe_for(None, 64, random=True)[0].quality is Quality.FAST

@@ -1,0 +1,183 @@
+"""Where Q/DQ goes beyond the quantizer's per-op rules: named placement rules, each with the reason it exists.
+
+ONNX Runtime's quantizer decides per operator type. Detectors and dense-prediction heads need decisions that
+depend on where a node sits: NNCF keeps such decisions in ignored patterns and ModelOpt's ONNX PTQ in its
+partitioning (which ops stay high precision, Concat inputs sharing one scale). Each rule here names the nodes it
+keeps in float (or the tensors whose ranges it ties together) and why; the INT8 pass applies them before writing
+Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
+
+- ``post-processing``: nodes from which no weighted op can be reached compute only the head's decoding (box
+  arithmetic, the Concat of coordinates in pixels with probabilities, output Sigmoids and Softmaxes, Reshape and
+  Transpose into the output layout). No INT8 kernel reads their results, so a Q/DQ there saves nothing and rounds
+  what a detector is for: a per-tensor scale over coordinates up to 640 and probabilities below 1 leaves the
+  probabilities a few levels.
+- ``distribution-expectation``: a weighted op that reads a Softmax (distribution focal loss heads of YOLOv8,
+  PP-PicoDet, GFL: the box side is the expectation of a softmax over bins, computed as a 1x1 Conv or MatMul with
+  fixed weights 0..n) stays float: quantizing the probabilities shifts every box side by up to half a bin.
+- ``constant-arithmetic``: an Add, Sub, Mul or Div with a constant operand is part of an activation
+  (HardSwish's ``x + 3``) or of decoding, not a residual join; TensorRT fuses it into the convolution's pointwise
+  epilogue, and a Q/DQ on its input forces that convolution to write INT8 for nothing. Measured on the real
+  PP-PicoDet: quantizing these Adds took the outputs' cosine from 0.16 to 0.06 on top of everything else.
+- ``lone-activation`` (cpu): a Relu or Clip that no weighted op writes. ONNX Runtime folds a Relu or ReLU6 into
+  the convolution before it (the output's quantization clamps); elsewhere (the Clip inside an exported HardSwish)
+  a Q/DQ on its input only rounds.
+- ``channel-gain``: the per-channel Mul that ``scale_depthwise`` put before a depthwise convolution stays float
+  (a per-tensor scale on gains up to 1024x apart would undo them).
+- ``concat-shared-scale`` (tensorrt): every input of a quantized Concat gets the union of their ranges, so one
+  scale serves all and TensorRT concatenates INT8 in place instead of requantizing each input (ModelOpt does
+  the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import onnx
+
+from trtpipe.optimize.int8.calibrate import Ranges
+from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
+from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX
+from trtpipe.vocab import Target
+
+ARITHMETIC = ("Add", "Sub", "Mul", "Div")
+LAYOUT = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze")  # what sits between a Softmax and its reader
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One placement rule: which nodes it keeps in float, for which targets, and why."""
+
+    name: str
+    why: str
+    targets: tuple[Target, ...]
+    find: Callable[[onnx.GraphProto], list[str]]
+
+
+def _readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    return readers
+
+
+def _constants(graph: onnx.GraphProto) -> set[str]:
+    return {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+
+
+def post_processing(graph: onnx.GraphProto) -> list[str]:
+    """Nodes no weighted op can be reached from (walking readers), in graph order; constants aside."""
+    readers = _readers(graph)
+    feeds_weighted: dict[str, bool] = {}
+    for node in reversed(list(graph.node)):  # graph order is topological: readers are decided first
+        feeds_weighted[node.name] = any(
+            reader.op_type in WEIGHTED_OPS or feeds_weighted.get(reader.name, False)
+            for output in node.output for reader in readers.get(output, []))
+    return [n.name for n in graph.node if not feeds_weighted[n.name] and n.op_type != "Constant"
+            and n.op_type not in WEIGHTED_OPS]
+
+
+def distribution_expectation(graph: onnx.GraphProto) -> list[str]:
+    """Weighted ops that read a Softmax's output, through layout ops only."""
+    producer = {o: node for node in graph.node for o in node.output}
+    found = []
+    for node in graph.node:
+        if node.op_type not in WEIGHTED_OPS:
+            continue
+        source = producer.get(node.input[0])
+        while source is not None and source.op_type in LAYOUT:
+            source = producer.get(source.input[0])
+        if source is not None and source.op_type == "Softmax":
+            found.append(node.name)
+    return found
+
+
+def constant_arithmetic(graph: onnx.GraphProto) -> list[str]:
+    """Elementwise arithmetic with a constant operand."""
+    constants = _constants(graph)
+    return [n.name for n in graph.node if n.op_type in ARITHMETIC and any(i in constants for i in n.input)]
+
+
+def lone_activations(graph: onnx.GraphProto) -> list[str]:
+    """Relu and Clip nodes whose input no weighted op writes (ONNX Runtime folds one only into its producer)."""
+    producer = {o: node for node in graph.node for o in node.output}
+    return [n.name for n in graph.node if n.op_type in ("Relu", "Clip")
+            and getattr(producer.get(n.input[0]), "op_type", None) not in WEIGHTED_OPS]
+
+
+def channel_gains(graph: onnx.GraphProto) -> list[str]:
+    return [n.name for n in graph.node if n.op_type == "Mul" and n.name.endswith(GAIN_SUFFIX)]
+
+
+RULES = (
+    Rule("post-processing", "reaches no weighted op: decoding and output layout, where INT8 saves nothing",
+         (Target.TENSORRT, Target.CPU), post_processing),
+    Rule("distribution-expectation", "the expectation over a softmax's bins (a DFL box side) stays exact",
+         (Target.TENSORRT, Target.CPU), distribution_expectation),
+    Rule("channel-gain", "scale_depthwise's per-channel gains, which one per-tensor scale would undo",
+         (Target.TENSORRT, Target.CPU), channel_gains),
+    Rule("constant-arithmetic", "an activation's or decoding's arithmetic, fused into the convolution's epilogue",
+         (Target.TENSORRT, Target.CPU), constant_arithmetic),
+    Rule("lone-activation", "a Relu or Clip no weighted op writes: nothing to fold it into, its Q/DQ only rounds",
+         (Target.CPU,), lone_activations),
+)
+
+
+def float_nodes(model: onnx.ModelProto, profile: QuantProfile) -> dict[str, str]:
+    """{node: the first rule that keeps it in float} for ``profile``'s target."""
+    placed: dict[str, str] = {}
+    for rule in RULES:
+        if profile.target in rule.targets:
+            for name in rule.find(model.graph):
+                placed.setdefault(name, rule.name)
+    return placed
+
+
+def share_concat_scales(model: onnx.ModelProto, ranges: Ranges, quantized: Iterable[str]) -> dict[str, list[str]]:
+    """Give every input of each Concat in ``quantized`` (node names) the union of their ranges, in place; returns
+    {concat: the tensors that now share its scale}. A tensor two Concats read takes the union of both."""
+    constants = _constants(model.graph)
+    chosen = set(quantized)
+    groups: list[list[str]] = []
+    for node in model.graph.node:
+        if node.op_type == "Concat" and node.name in chosen:
+            tensors = [t for t in node.input if t and t not in constants and t in ranges]
+            if len(tensors) > 1:
+                groups.append([node.name, *tensors])
+    # Union-find over tensors, so chains of Concats that share inputs end with one range.
+    parent: dict[str, str] = {}
+
+    def root(tensor: str) -> str:
+        while parent.setdefault(tensor, tensor) != tensor:
+            tensor = parent[tensor]
+        return tensor
+
+    for _, first, *rest in groups:
+        for tensor in rest:
+            parent[root(tensor)] = root(first)
+    union: dict[str, tuple[float, float]] = {}
+    for tensor in parent:
+        low, high = ranges[tensor]
+        key = root(tensor)
+        seen = union.get(key, (low, high))
+        union[key] = (min(seen[0], low), max(seen[1], high))
+    for tensor in parent:
+        ranges[tensor] = union[root(tensor)]
+    return {concat: tensors for concat, *tensors in groups}
+
+
+def placement_record(model: onnx.ModelProto, profile: QuantProfile) -> dict[str, dict[str, object]]:
+    """The manifest's ``int8.placement``: per rule that placed anything, why, and the nodes it kept in float."""
+    placed = float_nodes(model, profile)
+    record: dict[str, dict[str, object]] = {}
+    for rule in RULES:
+        nodes = [name for name, by in placed.items() if by == rule.name]
+        if nodes:
+            record[rule.name] = {"why": rule.why, "nodes": nodes}
+    if profile.shared_concat_scales:
+        concats = [n.name for n in model.graph.node if n.op_type == "Concat" and n.name not in placed]
+        if concats:
+            record["concat-shared-scale"] = {"why": "one scale for all inputs: TensorRT concatenates INT8 in place",
+                                             "nodes": concats}
+    return record
