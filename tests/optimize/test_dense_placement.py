@@ -230,3 +230,20 @@ def test_recipes_refuse_too_few_samples_by_name_and_the_default_steps_down() -> 
     recipe, note = recipe_for(None, 64)
     assert recipe.quality is Quality.BEST and note is None and recipe.adaround
     assert recipe_for(None, 64, random=True)[0].quality is Quality.FAST
+
+
+def test_cpu_keeps_a_folded_relu_that_a_float_op_reads() -> None:
+    """ONNX Runtime folds a Relu into its convolution's output quantization (the Relu node goes); a float reader of
+    that tensor must still see the clamped value, not the convolution's raw output."""
+    inits = [_init(RNG.standard_normal((8, 3, 3, 3)), "w1")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Sigmoid", ["r1"], ["y"], name="gate")]
+    graph = helper.make_graph(nodes, "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    quantized = quantize(model, _calibrated(model, Target.CPU), profile_for(Target.CPU))
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    candidate = run(quantized, x)
+    assert candidate.min() >= 0.5 - 1e-3, "the Relu's clamp was lost: a sigmoid below 0.5 read a negative value"
+    np.testing.assert_allclose(candidate, run(model, x), atol=0.05)
