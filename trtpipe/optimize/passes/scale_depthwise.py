@@ -169,7 +169,8 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         peaks = channel_ranges(model, [s.tensor for s in sites], context.batches(context.probe))
         scaled, applied = scale_depthwise(model, peaks)
     if not applied:
-        console.note("Depthwise scaling: every depthwise input's channels are within 2x of each other; unchanged")
+        console.note(f"Depthwise scaling: no depthwise input needs a gain (channels within {MIN_SPREAD:g}x of each "
+                     f"other, or within {MIN_SPREAD_FOR_MUL:g}x where the gain would cost a Mul); unchanged")
         context.details["scale_depthwise"] = {"tensors": 0}
         return model
     check = context.compare(model, scaled, context.probe)
