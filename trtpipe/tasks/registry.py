@@ -38,6 +38,8 @@ def check_fits(task: Task, shapes: Sequence[tuple[int, ...]]) -> None:
         return
     shape = tuple(shapes[0])
     if not MEASURES[task].fits(shape):
+        decode = " or give --postprocess MODULE:FN that decodes its outputs into detections," \
+            if task is Task.DETECT else ""
         raise BadInput(f"--task {task} does not fit the model's first output, shaped {list(shape)}: {task} expects "
-                       f"{MEASURES[task].EXPECTED}. Name the task its outputs have (--task generic compares them "
-                       "without a task figure).")
+                       f"{MEASURES[task].EXPECTED}. Name the task its outputs have{decode} (--task generic compares "
+                       "them without a task figure).")
