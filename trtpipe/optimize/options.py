@@ -62,8 +62,8 @@ class OptimizeOptions(Options):
     eval: str | None = option(None, "Labelled data to measure accuracy on: digits, FILE.npz with labels, or a folder "
                               "with one subfolder per class.", metavar="DATA")
     quality: Quality | None = option(None, "INT8 recipe: fast (placement rules, depthwise scaling), balanced (+ "
-                                     "equalization, bias correction), best (+ AdaRound). Default: best, or lighter "
-                                     "when the calibration data is too few for it.", type=Quality)
+                                     "equalization, bias correction), best (+ AdaRound: minutes). Default: balanced, "
+                                     "or fast when the calibration data is too few for it.", type=Quality)
     bias_correction: bool = option(False, "INT8: remove, layer by layer, the output mean shift quantization causes "
                                    "(empirical bias correction on 64 calibration samples).", type=bool)
     adaround: bool = option(False, "INT8: learn each weight's rounding, layer by layer, so layer outputs match FP32 "
