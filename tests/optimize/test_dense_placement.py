@@ -191,6 +191,19 @@ def test_depthwise_scaling_brings_int8_closer_to_fp32(target: Target) -> None:
     assert errors[1] < errors[0] / 2, errors
 
 
+def test_the_gain_folds_into_a_divisor_other_nodes_share() -> None:
+    """Simplifiers share one scalar among every HardSwish's ``/ 6``: the folded node gets its own constant, and
+    the other reader keeps the scalar."""
+    model = _hardswish_depthwise(project=False)
+    model.graph.node.append(helper.make_node("Div", ["y", "six_div"], ["z"], name="shares_the_six"))
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 8, 8, 8]))
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
+    scaled, applied = scale_depthwise(model, channel_ranges(model, ["hs"], batches))
+    assert applied and not any(n.name.endswith(GAIN_SUFFIX) for n in scaled.graph.node)
+    assert "six_div" in {t.name for t in scaled.graph.initializer}
+    np.testing.assert_allclose(run(scaled, batches[0]), run(model, batches[0]), rtol=1e-4, atol=1e-4)
+
+
 def test_a_gain_that_cannot_fold_is_a_float_mul() -> None:
     """A depthwise input that another node also reads keeps its value for that reader: the gain goes into a Mul
     on the depthwise convolution's edge, which every target leaves in float."""

@@ -143,18 +143,23 @@ def _restore(initializer: dict[str, onnx.TensorProto], constants: dict[str, np.n
 
 def _fold(graph: onnx.GraphProto, node: onnx.NodeProto, gain: np.ndarray, shape: tuple[int, ...],
           constants: dict[str, np.ndarray], readers: dict[str, list[onnx.NodeProto]]) -> bool:
-    """Fold the gains into ``node`` when it multiplies or divides by a scalar constant only it reads."""
+    """Fold the gains into ``node`` when it multiplies or divides by a scalar constant: the node gets a per-channel
+    constant of its own (simplifiers share one ``6`` among every HardSwish of a network), and the scalar goes
+    once no node reads it."""
     if node.op_type not in ("Mul", "Div") or len(node.input) != 2:
         return False
     index = 1 if node.input[1] in constants else 0 if node.op_type == "Mul" and node.input[0] in constants else None
-    if index is None or readers.get(node.input[index], []) != [node] or constants[node.input[index]].size != 1:
+    if index is None or constants[node.input[index]].size != 1:
         return False
-    value = constants[node.input[index]].astype(np.float64).reshape(())
+    original = node.input[index]
+    value = constants[original].astype(np.float64).reshape(())
     folded = value * gain if node.op_type == "Mul" else value / gain
-    original, name = node.input[index], f"{node.input[index]}{GAIN_SUFFIX}"
+    name = f"{node.output[0]}{GAIN_SUFFIX}"
     graph.initializer.append(numpy_helper.from_array(folded.astype(constants[original].dtype).reshape(shape), name))
     node.input[index] = name
-    graph.initializer.remove(next(t for t in graph.initializer if t.name == original))  # only this node read it
+    readers[original] = [r for r in readers.get(original, []) if r is not node]
+    if not readers[original]:
+        graph.initializer.remove(next(t for t in graph.initializer if t.name == original))
     return True
 
 
