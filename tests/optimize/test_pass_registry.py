@@ -35,7 +35,7 @@ def test_a_declaration_must_be_readable_without_importing(tmp_path: Path) -> Non
 
 
 def test_the_shipped_passes() -> None:
-    assert graph_pass_names() == ("equalize", "fuse")
+    assert graph_pass_names() == ("equalize", "fuse", "scale_depthwise")
     for helper in ("context", "registry"):
         with pytest.raises(ValueError, match=f"unknown pass {helper}"):
             parse_passes(helper)
