@@ -78,8 +78,9 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
             budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes, full_int8=check,
         )
         quantized, check = fallback.model, fallback.comparison
-        print_table(fallback.ranking, fallback.excluded)
+        print_table(fallback.ranking, fallback.excluded, attempts=fallback.attempts)
         section["fp32_layers"] = fallback.excluded
+        section["sensitivity_probe"] = {"samples": fallback.probe_samples, "measured_alone": fallback.measured_units}
         section["sensitivity"] = [{"nodes": list(unit), "error_removed": score,
                                    "kept": set(unit) <= set(fallback.excluded)} for unit, score in fallback.ranking]
         section["fallback_attempts"] = fallback.attempts
