@@ -1,7 +1,8 @@
 """The TensorRT version each feature trtpipe uses first appeared in, checked before the feature is used.
 
 ``trtpipe[gpu]`` asks for ``tensorrt>=10.12`` (strong typing), but an older TensorRT may already be installed,
-and a feature newer than it would otherwise fail deep inside a build (``HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY`` is an AttributeError on 10.0-10.8). Pure
+and a feature newer than it would otherwise fail deep inside a build
+(``HardwareCompatibilityLevel.SAME_COMPUTE_CAPABILITY`` is an AttributeError on 10.0-10.8). Pure
 functions of the version string, so every row is tested with made-up versions on machines without TensorRT.
 
 Where each row comes from:
