@@ -70,7 +70,8 @@ class OptimizeOptions(Options):
                             "(AdaRound on 64 calibration samples; minutes on a CPU).", type=bool)
     adaround_iterations: int = option(100, "AdaRound: optimisation steps per layer (more: slower, closer to FP32).",
                                       type=int, minimum=1, metavar="N")
-    max_accuracy_drop: float | None = option(None, "Top-1 percentage points the result may lose; more sensitive "
+    max_accuracy_drop: float | None = option(None, "Points of the task's measure vs FP32 the result may lose "
+                                             "(top-1 agreement, mAP@0.5, F1, pixel agreement); the most sensitive "
                                              "layers fall back to FP32 until it holds.", type=float, minimum=0,
                                              metavar="PP")
     max_fp32_nodes: int | None = option(None, "Most nodes the accuracy budget may keep in FP32 (default: half of the "
