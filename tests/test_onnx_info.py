@@ -77,3 +77,25 @@ def test_links_leading_out_are_refused_everywhere(tmp_path: Path, run_cli) -> No
     _point_weights_at(path, "hard.bin")
     with pytest.raises(BadInput, match="single link"):
         load_onnx(path, load_weights=False)
+
+
+@pytest.mark.parametrize("location", ["weights\x00.bin", "weights.bin\x00/../../secret.bin", "\x00"])
+def test_a_location_holding_a_nul_byte_is_one_error_line(tmp_path: Path, location: str,
+                                                         run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = _model_with_external_weights(tmp_path)
+    _point_weights_at(path, location)
+    with pytest.raises(BadInput, match="holds a NUL byte: refused"):
+        load_onnx(path, load_weights=False)
+    result = run_cli("check", path)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    line = error_line(result.output)
+    assert "NUL byte" in line and "\\x00" in line  # shown escaped, not as a raw control character
+
+
+def test_a_location_that_cannot_be_checked_is_refused(tmp_path: Path) -> None:
+    path = _model_with_external_weights(tmp_path)
+    _point_weights_at(path, "loop.bin")
+    (tmp_path / "loop.bin").unlink(missing_ok=True)
+    os.symlink("loop.bin", tmp_path / "loop.bin")  # a link to itself: resolving it loops
+    with pytest.raises(BadInput, match="refused"):
+        load_onnx(path, load_weights=False)

@@ -2,17 +2,22 @@
 
 A crash or Ctrl-C while writing must never leave a half-written model behind, so every artifact is written
 to a temporary file in the destination folder and renamed into place (a rename is atomic on POSIX).
+
+An artifact and the file describing it (an ONNX and its manifest, an engine and its sidecar) are committed as one
+with :func:`commit_pair`: both are written under temporary names first, then renamed while a lock beside the
+artifact is held, so two runs writing one path cannot interleave their renames.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,15 @@ def require_file(path: Path, what: str = "File") -> Path:
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    with staged_path(path) as tmp:
+        yield tmp
+        os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def staged_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` that the caller commits itself (with :func:`commit_pair`); whatever
+    is still there when the block ends, by success or failure, is removed."""
     path = Path(path)
     require_parent_dir(path)
     remove_stale_temporaries(path)
@@ -48,10 +62,51 @@ def atomic_path(path: Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of ``path``: ``.NAME.lock`` beside it."""
+    return Path(path).parent / f".{Path(path).name}.lock"
+
+
+@contextlib.contextmanager
+def commit_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive commit lock of ``path`` while the block runs (waiting for another writer's commit).
+
+    ``flock`` rather than ``lockf``: its locks belong to the open file, so two threads of one process exclude
+    each other as two processes do, and the kernel drops the lock when a killed writer's descriptor closes, so a
+    dead run never leaves the path locked. The lock file stays: deleting it would let a waiting writer lock the
+    deleted file while a new one locks its replacement. It is created with the umask's mode and opened read-only
+    (flock needs no write access), so one made by another user still serves.
+    """
+    fd = os.open(lock_path(path), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def commit_pair(staged: Path, path: Path, companion: Path, companion_data: bytes, *,
+                between_renames: Callable[[], None] | None = None) -> None:
+    """Rename ``staged`` onto ``path`` and write ``companion_data`` (its description) to ``companion``, as one.
+
+    The description is written to its own temporary file first, so the lock is held for two renames only. With
+    the lock, two runs writing one path end with one run's pair, never one run's artifact beside the other's
+    description. A run killed between the renames leaves the new artifact beside the old description; the
+    description records the hash of the bytes its own run wrote, so readers see that they differ.
+    ``between_renames`` is a seam for tests: it runs after the artifact's rename, before the description's.
+    """
+    with staged_path(companion) as companion_tmp:
+        companion_tmp.write_bytes(companion_data)
+        with commit_lock(path):
+            os.replace(staged, path)
+            if between_renames is not None:
+                between_renames()
+            os.replace(companion_tmp, companion)
 
 
 def remove_stale_temporaries(path: Path) -> list[Path]:
@@ -101,6 +156,10 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:

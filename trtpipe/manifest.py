@@ -4,17 +4,25 @@
 task where known, hash, size, the nodes deliberately kept in FP32, how long it took to make); ``details`` holds each
 stage's own account (export and verification for convert; options, data, fusion, FP16 and INT8 sections for
 optimize), kept at the top level of the JSON for people reading it.
+
+An artifact and its manifest are committed as one (:func:`commit_artifact`): the manifest records the hash of the
+bytes its run wrote, taken from the temporary file before the rename, and both renames happen under the artifact's
+commit lock. A reader that finds a file whose hash differs from its manifest's (another run's, or a run killed
+between the two renames) treats the artifact as unverified.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trtpipe.files import sha256_file, write_json_atomic
+from trtpipe.errors import BadInput
+from trtpipe.files import commit_lock, commit_pair, sha256_bytes, sha256_file, write_json_atomic
 from trtpipe.vocab import ArtifactKind, Precision, Target, Task, __version__
 
 MANIFEST_SCHEMA = "trtpipe.manifest/2"
@@ -42,13 +50,23 @@ class ArtifactManifest:
     schema: str = MANIFEST_SCHEMA
 
     @classmethod
-    def describe(cls, artifact: Path, precision: Precision, *, target: Target | None = None,
-                 seconds: float | None = None, fp32_nodes: list[str] | None = None,
+    def describe(cls, artifact: Path, precision: Precision, *, content: Path | bytes | None = None,
+                 target: Target | None = None, seconds: float | None = None, fp32_nodes: list[str] | None = None,
                  details: dict[str, Any] | None = None, task: Task | None = None) -> ArtifactManifest:
-        """A manifest for the file now at ``artifact`` (hash and size read from it)."""
+        """A manifest for ``artifact``, its hash and size taken from ``content``: the bytes this run wrote, or the
+        temporary file holding them before it is renamed to ``artifact`` (see :func:`commit_artifact`).
+
+        Without ``content`` they are read from the file now at ``artifact``, which is only right where no other
+        run can write that path: after a rename, the file there may already be another run's.
+        """
         artifact = Path(artifact)
         kind = ArtifactKind.for_path(artifact.name) or ArtifactKind.ONNX
-        return cls(kind, precision, artifact.name, sha256_file(artifact), artifact.stat().st_size, target,
+        if isinstance(content, bytes):
+            digest, size = sha256_bytes(content), len(content)
+        else:
+            source = artifact if content is None else Path(content)
+            digest, size = sha256_file(source), source.stat().st_size
+        return cls(kind, precision, artifact.name, digest, size, target,
                    None if seconds is None else round(seconds, 3), list(fp32_nodes or []), dict(details or {}),
                    task)
 
@@ -74,26 +92,112 @@ class ArtifactManifest:
 
 
 def write_manifest(artifact: Path, manifest: ArtifactManifest) -> Path:
+    """Write the manifest alone (for an artifact already in place, e.g. a copy), under the artifact's commit lock
+    so that it cannot land between another run's two renames."""
     path = manifest_path(artifact)
-    write_json_atomic(path, manifest.to_dict())
+    with commit_lock(Path(artifact)):
+        write_json_atomic(path, manifest.to_dict())
     return path
 
 
-def read_manifest(artifact: Path) -> ArtifactManifest | None:
-    """The manifest beside ``artifact``, or None when there is none trtpipe can trust: absent, an older layout,
-    damaged, or describing another file (its recorded SHA-256 differs: a run killed between writing the model
-    and its manifest). Callers then judge the artifact by its own content."""
+def commit_artifact(staged: Path, artifact: Path, manifest: ArtifactManifest, *,
+                    between_renames: Callable[[], None] | None = None) -> Path:
+    """Rename ``staged`` (the temporary file this run wrote) onto ``artifact`` and write its manifest, as one
+    commit; returns the manifest's path.
+
+    ``manifest`` must describe ``staged`` (``ArtifactManifest.describe(artifact, ..., content=staged)``): its hash
+    is of this run's bytes, never of whatever another run has put at ``artifact`` meanwhile. Why a lock around the
+    two renames rather than ordering alone: without it, two runs' renames interleave (A's model, B's model, B's
+    manifest, A's manifest) and leave B's model beside A's manifest whichever file goes first; with it, the last
+    run to commit owns both files. A run killed between the renames leaves a pair whose hashes differ, which
+    :func:`read_manifest` reports. ``between_renames`` is a seam for tests (see :func:`trtpipe.files.commit_pair`).
+    """
+    staged, artifact = Path(staged), Path(artifact)
+    size = staged.stat().st_size
+    if size != manifest.size_bytes:
+        raise ValueError(f"the manifest describes {manifest.size_bytes} bytes, the staged file holds {size}: "
+                         "describe it with content=staged")
+    manifest = replace(manifest, path=artifact.name)
+    path = manifest_path(artifact)
+    data = (json.dumps(manifest.to_dict(), indent=2, sort_keys=False, default=str) + "\n").encode("utf-8")
+    commit_pair(staged, artifact, path, data, between_renames=between_renames)
+    return path
+
+
+def read_manifest(artifact: Path, *, on_mismatch: Callable[[str], None] | None = None) -> ArtifactManifest | None:
+    """The manifest beside ``artifact``, or None when there is none trtpipe can trust: absent, of another layout,
+    or describing another file (its recorded SHA-256 differs: another run's manifest, or a run killed between
+    writing the model and its manifest). Callers then judge the artifact by its own content; ``on_mismatch``
+    (e.g. ``console.warn``) is told about a manifest that describes another file, in one line.
+
+    A file at the manifest's path that is not JSON (or JSON nested too deeply to parse), or a manifest of this
+    layout with a field of the wrong type or value, raises BadInput naming the file and the field: it was damaged
+    or edited, and quietly ignoring it would hide that.
+    """
+    artifact = Path(artifact)
     path = manifest_path(artifact)
     try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
-            return None
-        manifest = ArtifactManifest.from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError):
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInput(f"{path} cannot be read as a trtpipe manifest ({error}): {_FIX}") from None
     try:
-        if sha256_file(Path(artifact)) != manifest.sha256:
-            return None
+        data = json.loads(text)
+    except RecursionError:
+        raise BadInput(f"{path} is not a trtpipe manifest (JSON nested too deeply): {_FIX}") from None
+    except ValueError as error:
+        raise BadInput(f"{path} is not valid JSON ({error}): {_FIX}") from None
+    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
+        return None  # another layout (an older trtpipe's): not ours to judge
+    try:
+        manifest = ArtifactManifest.from_dict(_checked(data))
+    except ValueError as error:
+        raise BadInput(f"{path} is not a valid trtpipe manifest ({error}): {_FIX}") from None
+    try:
+        actual = sha256_file(artifact)
     except OSError:
         return None
+    if actual != manifest.sha256:
+        if on_mismatch is not None:
+            on_mismatch(f"{path.name} describes another file than {artifact} (SHA-256 {manifest.sha256[:12]}… "
+                        f"recorded, {actual[:12]}… on disk: another run rewrote one of them, or was killed between "
+                        "the two): the artifact is treated as unverified; re-run the stage that wrote it.")
+        return None
     return manifest
+
+
+_FIX = "delete it (the artifact is then judged by its own content) or re-run the stage that wrote the artifact."
+
+# The typed fields of a manifest's "artifact" object: what each must be.
+_ARTIFACT_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {  # name: (types, required)
+    "path": ((str,), True), "kind": ((str,), True), "precision": ((str,), True), "target": ((str,), False),
+    "sha256": ((str,), True), "size_bytes": ((int,), True), "seconds": ((int, float), False),
+    "fp32_nodes": ((list,), False), "task": ((str,), False),
+}
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CHOICES: dict[str, Any] = {"kind": ArtifactKind, "precision": Precision, "target": Target, "task": Task}
+
+
+def _checked(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` once each typed field has the type and value it must have (ValueError names the one that has
+    not): a manifest decides how an artifact is run, so nothing in it is taken on trust."""
+    artifact = data.get("artifact")
+    if not isinstance(artifact, dict):
+        raise ValueError(f"'artifact' is {type(artifact).__name__}, not an object")
+    for key, (kinds, required) in _ARTIFACT_FIELDS.items():
+        value = artifact.get(key)
+        if value is None:
+            if required:
+                raise ValueError(f"'artifact.{key}' is missing")
+            continue
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ValueError(f"'artifact.{key}' is {type(value).__name__}, not "
+                             f"{' or '.join(k.__name__ for k in kinds)}")
+        if key in _CHOICES and value not in tuple(_CHOICES[key]):
+            raise ValueError(f"'artifact.{key}' is {value!r}, not one of {', '.join(_CHOICES[key])}")
+    if not all(isinstance(n, str) for n in artifact.get("fp32_nodes") or []):
+        raise ValueError("'artifact.fp32_nodes' holds something other than node names")
+    if not _SHA256.match(artifact["sha256"]):
+        raise ValueError("'artifact.sha256' is not a SHA-256 hex digest")
+    return data

@@ -65,18 +65,28 @@ def check_external_data(model: onnx.ModelProto, path: Path) -> None:
             continue
         entries = {entry.key: entry.value for entry in tensor.external_data}
         location = entries.get("location", "")
-        where = f"{path}: tensor '{tensor.name}' keeps its data in '{location}'"
+        where = f"{path}: tensor '{tensor.name}' keeps its data in {_shown(location)}"
         candidate = Path(location)
+        if "\x00" in location:  # no file can be named so; os calls raise ValueError on it
+            raise BadInput(f"{where}, which holds a NUL byte: refused (no file can have that name).")
         if not location or candidate.is_absolute() or ".." in candidate.parts or "\\" in location:
             raise BadInput(f"{where}, which is not a plain relative path inside the model's folder: refused.")
         target = folder / candidate
-        resolved = target.resolve()
-        if folder not in resolved.parents:
-            raise BadInput(f"{where}, which leads outside the model's folder ({resolved}): refused.")
-        if target.is_symlink():
-            raise BadInput(f"{where}, a symbolic link: refused (copy the weights into the folder).")
-        if target.exists() and (not target.is_file() or target.stat().st_nlink > 1):
-            raise BadInput(f"{where}, which is not a regular file with a single link: refused.")
+        try:
+            resolved = target.resolve()
+            if folder not in resolved.parents:
+                raise BadInput(f"{where}, which leads outside the model's folder ({resolved}): refused.")
+            if target.is_symlink():
+                raise BadInput(f"{where}, a symbolic link: refused (copy the weights into the folder).")
+            if target.exists() and (not target.is_file() or target.stat().st_nlink > 1):
+                raise BadInput(f"{where}, which is not a regular file with a single link: refused.")
+        except (OSError, RuntimeError, ValueError) as error:  # a name too long, a link loop (RuntimeError on 3.11)
+            raise BadInput(f"{where}, which cannot be checked ({error}): refused.") from None
+
+
+def _shown(location: str) -> str:
+    """A location as the user can read it: quoted, with control characters (a NUL) escaped."""
+    return repr(location) if any(not c.isprintable() for c in location) else f"'{location}'"
 
 
 def external_data_files(model: onnx.ModelProto) -> list[str]:

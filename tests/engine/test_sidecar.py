@@ -5,12 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import error_line
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
 from trtpipe.runtime.tensorrt.sidecar import (
     EngineSidecar,
     check_compatibility,
     check_engine_file,
+    commit_engine,
     read_sidecar,
     sidecar_path,
 )
@@ -97,3 +99,81 @@ def test_a_malformed_sidecar_is_refused_in_one_line(tmp_path: Path, content: str
     with pytest.raises(BadInput) as caught:
         read_sidecar(engine)
     assert reason in caught.value.message and "rebuild with 'trtpipe build'" in caught.value.message
+
+
+def _valid_sidecar_dict(engine: Path) -> dict[str, object]:
+    return {"schema": "trtpipe.engine/1", "tensorrt_version": "10.13.0.35", "gpu_name": "H100",
+            "compute_capability": "9.0", "engine_sha256": sha256_file(engine),
+            "inputs": [{"name": "input", "dtype": "float", "shape": [-1, 3, 8, 8]}],
+            "outputs": [{"name": "output", "dtype": "float", "shape": [-1, 10]}],
+            "profiles": [[{"input": "input", "min": [1, 3, 8, 8], "opt": [4, 3, 8, 8], "max": [8, 3, 8, 8]}]]}
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"precision": "int3"}, "'precision' is 'int3', not one of fp32"),
+    ({"inputs": ["input"]}, "'inputs[0]' is str, not an object"),
+    ({"outputs": [{"name": "output", "dtype": "float", "shape": "1x10"}]}, "'outputs[0].shape' is str, not list"),
+    ({"outputs": [{"name": "output", "shape": [1]}]}, "'outputs[0].dtype' is missing, not str"),
+    ({"profiles": [{"input": "x"}]}, "'profiles[0]' is dict, not list"),
+    ({"profiles": [[{"input": "input", "min": [1], "opt": [1], "max": ["64"]}]]},
+     "'profiles[0][0].max' holds something other than integers"),
+])
+def test_a_sidecar_field_of_the_wrong_shape_is_named(tmp_path: Path, change: dict[str, object], reason: str) -> None:
+    engine = tmp_path / "m.plan"
+    engine.write_bytes(b"engine")
+    sidecar_path(engine).write_text(json.dumps({**_valid_sidecar_dict(engine), **change}))
+    with pytest.raises(BadInput) as caught:
+        read_sidecar(engine)
+    assert str(sidecar_path(engine)) in caught.value.message and reason in caught.value.message
+
+
+def test_a_deeply_nested_or_int3_sidecar_is_one_error_line(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    engine = tmp_path / "m.plan"
+    engine.write_bytes(b"engine")
+    sidecar_path(engine).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BadInput, match="JSON nested too deeply"):
+        read_sidecar(engine)
+    for content in ("[" * 100_000 + "]" * 100_000, json.dumps({**_valid_sidecar_dict(engine), "precision": "int3"})):
+        sidecar_path(engine).write_text(content)
+        result = run_cli("export-triton", engine, "--name", "m", "-o", tmp_path / "triton")
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        line = error_line(result.output)
+        assert str(sidecar_path(engine)) in line and "rebuild with 'trtpipe build'" in line
+    assert "'precision' is 'int3'" in line
+
+
+def test_an_engine_and_its_sidecar_are_committed_as_one(tmp_path: Path) -> None:
+    """Build A pauses between its engine's rename and its sidecar's; build B commits during the pause and waits
+    for A's pair to be whole. The sidecar's hash is of the bytes each build made."""
+    import threading
+    import time
+
+    engine = tmp_path / "m.plan"
+    paused = threading.Event()
+
+    def pause() -> None:
+        paused.set()
+        time.sleep(0.5)
+
+    first = threading.Thread(target=commit_engine, args=(engine, b"engine A", _sidecar(engine_sha256="0" * 64)),
+                             kwargs={"between_renames": pause})
+    first.start()
+    assert paused.wait(30)
+    written = commit_engine(engine, b"engine B", _sidecar(engine_sha256="0" * 64))
+    first.join()
+    assert engine.read_bytes() == b"engine B" and read_sidecar(engine) == written
+    check_engine_file(engine, read_sidecar(engine))
+
+
+def test_an_engine_whose_build_died_between_the_renames_is_refused(tmp_path: Path) -> None:
+    engine = tmp_path / "m.plan"
+    commit_engine(engine, b"earlier engine", _sidecar(engine_sha256="0" * 64))
+
+    def die() -> None:
+        raise KeyboardInterrupt  # Ctrl-C after the engine's rename, before the sidecar's
+
+    with pytest.raises(KeyboardInterrupt):
+        commit_engine(engine, b"new engine", _sidecar(engine_sha256="0" * 64), between_renames=die)
+    with pytest.raises(BadInput, match="does not match its sidecar"):
+        check_engine_file(engine, read_sidecar(engine))
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -173,3 +173,39 @@ def test_inputs_are_forwards_required_positional_parameters(tmp_path: Path) -> N
     loaded.check_runs(batch=2)
     with pytest.raises(BadInput, match=r"takes 2 inputs \(image, scale\) and nothing says the shape of 'scale'"):
         load_model(str(path), input_shape="2x3x4x4")
+
+
+class _RunsACommand:
+    """Unpickling this calls os.system: what a hostile checkpoint does."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return os.system, (self.command,)
+
+
+@pytest.mark.parametrize("writer", ["torch.save", "legacy torch.save", "pickle protocol 2", "pickle protocol 5"])
+def test_a_checkpoint_that_runs_a_command_is_refused_and_points_at_trust(tmp_path: Path, writer: str,
+                                                                         run_cli) -> None:  # type: ignore[no-untyped-def]
+    """torch words its weights-only refusal differently by version and by pickle protocol ("Unsupported global",
+    "Trying to load unsupported GLOBAL ... is blocked", "Unsupported operand 149"): each is the same refusal."""
+    import os
+
+    marker = tmp_path / "ran"
+    payload = {"state_dict": _RunsACommand(f"touch {marker}")}
+    path = tmp_path / "hostile.pt"
+    if writer == "torch.save":
+        torch.save(payload, path)
+    elif writer == "legacy torch.save":
+        torch.save(payload, path, _use_new_zipfile_serialization=False)
+    else:
+        path.write_bytes(pickle.dumps(payload, protocol=int(writer.rsplit(" ", 1)[1])))
+    result = run_cli("convert", path, "--arch", "digits_resnet", "-o", tmp_path / "x.onnx")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    line = error_line(result.output)
+    assert "needs full unpickling" in line and "--trust-checkpoint" in line
+    assert f"{os.system.__module__}.system" in line  # names what it would have called
+    assert not marker.exists() and not (tmp_path / "x.onnx").exists()

@@ -12,8 +12,8 @@ from trtpipe.convert.export import ExportResult, export_onnx
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.convert.verify import Tolerance, VerificationReport, verify_backends
 from trtpipe.errors import VerificationFailed
-from trtpipe.files import atomic_path, require_parent_dir
-from trtpipe.manifest import ArtifactManifest, write_manifest
+from trtpipe.files import require_parent_dir, staged_path
+from trtpipe.manifest import ArtifactManifest, commit_artifact
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.vocab import BackendKind, Precision
@@ -36,7 +36,7 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
     output = Path(output)
     require_parent_dir(output)
     loaded.check_runs(batch=2 if options.dynamic_batch else loaded.input_shape[0])
-    with atomic_path(output) as tmp, one_line_failures(loaded):
+    with staged_path(output) as tmp, one_line_failures(loaded):
         with console.step(f"Exporting {loaded.name} to ONNX (opset {options.opset})..."):
             exported = export_onnx(loaded, tmp, opset=options.opset, dynamic_batch=options.dynamic_batch)
         with console.step(f"Verifying against PyTorch FP32 on {options.runtime} (CPU)..."), \
@@ -45,15 +45,18 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
                                                    options.runtime)
         if not report.passed:
             raise VerificationFailed(report.failure_message("The exported ONNX") + " Nothing was written.")
+        # The manifest describes the bytes this run wrote (the temporary file), and is committed with them: another
+        # run writing the same path can never leave its file beside this manifest. The task is as given, or as the
+        # outputs implied when verification measured it: optimize and bench read it here.
+        manifest = ArtifactManifest.describe(output, Precision.FP32, content=tmp, seconds=exported.seconds,
+                                             details=_details(loaded, exported, report, inputs, outputs),
+                                             task=report.overall.task)
+        manifest_file = commit_artifact(tmp, output, manifest)
     # Only now, so that a failure above is the command's one line, with no ✓ before it.
     console.success(f"Exported {loaded.name} with the {exported.exporter} exporter in {exported.seconds:.1f} s "
                     f"(opset {exported.opset}, {'dynamic' if exported.dynamic_batch else 'static'} batch)")
     console.success(_verification_line(report, options.runtime))
-    # The task as given, or as the outputs implied when verification measured it: optimize and bench read it here.
-    manifest = ArtifactManifest.describe(output, Precision.FP32, seconds=exported.seconds,
-                                         details=_details(loaded, exported, report, inputs, outputs),
-                                         task=report.overall.task)
-    return ConvertResult(output, write_manifest(output, manifest), report)
+    return ConvertResult(output, manifest_file, report)
 
 
 def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None = None) -> VerificationReport:

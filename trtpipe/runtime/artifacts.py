@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.manifest import read_manifest
 from trtpipe.runtime.base import TensorInfo
@@ -83,7 +84,11 @@ class ArtifactDescription:
 
 def describe_artifact(path: Path) -> ArtifactDescription:
     """The description of the artifact file at ``path``: from its sidecar (an engine, checked against the file),
-    its manifest (an ONNX trtpipe wrote), or its graph alone (an ONNX from elsewhere)."""
+    its manifest (an ONNX trtpipe wrote), or its graph alone (an ONNX from elsewhere).
+
+    A manifest that describes another file (another run's, or a run killed between its two renames) is not
+    trusted: a warning says so and the artifact is described from its graph, as one from elsewhere would be.
+    A damaged manifest raises BadInput naming the file and the field."""
     path = Path(path)
     kind = artifact_kind(path)
     if not path.is_file():
@@ -93,7 +98,7 @@ def describe_artifact(path: Path) -> ArtifactDescription:
     from trtpipe.onnx_info import load_onnx
 
     model = load_onnx(path, load_weights=False)  # trtpipe's external-data path checks come first
-    manifest = read_manifest(path)
+    manifest = read_manifest(path, on_mismatch=console.warn)
     if manifest is None:
         return describe_model(model, path)
     return _faithful(ArtifactDescription(

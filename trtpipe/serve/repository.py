@@ -14,7 +14,7 @@ from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.runtime import describe_artifact
 from trtpipe.serve.batching import BatchingOptions, MicroBatcher
-from trtpipe.serve.model import Model, open_model, serving_options, serving_runtime
+from trtpipe.serve.model import Model, batch_axis_change, open_model, serving_options, serving_runtime
 from trtpipe.serve.options import ServeOptions
 from trtpipe.vocab import ArtifactKind
 
@@ -46,24 +46,60 @@ class ServedModel:
 
 
 def discover(repository: Path) -> dict[str, list[tuple[str, Path]]]:
-    """{model name: [(version, artifact)] sorted by version} for every model folder in the repository."""
+    """{model name: [(version, artifact)] sorted by version} for every model folder in the repository.
+
+    A folder that is not served (a name that is not a safe model name or a version number, a symbolic link, a
+    version holding no model file) is skipped with a warning naming it and why: a model that silently does not
+    appear is harder to track down than one line at start-up."""
     if not repository.is_dir():
         raise BadInput(f"Model repository {repository} does not exist: run 'make demo' or 'trtpipe convert' into it.")
     found: dict[str, list[tuple[str, Path]]] = {}
-    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir() and SAFE_NAME.match(p.name)):
-        if _linked(model_dir):
+    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir()):
+        if _unsafe(model_dir) or _linked(model_dir):
             continue
         versions = []
-        for version_dir in sorted((p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()),
+        for version_dir in sorted((p for p in model_dir.iterdir() if p.is_dir() and _is_version(p)),
                                   key=lambda p: int(p.name)):
             artifact = next((version_dir / n for n in ARTIFACT_NAMES if (version_dir / n).is_file()), None)
-            if artifact and not _linked(version_dir) and not _linked(artifact):
+            if artifact is None:
+                console.warn(f"{version_dir} holds no {' or '.join(ARTIFACT_NAMES)}: version skipped.")
+            elif not _linked(version_dir) and not _linked(artifact):
                 versions.append((version_dir.name, artifact))
         if versions:
             found[model_dir.name] = versions
     if not found:
         raise BadInput(f"Model repository {repository} holds no models (<name>/<version>/model.onnx or model.plan).")
     return found
+
+
+VERSION = re.compile(r"^[0-9]+$")  # ASCII digits only: str.isdigit() also accepts '²', which int() refuses
+
+
+def _unsafe(model_dir: Path) -> bool:
+    """A model folder whose name cannot be a model name in URLs, logs and Triton's layout is not served."""
+    name = model_dir.name
+    if SAFE_NAME.match(name):
+        return False
+    why = ("a hidden folder (its name starts with '.')" if name.startswith(".")
+           else "not a safe model name (letters, digits, '_', '.' and '-', starting with a letter or digit)")
+    console.warn(f"{_shown(model_dir)} is {why}: skipped (rename it to serve it).")
+    return True
+
+
+def _is_version(version_dir: Path) -> bool:
+    """A version folder is named by a number (Triton's layout); any other folder is skipped with a warning."""
+    if VERSION.match(version_dir.name):
+        return True
+    console.warn(f"{_shown(version_dir)} is not a version folder (its name is not a number, as in "
+                 f"{version_dir.parent.name}/1/model.onnx): skipped.")
+    return False
+
+
+def _shown(path: Path) -> str:
+    """A path as the user can read it: control characters in a folder's name (a newline, an escape) escaped,
+    so that a warning cannot forge other lines of the log."""
+    text = str(path)
+    return repr(text) if any(not c.isprintable() for c in text) else text
 
 
 def batching_options(options: ServeOptions) -> BatchingOptions | None:
@@ -90,7 +126,7 @@ def public_message(error: BaseException, path: Path, shown: str) -> str:
 def _linked(path: Path) -> bool:
     """A repository entry that is a symbolic link is not followed: it could lead anywhere on the machine."""
     if path.is_symlink():
-        console.warn(f"{path} is a symbolic link: skipped (copy the model into the repository instead).")
+        console.warn(f"{_shown(path)} is a symbolic link: skipped (copy the model into the repository instead).")
         return True
     return False
 
@@ -109,13 +145,17 @@ def load_repository(repository: Path, options: ServeOptions,
                 runtime = serving_runtime(description, serve_options.runtime)
                 entry.model = open_model(description, serving_options(runtime, threads), runtime=runtime)
                 entry.max_batch_size = _max_batch(entry.model, batching)
-                if batching and _batches_on_axis_0(entry.model):
+                changed = batch_axis_change(entry.model) if batching and _batches_on_axis_0(entry.model) else None
+                if changed:  # joined requests could not be given their own rows back
+                    console.warn(f"{name} version {version} is served without batching: {changed}.")
+                elif batching and _batches_on_axis_0(entry.model):
                     model = entry.model
                     entry.batcher = MicroBatcher(
                         lambda arrays, model=model: model.predict_all(arrays),
                         BatchingOptions(entry.max_batch_size or batching.max_batch_size, batching.max_delay_s,
                                         batching.preferred_batch_sizes, batching.max_queue),
                         on_batch=(lambda rows, name=name: on_batch(name, rows)) if callable(on_batch) else None,
+                        name=f"{name} version {version}",
                     )
                 console.success(f"Loaded {name} version {version} ({entry.model.kind}, {entry.model.precision})")
             except Exception as error:  # any failure: this model is not ready, the others still serve

@@ -3,18 +3,24 @@
 An engine is tied to the TensorRT version and the GPU it was built for. Deserialising a mismatched one fails
 deep inside TensorRT with a cryptic message (or crashes); checking the sidecar first turns that into one line:
 what it was built for, what this machine is, and how to rebuild.
+
+An engine and its sidecar are committed as one (:func:`commit_engine`): the sidecar records the hash of the engine
+bytes its run built, and both renames happen under the engine's commit lock, so two builds writing one path end
+with one build's pair, and a pair left mismatched (a build killed between the renames) is refused on reading.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtpipe.errors import BadInput
-from trtpipe.files import sha256_file
+from trtpipe.files import commit_pair, sha256_bytes, sha256_file, staged_path
 from trtpipe.vocab import HardwareCompat, Precision
 
 SIDECAR_SCHEMA = "trtpipe.engine/1"
@@ -64,6 +70,14 @@ class EngineSidecar:
                 raise ValueError(f"'{key}' is {type(value).__name__}, not {' or '.join(k.__name__ for k in kinds)}")
         if not _SHA256.match(data["engine_sha256"]):
             raise ValueError("'engine_sha256' is not a SHA-256 hex digest")
+        for key in ("inputs", "outputs"):
+            for index, tensor in enumerate(data.get(key) or []):
+                _check_object(f"{key}[{index}]", tensor, _TENSOR)
+        for index, profile in enumerate(data.get("profiles") or []):
+            if not isinstance(profile, list):
+                raise ValueError(f"'profiles[{index}]' is {type(profile).__name__}, not list")
+            for number, shapes in enumerate(profile):
+                _check_object(f"profiles[{index}][{number}]", shapes, _PROFILE)
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -76,6 +90,23 @@ _SCHEMA: dict[str, tuple[type, ...]] = {
 }
 _REQUIRED = {"tensorrt_version", "gpu_name", "compute_capability", "engine_sha256", "schema"}
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# Each entry of "inputs"/"outputs" (as engine.builder records a tensor) and of a profile (ProfileShapes.to_dict):
+# the fields that are read, and what they must be. A shape is a list of integers (-1: dynamic).
+_TENSOR: dict[str, type] = {"name": str, "dtype": str, "shape": list}
+_PROFILE: dict[str, type] = {"input": str, "min": list, "opt": list, "max": list}
+
+
+def _check_object(where: str, value: object, fields: dict[str, type]) -> None:
+    """ValueError naming the field (``inputs[0].shape``) that is missing or not what it must be."""
+    if not isinstance(value, dict):
+        raise ValueError(f"'{where}' is {type(value).__name__}, not an object")
+    for key, kind in fields.items():
+        item = value.get(key)
+        if not isinstance(item, kind):
+            raise ValueError(f"'{where}.{key}' is {'missing' if item is None else type(item).__name__}, "
+                             f"not {kind.__name__}")
+        if kind is list and not all(isinstance(d, int) and not isinstance(d, bool) for d in item):
+            raise ValueError(f"'{where}.{key}' holds something other than integers")
 
 
 def sidecar_path(engine: Path) -> Path:
@@ -89,12 +120,32 @@ def read_sidecar(engine: Path) -> EngineSidecar:
         raise BadInput(f"{engine} has no metadata sidecar ({path.name}): rebuild it with 'trtpipe build', which "
                        "records what it was built for.")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes().decode("utf-8"))
         if not isinstance(data, dict) or data.get("schema") != SIDECAR_SCHEMA:
             raise ValueError(f"schema {data.get('schema') if isinstance(data, dict) else None!r}")
         return EngineSidecar.from_dict(data)
-    except (ValueError, TypeError, UnicodeDecodeError) as error:
+    except RecursionError:  # json's C decoder recurses per nesting level: a hostile file must not crash us
+        raise BadInput(f"{path} is not a trtpipe engine sidecar (JSON nested too deeply): rebuild with "
+                       "'trtpipe build'.") from None
+    except (OSError, ValueError, TypeError) as error:  # UnicodeDecodeError is a ValueError
         raise BadInput(f"{path} is not a trtpipe engine sidecar ({error}): rebuild with 'trtpipe build'.") from None
+
+
+def commit_engine(engine: Path, engine_bytes: bytes, sidecar: EngineSidecar, *,
+                  between_renames: Callable[[], None] | None = None) -> EngineSidecar:
+    """Write ``engine_bytes`` to ``engine`` and its sidecar beside it, as one commit; returns the sidecar written,
+    its ``engine_sha256`` that of ``engine_bytes``.
+
+    The hash comes from the bytes this build made, never from the file at ``engine`` once renamed (another build
+    may have replaced it by then); the two renames run under the engine's commit lock (see
+    :func:`trtpipe.files.commit_pair`, whose test seam ``between_renames`` is).
+    """
+    sidecar = dataclasses.replace(sidecar, engine_sha256=sha256_bytes(engine_bytes))
+    data = (json.dumps(sidecar.to_dict(), indent=2) + "\n").encode("utf-8")
+    with staged_path(engine) as staged:
+        staged.write_bytes(engine_bytes)
+        commit_pair(staged, Path(engine), sidecar_path(engine), data, between_renames=between_renames)
+    return sidecar
 
 
 def check_engine_file(engine: Path, sidecar: EngineSidecar) -> None:
