@@ -16,16 +16,15 @@ from trtpipe.engine.layers import check_precision, precision_counts, summarise
 from trtpipe.engine.options import EngineOptions
 from trtpipe.engine.specs import InputInfo, ProfileShapes, plan_profile
 from trtpipe.files import (
-    atomic_path,
     require_file,
     require_parent_dir,
     sha256_file,
-    write_bytes_atomic,
     write_json_atomic,
 )
 from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
-from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, sidecar_path
+from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, commit_engine
+from trtpipe.runtime.tensorrt.versions import build_features, require
 from trtpipe.vocab import Precision
 
 
@@ -62,9 +61,18 @@ def _check_conformance(onnx_path: Path) -> None:
         raise BadInput(failure_message(report))
 
 
+def onnx_op_types(onnx_path: Path) -> dict[str, str]:
+    """ONNX node name -> op type, so the precision check can tell a fused activation from a Conv (the weights
+    are not read)."""
+    from trtpipe.onnx_info import load_onnx
+
+    model = load_onnx(onnx_path, load_weights=False)
+    return {node.name: node.op_type for node in model.graph.node if node.name}
+
+
 def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = None) -> BuildResult:
     """Build ``output`` (a .plan) from ``onnx_path``; writes the engine, its sidecar, layer information and the
-    timing cache, each atomically."""
+    timing cache (merged with what other builds saved there, under a lock), each atomically."""
     from trtpipe.engine import builder as trt_layer
 
     options = options or EngineOptions()
@@ -77,8 +85,11 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     precision, allowed_fp32 = description.precision, set(description.fp32_nodes)
     _check_conformance(onnx_path)
     trt = import_tensorrt("Building a TensorRT engine")
+    require(build_features(hardware_compat=options.hardware_compat, version_compat=options.version_compat,
+                           opt_level=options.opt_level, workspace=options.workspace),
+            trt.__version__, "Building a TensorRT engine")
     gpu_name, capability = require_cuda_gpu("Building a TensorRT engine")
-    cache_in = options.timing_cache.read_bytes() if options.timing_cache and options.timing_cache.is_file() else None
+    cache_in = bool(options.timing_cache and options.timing_cache.is_file() and options.timing_cache.stat().st_size)
     console.note(f"Building {precision} engine for {gpu_name} (compute capability {capability}) with TensorRT "
                  f"{trt.__version__}; profile " + ", ".join(f"{p.name} {p.min}/{p.opt}/{p.max}" for p in profile)
                  + ("; reusing timing cache" if cache_in else ""))
@@ -91,30 +102,25 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
                 tasks[phase] = bar.add_task(phase if not parent else f"  {phase}", total=max(total, 1))
             bar.update(tasks[phase], completed=done)
 
-        built = trt_layer.build(trt, onnx_path, profile, workspace=options.workspace, timing_cache=cache_in,
-                                opt_level=options.opt_level, hardware_compat=options.hardware_compat,
-                                version_compat=options.version_compat, tf32=options.tf32, on_phase=on_phase,
-                                on_note=console.warn)
+        built = trt_layer.build(trt, onnx_path, profile, workspace=options.workspace,
+                                timing_cache=options.timing_cache, opt_level=options.opt_level,
+                                hardware_compat=options.hardware_compat, version_compat=options.version_compat,
+                                tf32=options.tf32, on_phase=on_phase, on_note=console.warn)
     summaries = summarise(built.layer_information)
-    check_precision(summaries, precision, allowed_fp32)
+    check_precision(summaries, precision, allowed_fp32, onnx_op_types(onnx_path) if allowed_fp32 else None)
     if precision is Precision.FP32 and options.tf32:
         precision = Precision.TF32
 
-    write_bytes_atomic(output, built.engine)
-    sidecar = EngineSidecar(
+    sidecar = commit_engine(output, built.engine, EngineSidecar(
         tensorrt_version=built.tensorrt_version, gpu_name=gpu_name, compute_capability=capability,
         hardware_compat=options.hardware_compat, version_compatible=options.version_compat,
         precision=precision,
         inputs=built.inputs, outputs=built.outputs, profiles=[[p.to_dict() for p in profile]],
         workspace_bytes=options.workspace, opt_level=options.opt_level, build_seconds=round(built.seconds, 2),
-        onnx_sha256=sha256_file(onnx_path), engine_sha256=sha256_file(output),
-    )
-    write_json_atomic(sidecar_path(output), sidecar.to_dict())
+        onnx_sha256=sha256_file(onnx_path),
+    ))
     layer_info = options.layer_info or Path(f"{output}.layers.json")
     write_json_atomic(layer_info, built.layer_information)
-    if options.timing_cache and built.timing_cache:
-        with atomic_path(options.timing_cache) as tmp:
-            tmp.write_bytes(built.timing_cache)
     console.success(f"Built {output} in {built.seconds:.1f} s; compute layers by precision: "
                     f"{precision_counts(summaries)}")
     return BuildResult(output, sidecar, layer_info)

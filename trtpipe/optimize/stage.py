@@ -16,9 +16,9 @@ import onnx
 
 from trtpipe import console
 from trtpipe.errors import BadInput, VerificationFailed
-from trtpipe.files import atomic_path, require_parent_dir, sha256_file
+from trtpipe.files import require_parent_dir, sha256_file, staged_path
 from trtpipe.inputs import InputSpec, Layout, random_batch, resolve, take
-from trtpipe.manifest import ArtifactManifest, read_manifest, write_manifest
+from trtpipe.manifest import ArtifactManifest, commit_artifact, read_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.int8.recipes import recipe_for
@@ -118,15 +118,15 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
 
     topologically_sorted(result)
     _check_conformance(result, precision, target, context)
-    with atomic_path(output) as tmp:
+    context.details["ops"] = op_counts(result)
+    with staged_path(output) as tmp:
         onnx.save(result, str(tmp))
         onnx.checker.check_model(str(tmp))
-    context.details["ops"] = op_counts(result)
-    manifest = ArtifactManifest.describe(
-        output, precision, target=target if precision is Precision.INT8 else None,
-        seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.details,
-        task=context.task)
-    manifest_file = write_manifest(output, manifest)
+        manifest = ArtifactManifest.describe(
+            output, precision, content=tmp, target=target if precision is Precision.INT8 else None,
+            seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.details,
+            task=context.task)
+        manifest_file = commit_artifact(tmp, output, manifest)
     console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
     return OptimizeResult(output, manifest_file, manifest)
 

@@ -292,22 +292,25 @@ def _place_onnx(source: Path, output: Path) -> list[Path]:
     record of the PyTorch model, when it has one), each written under a temporary name and renamed into place."""
     import shutil
 
-    from trtpipe.files import atomic_path
-    from trtpipe.manifest import manifest_path, read_manifest, write_manifest
+    from trtpipe.files import atomic_path, staged_path
+    from trtpipe.manifest import commit_artifact, manifest_path, read_manifest
     from trtpipe.onnx_info import external_data_files, load_onnx
 
     if source.resolve() == output.resolve():  # run from the repository it writes to
         return [output]
     files = [(source, output)] + [(source.parent / name, output.parent / name)
                                   for name in external_data_files(load_onnx(source, load_weights=False))]
-    for origin, destination in files:
+    for origin, destination in files[1:]:
         with atomic_path(destination) as tmp:
             shutil.copyfile(origin, tmp)
     manifest = read_manifest(source)
-    if manifest is not None:
-        write_manifest(output, replace(manifest, path=output.name))
-    else:  # a manifest left there by an earlier source would describe another file
-        manifest_path(output).unlink(missing_ok=True)
+    with staged_path(output) as tmp:
+        shutil.copyfile(source, tmp)
+        if manifest is not None:  # the model and its manifest as one commit (another run may write this path)
+            commit_artifact(tmp, output, replace(manifest, path=output.name))
+        else:  # a manifest left there by an earlier source would describe another file
+            manifest_path(output).unlink(missing_ok=True)
+            tmp.replace(output)
     return [destination for _, destination in files]
 
 
