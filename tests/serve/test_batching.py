@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,3 +56,52 @@ def test_model_failure_reaches_every_caller() -> None:
     with pytest.raises(RuntimeError, match="kernel exploded"):
         batcher.predict([np.zeros((1, 1))], timeout=5)
     batcher.close()
+
+
+def test_a_request_the_model_refuses_fails_alone_and_the_others_get_their_rows(tmp_path: Path) -> None:
+    """A real ONNX Runtime Gather refuses one index of twelve joined requests: the batch is run again in halves,
+    so only that request hears of the failure."""
+    import trtpipe
+    from tests.serve.tiny_models import TABLE, lookup
+
+    runs: list[int] = []
+    with trtpipe.load(lookup(tmp_path)) as model:
+
+        def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+            runs.append(len(arrays[0]))
+            return model.predict_all(arrays)
+
+        batcher = MicroBatcher(run, BatchingOptions(max_batch_size=12, max_delay_s=30))  # twelve rows: one batch
+        values = [float(i % TABLE) for i in range(12)]
+        values[7] = 100.0
+        futures = [batcher.submit([np.array([[v]], np.float32)]) for v in values]
+        for value, future in zip(values, futures, strict=True):
+            if value < TABLE:
+                np.testing.assert_array_equal(future.result(30)[0], [[value]])
+            else:
+                with pytest.raises(Exception, match="indices element out of data bounds"):
+                    future.result(30)
+        batcher.close()
+    assert runs[0] == 12 and len(runs) <= 1 + 2 * 4  # the batch, then halves down to the refused request
+
+
+def test_a_cancelled_request_is_dropped_unrun() -> None:
+    gate, running = threading.Event(), threading.Event()
+    ran: list[float] = []
+
+    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        ran.append(float(arrays[0][0, 0]))
+        running.set()
+        gate.wait(5)
+        return [arrays[0]]
+
+    batcher = MicroBatcher(run, BatchingOptions(max_batch_size=4, max_delay_s=0))
+    first = batcher.submit([np.full((1, 1), 1.0)])
+    assert running.wait(5)  # the worker is inside the model with the first request
+    abandoned = batcher.submit([np.full((1, 1), 2.0)])
+    assert abandoned.cancel()  # still waiting in the queue: its caller gives up
+    gate.set()
+    last = batcher.submit([np.full((1, 1), 3.0)])
+    assert first.result(5)[0][0, 0] == 1.0 and last.result(5)[0][0, 0] == 3.0
+    batcher.close()
+    assert ran == [1.0, 3.0]

@@ -209,13 +209,14 @@ def failing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]
     running.stop()
 
 
-def test_a_model_failure_is_reported_and_counted_alike(failing: RunningServer) -> None:
+def test_a_model_refusing_the_data_is_reported_and_counted_alike(failing: RunningServer) -> None:
+    """ONNX Runtime's INVALID_ARGUMENT is the request's fault, not the server's: 400 and gRPC's INVALID_ARGUMENT."""
     good, bad = np.array([[3.0]], np.float32), np.array([[100.0]], np.float32)
-    failures = _sample(failing, "trtpipe_inference_failures_total", model="lookup", code="500")
+    failures = _sample(failing, "trtpipe_inference_failures_total", model="lookup", code="400")
     answer = _http_infer(failing, "lookup", bad)
-    assert answer.status_code == 500 and answer.json()["error"].startswith("Inference failed: ")
+    refused = "The model refused this request's data: Gather node: indices element out of data bounds"
+    assert answer.status_code == 400 and answer.json()["error"].startswith(refused)
     error = _grpc_refusal(failing, "lookup", bad)
-    assert error.status() == "StatusCode.INTERNAL" and error.message().startswith("Inference failed: ")
-    assert "indices element out of data bounds" in error.message()
-    assert _sample(failing, "trtpipe_inference_failures_total", model="lookup", code="500") == failures + 2
+    assert error.status() == "StatusCode.INVALID_ARGUMENT" and error.message().startswith(refused)
+    assert _sample(failing, "trtpipe_inference_failures_total", model="lookup", code="400") == failures + 2
     np.testing.assert_array_equal(_grpc_infer(failing, "lookup", good).as_numpy("output"), [[3.0]])  # still serving

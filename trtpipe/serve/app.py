@@ -1,7 +1,9 @@
 """The HTTP server: Open Inference Protocol endpoints on Starlette, inference off the event loop.
 
-Batched models go through their MicroBatcher's worker thread; the others run in the default thread pool. The
+Batched models go through their MicroBatcher's worker thread; the others run in the service's thread pool. The
 event loop only parses, validates and answers, so a slow model never blocks health checks or other models.
+While a request waits for the model, the route also listens for its client leaving: a request nobody waits for is
+taken off the queue unrun (``InferenceService._execute``).
 Admission, execution and metrics are the InferenceService's (``service.py``), shared with the gRPC service;
 this module is what is HTTP's own: routes, bodies, headers and status codes.
 """
@@ -10,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -30,13 +32,15 @@ CLIENT_CLOSED = 499  # nginx's code for a request the client abandoned: logged, 
 LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
 LARGE_BODIES_AT_ONCE = 4
 
+T = TypeVar("T")
+
 
 def create_app(models: dict[str, dict[str, ServedModel]], settings: ServeOptions | None = None,
                metrics: Metrics | None = None) -> Starlette:
     """The ASGI app serving ``models``; with ``settings.grpc_port`` its lifespan runs the gRPC service too.
 
-    ``app.state.service`` is the InferenceService both transports share (``server.py`` sets its
-    ``shutting_down`` on a signal); ``app.state.metrics`` its Prometheus series.
+    ``app.state.service`` is the InferenceService both transports share (``server.py`` sets its ``draining``
+    and ``shutting_down`` on a signal); ``app.state.metrics`` its Prometheus series.
     """
     service = InferenceService(models, settings, metrics)
     endpoints = HttpEndpoints(service)
@@ -65,13 +69,14 @@ def routes(endpoints: HttpEndpoints) -> list[Route]:
 
 
 def lifespan(service: InferenceService) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
-    """Start the gRPC service (when asked for) on the app's event loop, so that it shares the models, limits and
-    metrics; at shutdown refuse new requests first, then let gRPC's requests in flight finish, then stop the
-    batchers."""
+    """Start the service's threads, and the gRPC service (when asked for) on the app's event loop, so that it
+    shares the models, limits and metrics; at shutdown refuse new requests first, then let gRPC's requests in
+    flight finish, then stop the batchers."""
 
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
         settings = service.settings
+        service.start()
         grpc_server = None
         if settings.grpc_port is not None:
             from trtpipe.serve.grpc_service import start_grpc  # gRPC is optional: imported only when asked for
@@ -144,7 +149,8 @@ class HttpEndpoints:
                 entry = self.service.admit(name, request.path_params.get("version"))
                 parsed = await self._read_request(request, entry)
                 assert entry.model is not None
-                outputs = await self.service.run(entry, [parsed.inputs[t.name] for t in entry.model.inputs])
+                outputs = await _unless_client_leaves(
+                    request, self.service.run(entry, [parsed.inputs[t.name] for t in entry.model.inputs]))
                 payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs,
                                                          outputs)
         except ProtocolError as error:
@@ -207,3 +213,31 @@ async def _read_body(request: Request, service: InferenceService) -> bytes:
     except ClientDisconnect:  # the client went away mid-body: nobody to answer, and not a server failure
         raise ClientLeft from None
     return b"".join(chunks)
+
+
+async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result, or ClientLeft as soon as the client disconnects: ``work`` is then cancelled, which takes
+    the request off its model's queue if it has not started (a client that gave up costs no model time).
+
+    Once the body is read, the next ASGI message is ``http.disconnect``, when the client goes away (or once the
+    response is complete, which cannot come before ``work`` ends)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # this handler is cancelled itself (a forced shutdown): so is the work
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # whatever it ends with, nobody is there to hear it
+        await task
+    raise ClientLeft
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

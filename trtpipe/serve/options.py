@@ -37,6 +37,10 @@ class ServeOptions(Options):
                                    type=float, minimum=0.1)
     max_connections: int = option(1024, "Concurrent connections and requests before new ones get 503.", type=int,
                                   minimum=1)
+    drain_s: float = option(5.0, "Seconds after SIGTERM during which readiness answers false (HTTP 503, gRPC "
+                            "ready=false) while requests are still served, so load balancers stop sending before "
+                            "the listener closes; requests in flight then finish. 0: close at once.", type=float,
+                            minimum=0)
     instances: int = option(1, "Model instances in an exported Triton repository.", type=int, minimum=1)
     triton_backend: TritonBackend = option(
         TritonBackend.NATIVE, "Triton backend of an exported repository: native (Triton's onnxruntime/tensorrt "

@@ -1,11 +1,15 @@
 """``trtpipe serve``: load a model repository and serve it with uvicorn until SIGTERM or SIGINT.
 
-On a signal, readiness turns false at once (load balancers stop sending), requests in flight finish, and the
-process exits 0.
+On SIGTERM (what an orchestrator sends), readiness turns false at once, HTTP and gRPC alike, while the listeners
+stay open and requests are still served for ``--drain-s``: load balancers probing readiness stop sending, and what
+they send before they notice is answered instead of refused. Then the listeners close, requests in flight finish,
+and the process exits 0. SIGINT (Ctrl-C), or a second signal, skips what is left of the drain.
 """
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +43,37 @@ def serve(repository: Path, options: ServeOptions | None = None) -> None:
     if host not in LOOPBACK:
         console.warn(f"Listening on {host}: the server has no authentication; expose it only behind one.")
 
+    service = app.state.service
+
     class Server(uvicorn.Server):
+        """uvicorn's server with a drain before its shutdown. The signal handler only sets flags (it may interrupt
+        anything, printing included); ``on_tick``, which uvicorn's main loop calls every 0.1 s, ends the drain."""
+
+        drain_until: float | None = None
+        announced = False
+
         def handle_exit(self, sig: int, frame: Any) -> None:
-            app.state.service.shutting_down = True  # readiness false (HTTP and gRPC) before anything else
+            service.draining = True  # readiness false (HTTP and gRPC) before anything else
+            if sig == signal.SIGTERM and options.drain_s > 0 and self.drain_until is None:
+                self.drain_until = time.monotonic() + options.drain_s
+                return
+            service.shutting_down = True
             super().handle_exit(sig, frame)
             # uvicorn re-raises a captured signal after its graceful shutdown, so the process dies of it (exit
             # -15). A shutdown that went as planned is a success: exit 0.
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list):
                 captured.clear()
+
+        async def on_tick(self, counter: int) -> bool:
+            if self.drain_until is not None and not self.should_exit:
+                if not self.announced:
+                    self.announced = True
+                    console.note(f"SIGTERM: not ready; serving {options.drain_s:g} s more before closing")
+                if time.monotonic() >= self.drain_until:
+                    service.shutting_down = True
+                    self.should_exit = True
+            return await super().on_tick(counter)
 
     from trtpipe.serve.http_protocol import protocol_with
 

@@ -4,24 +4,35 @@ Both transports turn a request into the same steps, taken here once: find the mo
 (503 while the model is not ready or the server shuts down), refuse a body over ``--max-body-mb`` (413), parse it
 off the event loop, run it under ``--max-queue`` and ``--timeout-ms`` (503, 504), and count it in the same
 Prometheus series. A rule added here holds for both transports; neither module imports the other.
+
+A failure of the model itself is classified here too (:func:`classify_failure`), into the ProtocolError each
+transport reports: running out of memory is 503 (the server is fine, this request did not fit now), the model
+refusing this request's data (ONNX Runtime's INVALID_ARGUMENT, a kernel that cannot take these values or shapes)
+is 400, anything else 500; the messages carry no path of the server's or the library's files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import re
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from trtpipe.errors import BadInput
 from trtpipe.serve.batching import QueueFull
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import InferRequest, ProtocolError, parse_infer_request
 from trtpipe.serve.repository import ServedModel
+from trtpipe.vocab import BackendKind
 
 UNKNOWN_MODEL = "_unknown"  # the metrics label of a request for a model the server does not have
 
@@ -31,8 +42,9 @@ class Metrics:
     """The server's Prometheus series, in a registry of its own so that each app (and each test) counts apart.
 
     ``requests``, ``failures`` (by status code), ``latency`` and ``disconnects`` are counted per request by
-    :meth:`InferenceService.accounted`, whichever transport the request came by; ``batch_size`` per executed
-    batch; ``queue_depth`` is read when /metrics is scraped.
+    :meth:`InferenceService.accounted`, whichever transport the request came by; ``dropped`` counts the requests
+    taken off the queue unrun because nobody waited for them any more (the client left, or ``--timeout-ms``
+    passed); ``batch_size`` per executed batch; ``queue_depth`` is read when /metrics is scraped.
     """
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
@@ -49,6 +61,8 @@ class Metrics:
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=self.registry)
         self.disconnects = Counter("trtpipe_client_disconnects", "Requests whose client left before the answer",
                                    ["model"], registry=self.registry)
+        self.dropped = Counter("trtpipe_dropped_requests", "Requests dropped before they ran: their client had left "
+                               "or their timeout had passed", ["model"], registry=self.registry)
         self.queue_depth = Gauge("trtpipe_queue_depth", "Requests waiting for a batch", ["model"],
                                  registry=self.registry)
 
@@ -73,20 +87,118 @@ def lookup(models: dict[str, dict[str, ServedModel]], name: str, version: str | 
 
 
 _INTERNAL_PATH = re.compile(r"(?:/[\w.+-]+){2,}(?::\d+)?")  # a runtime's source or install path, with a line
+# A library's source location, with or without its folders: ONNX Runtime writes "reshape_helper.h:84" or
+# "/onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360" before the C++ function that failed.
+_SOURCE_LOCATION = re.compile(r"(?:[\w.+-]*/)*[\w.+-]+\.(?:cc|cpp|cxx|c|cu|cuh|h|hpp|inl)(?::\d+)?\s*")
+_ORT_STATUS = re.compile(r"^\[ONNXRuntimeError\] : \d+ : (?P<code>[A-Z_]+) : ")
+_ORT_NODE = re.compile(r"Non-zero status code returned while running (?P<op>[\w.]+) node\. Name:'(?P<name>[^']*)' "
+                       r"Status Message: ")
+# A C++ signature ORT_THROW and ORT_ENFORCE put before their message: "void* onnxruntime::BFCArena::Alloc(size_t) ".
+_CPP_SIGNATURE = re.compile(r"^(?:[\w:*&<>, ]+\s)?[\w:~<>]+\([^()]*\)(?:\s*const)?\s+")
+_ENFORCED = re.compile(r"^.*? was false\.\s*")  # ORT_ENFORCE: "<signature> <condition> was false. <message>"
+_FUNCTION_NAME = re.compile(r"^[\w:~]+\s+")  # ORT_MAKE_STATUS names the function alone: "Compute"
+# How runtimes say they ran out of memory (ONNX Runtime's arena, C++'s bad_alloc, CUDA, cuDNN and cuBLAS, PyTorch,
+# OpenVINO), and how Python says it could not start a thread (its stack is memory too, under ``ulimit -v``).
+_OUT_OF_MEMORY = re.compile(r"failed to allocate memory|bad_alloc|out of memory|cannot allocate memory|"
+                            r"can't start new thread|ALLOC_FAILED|MemoryAllocation|OutOfMemory", re.IGNORECASE)
 
 
 def failure_message(error: BaseException) -> str:
     """What a client is told when the model itself failed: the first line of the error, no traceback, and no path
     of the server's files (ONNX Runtime names its source files in its messages)."""
     line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-    return f"Inference failed: {_INTERNAL_PATH.sub('<path>', line)}"
+    return f"Inference failed: {_INTERNAL_PATH.sub('<path>', _SOURCE_LOCATION.sub('', line))}"
+
+
+def model_message(error: BaseException) -> str:
+    """A runtime's error as a client can read it: for ONNX Runtime, the node that failed and what it said, without
+    the status prefix, the source file and line, or the C++ function (``Gather node: indices element out of data
+    bounds, idx=100 must be within the inclusive range [-10,9]``); for anything else its first line. No path of
+    the server's or the library's files is left."""
+    text = str(error).strip()
+    line = text.splitlines()[0].strip() if text else type(error).__name__
+    line = _ORT_STATUS.sub("", line)
+    node = _ORT_NODE.search(line)
+    where = ""
+    if node:
+        where = f"{node['op']} node '{node['name']}': " if node["name"] else f"{node['op']} node: "
+        line = line[node.end():]
+    located = _SOURCE_LOCATION.match(line)
+    if located:  # ONNX Runtime's "<file>:<line> <function> <message>": keep the message
+        line = line[located.end():]
+        if " was false." in line:
+            line = _ENFORCED.sub("", line)
+        else:
+            line = _CPP_SIGNATURE.sub("", line) if _CPP_SIGNATURE.match(line) else _FUNCTION_NAME.sub("", line)
+    line = _SOURCE_LOCATION.sub("", line)
+    return where + _INTERNAL_PATH.sub("<path>", line).strip()
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says memory (or a thread's stack) could not be had: Python's MemoryError, an OSError with
+    ENOMEM, or a runtime's allocation failure, which each runtime spells in its own words."""
+    if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
+        return True
+    return bool(_OUT_OF_MEMORY.search(f"{type(error).__name__}: {error}"))
+
+
+def refused_by_model(error: BaseException) -> bool:
+    """Whether the model refused this request's data, as opposed to failing by itself: ONNX Runtime's
+    INVALID_ARGUMENT (an index out of its table in a Gather), or a kernel that cannot run on these values or shapes
+    (a Reshape that does not fit: ONNX Runtime reports that as FAIL from the node). The model loaded and serves other
+    requests, so what differs is this request."""
+    if not type(error).__module__.startswith(BackendKind.ONNXRUNTIME) and "[ONNXRuntimeError]" not in str(error):
+        return False
+    status = _ORT_STATUS.match(str(error).strip())
+    code = status["code"] if status else type(error).__name__.upper()
+    return code in ("INVALID_ARGUMENT", "INVALIDARGUMENT") or (code == "FAIL" and bool(_ORT_NODE.search(str(error))))
+
+
+def classify_failure(error: Exception) -> ProtocolError:
+    """The ProtocolError a client gets for an exception from running its request (both transports map the status
+    to their own codes):
+
+    - out of memory (or of threads) -> 503: the server is up and stays ready; this request did not fit now, and a
+      smaller batch or a later retry may;
+    - input the backend or the model refused -> 400, with what the model said;
+    - anything else -> 500, the model failing by itself.
+    """
+    if isinstance(error, ProtocolError):
+        return error
+    if out_of_memory(error):
+        return ProtocolError(503, "The server ran out of memory for this request: retry later or send fewer rows "
+                                  f"({model_message(error)}).")
+    if isinstance(error, BadInput):
+        return ProtocolError(400, error.message)
+    if refused_by_model(error):
+        return ProtocolError(400, f"The model refused this request's data: {model_message(error)}")
+    return ProtocolError(500, failure_message(error))
+
+
+def start_threads(executor: ThreadPoolExecutor, count: int) -> None:
+    """Start ``count`` worker threads of ``executor`` now. A pool starts its threads when work first arrives;
+    under an address-space limit (``ulimit -v``) a thread started after a large batch has grown ONNX Runtime's
+    memory pool may not get its stack ("can't start new thread"), and every later request that needed it would
+    fail. Each thread waits at a barrier until all have started, so each submit starts a new one."""
+    barrier = threading.Barrier(count + 1)
+    for _ in range(count):
+        executor.submit(barrier.wait, 30)
+    barrier.wait(30)
+
+
+SERVICE_THREADS = min(32, (os.cpu_count() or 1) + 4)  # what the event loop's default pool would have
 
 
 class InferenceService:
     """The loaded models behind both transports, and the one place a request is admitted, run and counted.
 
-    ``shutting_down`` turns readiness false and refuses new inference at once (set on SIGTERM, before the
-    listeners close), so a load balancer stops sending while requests in flight finish.
+    ``draining`` turns readiness false (HTTP and gRPC) while inference is still served: set on SIGTERM for
+    ``--drain-s``, so that load balancers, which probe readiness, stop sending before the listener closes, and
+    requests they send meanwhile are still answered. ``shutting_down`` also refuses new inference (503): set when
+    the drain ends, just before the listeners close, while requests in flight finish.
+
+    Parsing and unbatched inference run on the service's own thread pool, whose threads :meth:`start` starts before
+    the server takes requests (see :func:`start_threads`).
     """
 
     def __init__(self, models: dict[str, dict[str, ServedModel]], settings: ServeOptions | None = None,
@@ -94,16 +206,27 @@ class InferenceService:
         self.models = models
         self.settings = settings or ServeOptions()
         self.metrics = metrics or Metrics()
+        self.draining = False
         self.shutting_down = False
+        self.executor = ThreadPoolExecutor(SERVICE_THREADS, thread_name_prefix="trtpipe-serve")
+
+    def start(self) -> None:
+        """Start the pool's threads now, before the server reports ready."""
+        start_threads(self.executor, SERVICE_THREADS)
 
     # Readiness and lookup
 
     def server_ready(self) -> bool:
-        """Every model version loaded and the server not shutting down."""
-        return not self.shutting_down and all(e.ready for v in self.models.values() for e in v.values())
+        """Every model version loaded and the server neither draining nor shutting down."""
+        return self.accepting and all(e.ready for v in self.models.values() for e in v.values())
 
     def model_ready(self, entry: ServedModel) -> bool:
-        return entry.ready and not self.shutting_down
+        return entry.ready and self.accepting
+
+    @property
+    def accepting(self) -> bool:
+        """Whether load balancers should send here: false from SIGTERM on."""
+        return not (self.draining or self.shutting_down)
 
     def find(self, name: str, version: str | None) -> ServedModel:
         """A model version by name (404 when there is none), for metadata and readiness."""
@@ -132,7 +255,7 @@ class InferenceService:
         assert entry.model is not None
         self.check_body_size(len(body))
         return await asyncio.get_running_loop().run_in_executor(
-            None, parse_infer_request, body, header_length, entry.model.inputs, entry.model.outputs,
+            self.executor, parse_infer_request, body, header_length, entry.model.inputs, entry.model.outputs,
             entry.max_batch_size)
 
     # Execution
@@ -154,22 +277,38 @@ class InferenceService:
             entry.in_flight -= 1
 
     async def _execute(self, entry: ServedModel, arrays: list[Any]) -> list[Any]:
-        """Off the event loop: on the model's batcher thread, or in the default thread pool without one."""
+        """Off the event loop: on the model's batcher thread, or in the service's thread pool without one.
+
+        When nobody waits for the answer any more (the caller is cancelled: its HTTP client left, its gRPC call was
+        cancelled; or ``--timeout-ms`` passed), a request that has not started is taken off the queue unrun and
+        counted as dropped: a client that gave up costs no model time.
+        """
         assert entry.model is not None
         timeout = self.settings.timeout_s
+        future: Future[list[Any]]
         if entry.batcher is not None:
             try:
                 future = entry.batcher.submit(arrays)
             except QueueFull as error:
                 raise ProtocolError(503, error.message) from None
-            wrapped = asyncio.wrap_future(future)
         else:  # a batcher reports its batches itself (load_repository's on_batch)
             self.metrics.batch_size.labels(entry.name).observe(int(arrays[0].shape[0]) if arrays[0].ndim else 1)
-            wrapped = asyncio.get_running_loop().run_in_executor(None, entry.model.predict_all, arrays)
+            future = self.executor.submit(entry.model.predict_all, arrays)
+        wrapped = asyncio.wrap_future(future)
         try:
             return await asyncio.wait_for(wrapped, timeout) if timeout else await wrapped
         except TimeoutError:
+            self._drop(entry, future)
             raise ProtocolError(504, f"Inference did not finish within {timeout:g} s.") from None
+        except asyncio.CancelledError:
+            self._drop(entry, future)
+            raise
+
+    def _drop(self, entry: ServedModel, future: Future[list[Any]]) -> None:
+        """Cancel a request nobody waits for; counted when it had not started (a running batch cannot be stopped:
+        its rows are computed and thrown away)."""
+        if future.cancel():
+            self.metrics.dropped.labels(entry.name).inc()
 
     # Metrics
 
@@ -178,8 +317,10 @@ class InferenceService:
         """Count one inference request for model ``name``, from arrival to its answer.
 
         Counted as a request on entry; on leaving, its latency when it succeeded, a failure by status code when it
-        raised ProtocolError, a disconnect on ClientLeft. Any other exception is the model failing: it is counted
-        as a 500 and re-raised as ProtocolError(500), so every transport reports it the same way and stays up.
+        raised ProtocolError, a disconnect on ClientLeft or when the call was cancelled (a gRPC client cancelling).
+        Any other exception is the model failing: :func:`classify_failure` turns it into the ProtocolError it
+        means (503 out of memory, 400 data the model refused, 500 otherwise), counted under that status and
+        re-raised, so every transport reports it the same way and stays up.
         """
         label = name if name in self.models else UNKNOWN_MODEL
         self.metrics.requests.labels(label).inc()
@@ -189,12 +330,13 @@ class InferenceService:
         except ProtocolError as error:
             self.metrics.failures.labels(label, str(error.status)).inc()
             raise
-        except ClientLeft:
+        except (ClientLeft, asyncio.CancelledError):
             self.metrics.disconnects.labels(label).inc()
             raise
         except Exception as error:
-            self.metrics.failures.labels(label, "500").inc()
-            raise ProtocolError(500, failure_message(error)) from error
+            refusal = classify_failure(error)
+            self.metrics.failures.labels(label, str(refusal.status)).inc()
+            raise refusal from error
         self.metrics.latency.labels(label).observe(time.perf_counter() - start)
 
     def exposition(self) -> tuple[bytes, str]:
@@ -206,9 +348,10 @@ class InferenceService:
     # Shutdown
 
     def close(self) -> None:
-        """Refuse new requests and stop every batcher (each finishes the batch it holds first)."""
+        """Refuse new requests, stop every batcher (each finishes the batch it holds first) and the thread pool."""
         self.shutting_down = True
         for versions in self.models.values():
             for entry in versions.values():
                 if entry.batcher:
                     entry.batcher.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
