@@ -10,6 +10,7 @@ import onnx
 from trtpipe.errors import BadInput
 from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact, describe_model
 from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.onnxruntime.float_weights import fold_float_convolution_weights, needs_folding
 from trtpipe.runtime.onnxruntime.providers import check_active, check_providers
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import BackendKind, Device, GraphOptimization, dtype
@@ -39,6 +40,9 @@ class OnnxRuntimeBackend(Backend):
         self.precision = description.precision
         self.providers = list(options.providers or ["CPUExecutionProvider"])
         names = check_providers(self.providers)
+        self.folded_weights = 0
+        if names == ["CPUExecutionProvider"]:
+            source, self.folded_weights = _with_float_weights(artifact, source)
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[options.optimization])
         session_options.log_severity_level = 3  # warnings about unused initialisers etc. are noise to a user
@@ -66,6 +70,32 @@ class OnnxRuntimeBackend(Backend):
     def close(self) -> None:
         # Dropping the session stops its thread pool, so it cannot spin against the next thing measured.
         self.__dict__.pop("session", None)
+
+
+MAX_IN_MEMORY_BYTES = 1_800_000_000  # protobuf cannot serialize 2 GiB: a larger model is loaded as it is
+
+
+def _with_float_weights(artifact: Path | onnx.ModelProto | ArtifactDescription,
+                        source: str | bytes) -> tuple[str | bytes, int]:
+    """``source`` with the weights of the convolutions the CPU provider runs in float dequantized once (see
+    :mod:`float_weights`: exact, and up to 1.45x faster on a Q/DQ detector), and how many were folded; ``source``
+    as it is where there are none."""
+    from trtpipe.onnx_info import load_onnx
+
+    if isinstance(artifact, onnx.ModelProto):
+        if not needs_folding(artifact):
+            return source, 0
+        model = onnx.ModelProto()
+        model.CopyFrom(artifact)
+    else:
+        path = Path(source)  # type: ignore[arg-type]
+        if not needs_folding(load_onnx(path, load_weights=False)):
+            return source, 0
+        model = load_onnx(path)
+    if model.ByteSize() > MAX_IN_MEMORY_BYTES:
+        return source, 0
+    folded = fold_float_convolution_weights(model)
+    return (model.SerializeToString(), folded) if folded else (source, 0)
 
 
 def _info(node: object) -> TensorInfo:
