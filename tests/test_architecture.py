@@ -19,7 +19,7 @@ SOURCE = Path(trtpipe.__file__).parent
 LIGHT_MODULES = ["trtpipe", "trtpipe.cli", "trtpipe.vocab", "trtpipe.options", "trtpipe.convert.options",
                  "trtpipe.optimize.options", "trtpipe.engine.options", "trtpipe.bench.options",
                  "trtpipe.serve.options", "trtpipe.pipeline.options", "trtpipe.models.options",
-                 "trtpipe.pipeline.config"]
+                 "trtpipe.pipeline.config", "trtpipe.debug.options", "trtpipe.engine.inspect_options"]
 
 
 def test_every_test_folder_is_collected() -> None:
@@ -80,6 +80,8 @@ _COMMANDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("build", "trtpipe.engine.options:EngineOptions", ()),
     ("serve", "trtpipe.serve.options:ServeOptions", ("instances", "triton_backend")),  # Triton export settings
     ("run", "trtpipe.pipeline.options:SelectOptions", ()),
+    ("debug", "trtpipe.debug.options:DebugOptions", ()),
+    ("inspect", "trtpipe.engine.inspect_options:InspectOptions", ()),
 ]
 
 
@@ -108,6 +110,7 @@ _PARSED_SAMPLES = {
     "std": "0.125,2", "workspace": "1GiB", "shapes": "input:4x1x32x32", "min_shapes": "input:1x1x32x32",
     "opt_shapes": "input:8x1x32x32", "max_shapes": "input:16x1x32x32", "input_shape": "1x1x32x32",
     "preferred_batch_sizes": "8,16", "input_dtype": "image:uint8,scale:float32", "input_range": "image:0..255",
+    "profiles": "input:1x1x32x32:8x1x32x32:32x1x32x32,input:33x1x32x32:64x1x32x32:128x1x32x32",
 }
 
 

@@ -146,11 +146,12 @@ def test_version_compatible_engine_loads_through_the_runtime(digits_onnx: Path, 
 def test_cuda_graph_replay_matches_the_plain_path(digits_onnx: Path, tmp_path: Path) -> None:
     from trtpipe.engine.build import build_engine
     from trtpipe.models.data import load_split
+    from trtpipe.runtime.options import RunOptions
     from trtpipe.runtime.tensorrt.backend import TensorRTBackend
 
     plan = build_engine(digits_onnx, tmp_path / "g.plan").engine
     images = load_split("digits", "eval").images
-    with TensorRTBackend(plan) as plain, TensorRTBackend(plan, cuda_graph=True) as graphed:
+    with TensorRTBackend(plan) as plain, TensorRTBackend(plan, RunOptions(cuda_graph=True)) as graphed:
         for batch in (4, 16, 4):  # a second shape, then back to the first: replay reuses its own buffers
             for start in (0, 100):
                 x = images[start : start + batch]
@@ -220,3 +221,22 @@ def test_cuda_rows_carry_device_memory_and_autocast_runs_in_fp16(tmp_path: Path,
     assert all(r["device"] == "cuda" and r["device_memory_mb"] and r["device_memory_mb"] > 0 for r in rows)
     autocast = [r for r in rows if r["variant"].startswith("pytorch-fp16-autocast")]
     assert all(r["precision"] == "fp16" and r["top1_agreement"] > 0.98 for r in autocast)
+
+
+@needs_tensorrt
+@pytest.mark.tensorrt
+def test_a_second_backend_reports_its_own_tensorrt_errors(digits_onnx: Path, tmp_path: Path) -> None:
+    # TensorRT keeps one logger per process: a second backend used to read "no message" for its failure.
+    from trtpipe.engine.build import build_engine
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.files import sha256_file
+    from trtpipe.runtime.tensorrt.backend import TensorRTBackend
+
+    plan = build_engine(digits_onnx, tmp_path / "good.plan").engine
+    broken = tmp_path / "broken.plan"
+    broken.write_bytes(plan.read_bytes()[: plan.stat().st_size // 2])  # truncated, with a sidecar that agrees
+    sidecar = json.loads(Path(f"{plan}.json").read_text()) | {"engine_sha256": sha256_file(broken)}
+    Path(f"{broken}.json").write_text(json.dumps(sidecar))
+    with TensorRTBackend(plan), pytest.raises(TrtpipeError, match="could not deserialise") as raised:
+        TensorRTBackend(broken)
+    assert "TensorRT logged no error" not in raised.value.message

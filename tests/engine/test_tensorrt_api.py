@@ -19,10 +19,22 @@ import trtpipe
 RUNTIME_API = {  # runtime/tensorrt/backend.py
     "Runtime": ["deserialize_cuda_engine", "engine_host_code_allowed"],
     "ICudaEngine": ["num_io_tensors", "get_tensor_name", "get_tensor_dtype", "get_tensor_shape", "get_tensor_mode",
-                    "create_execution_context", "get_tensor_profile_shape"],
-    "IExecutionContext": ["set_input_shape", "get_tensor_shape", "set_tensor_address", "execute_async_v3"],
+                    "create_execution_context", "get_tensor_profile_shape",
+                    "num_optimization_profiles"],  # every profile's range, to choose the one a request fits
+    "IExecutionContext": ["set_input_shape", "get_tensor_shape", "set_tensor_address", "execute_async_v3",
+                          "set_optimization_profile_async",  # a request in another profile than the last one
+                          "profiler", "enqueue_emits_profile", "report_to_profiler"],  # bench --profile-layers
+    "IProfiler": ["report_layer_time"],  # subclassed to collect each layer's time
     "TensorIOMode": ["INPUT"],
     "ILogger": ["Severity", "log"],
+}
+# Names the TensorRT 10 stubs must have too: the runtime calls added for profiles, CUDA graphs and layer timing are
+# older than TensorRT 10, so an engine run on 10.x makes the same calls.
+RUNTIME_API_IN_10 = {
+    "ICudaEngine": ["num_optimization_profiles", "get_tensor_profile_shape"],
+    "IExecutionContext": ["set_optimization_profile_async", "profiler", "enqueue_emits_profile",
+                          "report_to_profiler"],
+    "IProfiler": ["report_layer_time"],
 }
 BUILDER_API = {  # engine/builder.py
     "Builder": ["create_network", "create_builder_config", "create_optimization_profile", "build_serialized_network"],
@@ -33,7 +45,7 @@ BUILDER_API = {  # engine/builder.py
                        "hardware_compatibility_level", "set_flag", "clear_flag", "profiling_verbosity",
                        "progress_monitor"],
     "IOptimizationProfile": ["set_shape"],
-    "ITimingCache": ["serialize"],
+    "ITimingCache": ["serialize", "combine"],  # the timing cache is merged under a lock before it is saved
     "MemoryPoolType": ["WORKSPACE"],
     "HardwareCompatibilityLevel": ["NONE", "AMPERE_PLUS", "SAME_COMPUTE_CAPABILITY"],
     "BuilderFlag": ["VERSION_COMPATIBLE", "TF32"],
@@ -97,6 +109,13 @@ def test_runtime_api_exists_in_the_lean_runtime() -> None:
     assert not missing, f"not in TensorRT {trt.__version__}: {missing}"
     used = _trt_names_used(SOURCE / "runtime" / "tensorrt" / "backend.py")
     assert used <= set(dir(trt)), used - set(dir(trt))
+
+
+def test_runtime_calls_for_profiles_and_layer_timing_exist_in_the_tensorrt_10_stubs() -> None:
+    members = _stub_members()
+    missing = [f"{cls}.{member}" for cls, names in RUNTIME_API_IN_10.items() for member in names
+               if member not in members.get(cls, set())]
+    assert not missing, f"not in the TensorRT 10 stubs: {missing}"
 
 
 def test_builder_api_exists_in_the_tensorrt_10_stubs() -> None:

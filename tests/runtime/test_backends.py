@@ -55,7 +55,7 @@ def test_optimisation_level_and_unknown_provider(digits_onnx: Path, batch: np.nd
 def test_backends_refuse_settings_they_do_not_have(digits_onnx: Path) -> None:
     """A setting a backend would ignore makes a row or a server run otherwise than asked: refused, named."""
     with pytest.raises(BadInput, match=r"The onnxruntime backend has no setting cuda_graph, hint \(its settings: "
-                                       r"optimization, providers, spinning, threads\)"):
+                                       r"optimization, providers, release_memory, spinning, threads\)"):
         open_artifact(digits_onnx, RunOptions(cuda_graph=True, hint="throughput"))
     with pytest.raises(BadInput, match=r"Unknown run setting trheads: the settings are threads, "):
         trtpipe.load(digits_onnx, trheads=2)

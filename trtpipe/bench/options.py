@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from trtpipe.options import Options, option
 from trtpipe.shapes import parse_batch_sizes
@@ -52,3 +53,18 @@ class BenchOptions(Options):
                                       "onnxruntime (CPU), onnxruntime-cuda, onnxruntime-tensorrt, openvino; e.g. "
                                       "onnxruntime,openvino.", parse=_parse_executions, format=_format_list,
                                       metavar="LIST")
+    cuda_graph: bool = option(True, "TensorRT engines: capture each batch's launch in a CUDA graph after a warm-up "
+                              "run and replay it (trtexec 11's default); a capture that fails falls back to plain "
+                              "launches with one warning.", type=bool)
+    spin_wait: bool = option(False, "TensorRT engines: wait for each run by polling its CUDA event (trtexec's "
+                             "--useSpinWait): steadier latency, one CPU core kept busy.", type=bool)
+    profile_layers: bool = option(False, "TensorRT engines: time every layer with TensorRT's profiler, in separate "
+                                  "runs after each batch's timed runs (without a CUDA graph, so the timed rows "
+                                  "are unaffected); a table and the results JSON give each layer's mean ms and "
+                                  "share.", type=bool)
+    load_engine: Path | None = option(None, "A TensorRT engine to bench beside the ARTIFACTS, e.g. one trtexec "
+                                      "built (--trust-engine when it has no trtpipe sidecar).", type=Path,
+                                      metavar="PLAN")
+    trust_engine: bool = option(False, "Load TensorRT engines that have no trtpipe sidecar. An engine is executable "
+                                "code: only one you built or got over a trusted channel. Its inputs, outputs and "
+                                "profiles are read from the engine.", type=bool)

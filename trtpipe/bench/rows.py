@@ -54,6 +54,7 @@ class BenchRow:
     host_memory_mb: float | None = None  # peak resident memory the variant added while loading and running
     device_memory_mb: float | None = None  # GPU memory it held (engine, weights, activations, workspace)
     round_p50_ms: list[float] | None = None  # the p50 of each timed round (bench --rounds), in the order run
+    cuda_graph: bool | None = None  # a TensorRT row: its timed calls replayed a captured CUDA graph (None: not one)
     reference: bool = False  # the row every speedup and agreement is measured against
 
     @property

@@ -51,6 +51,7 @@ from trtpipe.vocab import (
 )
 
 RANDOM_AGREEMENT_SAMPLES = 32
+PROFILE_RUNS = 200  # --profile-layers: at most this many profiled runs per variant and batch
 RANDOM_WEIGHTS = "random weights: accuracy not measured"
 AGREEMENT_CHUNK = 64  # capped by each backend's max batch (a TensorRT profile's maximum)
 MIN_ITERS = 5
@@ -124,9 +125,12 @@ class _Run:
 def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
                    options: BenchOptions) -> dict[str, Any]:
     threads = options.threads or usable_cores()
-    descriptions = [describe_artifact(Path(a)) for a in artifacts]  # engines are checked against their sidecar
+    paths = [Path(a) for a in artifacts] + ([Path(options.load_engine)] if options.load_engine else [])
+    descriptions = [_describe(path, options) for path in paths]  # engines are checked against their sidecar
     check_weights(loaded, descriptions)  # an artifact of another model than the reference's is refused
     runs = _plan_runs(descriptions, _executions(options, descriptions))
+    if options.profile_layers and not any(d.kind is ArtifactKind.TENSORRT_ENGINE for d in descriptions):
+        console.warn("--profile-layers times the layers of TensorRT engines, and no engine is among the artifacts.")
     samples = _samples(loaded, options.batches)
     # With more than one round every variant stays open until its last round; with one it is closed at once.
     with console.progress() as bar, contextlib.ExitStack() as kept:
@@ -153,7 +157,21 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         "agreement_inputs": _agreement_inputs(samples, rows, bench.task),
         "results": [r.to_dict() for r in rows],
         "standing": peer_standing([r.to_dict() for r in rows]),
-    }
+    } | ({"layer_timing": bench.layer_timing} if options.profile_layers else {})
+
+
+def _describe(path: Path, options: BenchOptions) -> ArtifactDescription:
+    """An artifact's description; an engine without a matching trtpipe sidecar only with --trust-engine (refused in
+    one line before TensorRT reads it), described by what the engine will say once loaded. ``--load-engine`` names an
+    engine whatever its suffix (trtexec's are often .trt)."""
+    engine = ArtifactKind.for_path(path.name) is ArtifactKind.TENSORRT_ENGINE or path == options.load_engine
+    if not engine:
+        return describe_artifact(path)
+    if not path.is_file():
+        raise BadInput(f"Engine {path} does not exist.")
+    from trtpipe.runtime.tensorrt.backend import describe_engine
+
+    return describe_engine(path, trusted=options.trust_engine)
 
 
 def _agreement_inputs(samples: _Samples, rows: list[BenchRow], task: Task | None) -> str:
@@ -227,6 +245,7 @@ class _Bench:
         self.keep = kept if schedule.count > 1 else None  # one round: each variant is closed once timed
         self.timed: list[_Timed] = []
         self.rows: list[BenchRow] = []
+        self.layer_timing: list[dict[str, Any]] = []  # --profile-layers: one entry per TensorRT variant and batch
         self.reference_outputs: list[np.ndarray] | None = None
         self.task: Task | None = loaded.task
         # PyTorch's weights are in memory before its probe starts: they are added to its host figure on the CPU.
@@ -308,6 +327,8 @@ class _Bench:
             console.note(f"{run.label}: {description.note}")
         asked = RunOptions(threads=self.threads)
         runtime = description.backend
+        if runtime is BackendKind.TENSORRT:
+            asked = replace(asked, cuda_graph=self.options.cuda_graph, spin_wait=self.options.spin_wait)
         if description.kind is ArtifactKind.ONNX and not description.pinned_runtime:
             runtime = execution.backend
             if execution.on_gpu:
@@ -320,7 +341,7 @@ class _Bench:
         if not execution.on_gpu and description.kind is ArtifactKind.ONNX:
             alone = self._host_memory_alone(runtime, Path(str(description.path)), settings, run.label)
         with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
-            backend = self._hold(open_artifact(description, settings, runtime=runtime), own)
+            backend = self._hold(_open(description, settings, runtime), own)
             self.rows += self._variant(backend, run.label, memory, description=description, host_alone=alone)[0]
 
     def peers(self, descriptions: list[ArtifactDescription]) -> None:
@@ -379,9 +400,30 @@ class _Bench:
                 _settle(entry)
                 rows.append(entry.row)
             self.timed += entries
+            self._engine_facts(backend, label, batch, entries)
         if not batches:
             return [], []
         return rows, self._agreement(backend, rows)
+
+    def _engine_facts(self, backend: Backend, label: str, batch: int, entries: list[_Timed]) -> None:
+        """A TensorRT variant's rows say whether their runs replayed a CUDA graph; with --profile-layers, the
+        batch's layer times, taken after its timed runs (and after its memory was read) on a context of their own."""
+        from trtpipe.runtime.tensorrt.backend import TensorRTBackend
+
+        if not isinstance(backend, TensorRTBackend):
+            return
+        feeds = backend.feeds(self.samples.timing[batch])
+        replayed = backend.replays_graph(feeds)
+        for entry in entries:
+            entry.row.cuda_graph = replayed
+        if self.options.profile_layers:  # as many runs as the row's timed ones (--iters, else the first round's)
+            timed = self.options.iters or len(entries[0].rounds[0]) * self.schedule.count
+            runs = max(1, min(PROFILE_RUNS, timed))
+            if not any(e["variant"] == label for e in self.layer_timing):
+                console.note(f"{label}: layer timing in {runs} separate runs per batch, on an execution context "
+                             "of their own and without a CUDA graph (TensorRT's profiler adds events and a "
+                             "synchronisation per layer); the timed rows are not profiled.")
+            self.layer_timing.append({"variant": label, "batch": batch, **backend.profile_layers(feeds, runs)})
 
     def _batches(self, backend: Backend, label: str) -> list[int]:
         """The batch sizes asked for that the backend takes (a static batch: that size only, or none)."""
@@ -562,11 +604,25 @@ def _runs(description: ArtifactDescription,
     return runs
 
 
+def _open(description: ArtifactDescription, settings: RunOptions, runtime: BackendKind) -> Backend:
+    """The backend of one row set; an engine without a sidecar reaches here only on --trust-engine (_describe)."""
+    if description.kind is ArtifactKind.TENSORRT_ENGINE and description.engine is None:
+        from trtpipe.runtime.tensorrt.backend import TensorRTBackend
+
+        return TensorRTBackend(description, settings, trusted=True)
+    return open_artifact(description, settings, runtime=runtime)
+
+
 def _label(description: ArtifactDescription, execution: OnnxExecution) -> str:
-    """A variant's name: how it runs, its precision (and INT8 target), and which model file it is."""
+    """A variant's name: how it runs, its precision (and INT8 target), and which model file it is; an engine
+    without a trtpipe sidecar is labelled as loaded on trust (what it computes in is not recorded)."""
     runs = str(description.backend) if description.kind is not ArtifactKind.ONNX else str(execution)
     flavour = str(description.precision)
-    if description.simulated:
+    if description.kind is ArtifactKind.TENSORRT_ENGINE and description.engine is None:
+        from trtpipe.runtime.tensorrt.loader import EngineOrigin
+
+        flavour = str(EngineOrigin.TRUSTED)
+    elif description.simulated:
         flavour += "-trtsim"  # TensorRT's arithmetic, simulated here
     elif description.target and description.precision is Precision.INT8:
         flavour += f"-{description.target}"

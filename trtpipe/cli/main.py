@@ -17,6 +17,8 @@ from trtpipe.bench.options import BenchOptions
 from trtpipe.cli.click_options import options_from
 from trtpipe.conformance.options import CheckOptions
 from trtpipe.convert.options import ConvertOptions
+from trtpipe.debug.options import DebugOptions
+from trtpipe.engine.inspect_options import InspectOptions
 from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import require_file
@@ -202,6 +204,44 @@ def check(onnx_file: Path, options: CheckOptions, json_path: Path | None) -> Non
         write_json_atomic(json_path, report.to_dict())
     if not report.passed:
         raise click.exceptions.Exit(1)
+
+
+@main.command()
+@click.argument("model", type=InputFile("ONNX file"))
+@options_from(DebugOptions, "options")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the report as JSON.")
+def debug(model: Path, options: DebugOptions, json_path: Path | None) -> None:
+    """Compare MODEL (an FP16 or INT8 Q/DQ ONNX from 'trtpipe optimize') with its FP32 reference tensor by tensor
+    on ONNX Runtime CPU, and name the first tensor whose error jumps. A report: exit 0 either way."""
+    from trtpipe.debug.compare import debug_model
+    from trtpipe.debug.report import print_report
+    from trtpipe.files import require_parent_dir, write_json_atomic
+
+    if json_path:
+        require_parent_dir(json_path)
+    report = debug_model(model, options)
+    print_report(report)
+    if json_path:
+        write_json_atomic(json_path, report.to_dict())
+
+
+@main.command()
+@click.argument("path", type=InputFile("Engine or layer information file"))
+@options_from(InspectOptions, "options")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the layer table as JSON.")
+def inspect(path: Path, options: InspectOptions, json_path: Path | None) -> None:
+    """Show an engine's layers: fused ONNX nodes, precisions, tensor formats, tactics. PATH is a layer information
+    JSON (ENGINE.layers.json from 'trtpipe build', or trtexec --exportLayerInfo), read anywhere, or an engine,
+    read with TensorRT on a GPU."""
+    from trtpipe.engine.inspect import inspect_file, print_layers
+    from trtpipe.files import require_parent_dir, write_json_atomic
+
+    if json_path:
+        require_parent_dir(json_path)
+    layers = inspect_file(path, trust_engine=options.trust_engine)
+    print_layers(layers)
+    if json_path:
+        write_json_atomic(json_path, layers.to_dict())
 
 
 @main.command()

@@ -14,7 +14,8 @@ from typing import Any
 from trtpipe import console
 from trtpipe.engine.layers import check_precision, precision_counts, summarise
 from trtpipe.engine.options import EngineOptions
-from trtpipe.engine.specs import InputInfo, ProfileShapes, plan_profile
+from trtpipe.engine.specs import InputInfo, ProfileShapes, plan_profile, plan_profiles, profile_text
+from trtpipe.errors import BadInput
 from trtpipe.files import (
     require_file,
     require_parent_dir,
@@ -42,16 +43,32 @@ def _profile_inputs(description: ArtifactDescription) -> list[InputInfo]:
 
 def planned_profile(onnx_path: Path, options: EngineOptions,
                     description: ArtifactDescription | None = None) -> list[ProfileShapes]:
-    """The optimisation profile the build will use, planned from the ONNX's inputs and the options."""
+    """The first optimisation profile the build will use (the only one without --profiles)."""
+    return planned_profiles(onnx_path, options, description)[0]
+
+
+def planned_profiles(onnx_path: Path, options: EngineOptions,
+                     description: ArtifactDescription | None = None) -> list[list[ProfileShapes]]:
+    """The optimisation profiles the build will use, planned from the ONNX's inputs and the options: those of
+    --profiles, else the one of --shapes/--min-shapes/--opt-shapes/--max-shapes (refused together: which would
+    win is not obvious)."""
     description = description or describe_artifact(onnx_path)
-    return plan_profile(_profile_inputs(description), shapes=options.shapes, min_shapes=options.min_shapes,
-                        opt_shapes=options.opt_shapes, max_shapes=options.max_shapes)
+    inputs = _profile_inputs(description)
+    if options.profiles:
+        single = [flag for flag, value in (("--shapes", options.shapes), ("--min-shapes", options.min_shapes),
+                                           ("--opt-shapes", options.opt_shapes), ("--max-shapes", options.max_shapes))
+                  if value]
+        if single:
+            raise BadInput(f"--profiles gives every profile; {', '.join(single)} would describe one more: give the "
+                           "shapes with --profiles only.")
+        return plan_profiles(inputs, options.profiles)
+    return [plan_profile(inputs, shapes=options.shapes, min_shapes=options.min_shapes, opt_shapes=options.opt_shapes,
+                         max_shapes=options.max_shapes)]
 
 
 def _check_conformance(onnx_path: Path) -> None:
     """TensorRT would refuse a graph that breaks its rules after minutes of work: say so first, on any machine."""
     from trtpipe.conformance.check import check_file, failure_message, print_report
-    from trtpipe.errors import BadInput
     from trtpipe.vocab import Target
 
     report = check_file(onnx_path, Target.TENSORRT)
@@ -81,7 +98,7 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     require_parent_dir(output)
     # What the ONNX asks for (precision from its manifest or graph) and the nodes optimize kept in FP32 on purpose.
     description = describe_artifact(onnx_path)
-    profile = planned_profile(onnx_path, options, description)
+    profiles = planned_profiles(onnx_path, options, description)
     precision, allowed_fp32 = description.precision, set(description.fp32_nodes)
     _check_conformance(onnx_path)
     trt = import_tensorrt("Building a TensorRT engine")
@@ -91,7 +108,7 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     gpu_name, capability = require_cuda_gpu("Building a TensorRT engine")
     cache_in = bool(options.timing_cache and options.timing_cache.is_file() and options.timing_cache.stat().st_size)
     console.note(f"Building {precision} engine for {gpu_name} (compute capability {capability}) with TensorRT "
-                 f"{trt.__version__}; profile " + ", ".join(f"{p.name} {p.min}/{p.opt}/{p.max}" for p in profile)
+                 f"{trt.__version__}; " + "; ".join(f"profile {n}: {profile_text(p)}" for n, p in enumerate(profiles))
                  + ("; reusing timing cache" if cache_in else ""))
 
     with console.progress() as bar:
@@ -102,7 +119,7 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
                 tasks[phase] = bar.add_task(phase if not parent else f"  {phase}", total=max(total, 1))
             bar.update(tasks[phase], completed=done)
 
-        built = trt_layer.build(trt, onnx_path, profile, workspace=options.workspace,
+        built = trt_layer.build(trt, onnx_path, profiles, workspace=options.workspace,
                                 timing_cache=options.timing_cache, opt_level=options.opt_level,
                                 hardware_compat=options.hardware_compat, version_compat=options.version_compat,
                                 tf32=options.tf32, on_phase=on_phase, on_note=console.warn)
@@ -115,7 +132,8 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
         tensorrt_version=built.tensorrt_version, gpu_name=gpu_name, compute_capability=capability,
         hardware_compat=options.hardware_compat, version_compatible=options.version_compat,
         precision=precision,
-        inputs=built.inputs, outputs=built.outputs, profiles=[[p.to_dict() for p in profile]],
+        inputs=built.inputs, outputs=built.outputs,
+        profiles=[[shapes.to_dict() for shapes in profile] for profile in profiles],
         workspace_bytes=options.workspace, opt_level=options.opt_level, build_seconds=round(built.seconds, 2),
         onnx_sha256=sha256_file(onnx_path),
     ))

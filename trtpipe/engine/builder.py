@@ -9,6 +9,7 @@ via the STRONGLY_TYPED network flag) and 11 (networks are always strongly typed;
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,13 +17,28 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from trtpipe.engine import timing_cache as cache_file
 from trtpipe.engine.specs import ProfileShapes
 from trtpipe.errors import TrtpipeError
-from trtpipe.runtime.tensorrt.loader import TensorRTLogger
+from trtpipe.runtime.tensorrt.loader import MESSAGES, LogScope, tensorrt_logger
 from trtpipe.shapes import format_size
 from trtpipe.vocab import HardwareCompat
 
-_MEMORY_WORDS = ("insufficient memory", "out of memory", "workspace", "memory pool", "cudaMalloc", "allocation")
+# TensorRT's own words, matched narrowly so no other failure is blamed on the workspace:
+# - a build that found no tactic within the workspace: "Could not find any implementation for node {...} due to
+#   insufficient workspace. See verbose log for requested sizes." (TensorRT 8.6 and 10.x, as users report it in
+#   NVIDIA/TensorRT issues), and TensorRT 7/8.0's "try increasing the workspace size with
+#   IBuilder(Config)::setMaxWorkspaceSize()";
+# - a build that succeeded without the tactics the limit excluded (INFO): "Some tactics do not have sufficient
+#   workspace memory to run. Increasing workspace size will enable more tactics, please check verbose output for
+#   requested sizes." (8.5+; 7.x/8.0 ended "may increase performance, please check verbose output.");
+# - tactics skipped because the GPU itself lacked memory (WARNING, one per tactic): "Tactic Device request: 9385MB
+#   Available: 7649MB. Device memory is insufficient to use tactic." and "Skipping tactic 3 due to insufficient
+#   memory on requested size of 9385 detected for tactic 0x...".
+WORKSPACE_FAILURE = re.compile(r"due to insufficient workspace|try increasing the workspace size", re.IGNORECASE)
+WORKSPACE_SKIPPED = re.compile(r"tactics do not have sufficient workspace memory", re.IGNORECASE)
+DEVICE_MEMORY_SKIPPED = re.compile(r"Device memory is insufficient to use tactic|Skipping tactic .* due to "
+                                   r"insuf+icient memory", re.IGNORECASE)
 
 
 def progress_monitor(trt: ModuleType, on_phase: Any) -> Any:
@@ -67,10 +83,10 @@ class BuiltEngine:
 def build(
     trt: ModuleType,
     onnx_path: Path,
-    profile: list[ProfileShapes],
+    profiles: list[list[ProfileShapes]],
     *,
     workspace: int | None,
-    timing_cache: bytes | None,
+    timing_cache: Path | None,
     opt_level: int | None,
     hardware_compat: HardwareCompat,
     version_compat: bool,
@@ -78,27 +94,33 @@ def build(
     on_phase: Any,
     on_note: Any = None,
 ) -> BuiltEngine:
-    """Parse ``onnx_path``, configure the builder, build the serialized engine and describe it.
+    """Parse ``onnx_path``, configure the builder, build the serialized engine and describe it; ``timing_cache``
+    (a file, read at the start) gets this build's measurements merged in at the end (see :func:`save_timing_cache`).
 
     The parser, the timing cache and the progress monitor stay referenced here until the function returns:
-    TensorRT holds only pointers to them (the parser owns the weights the network reads)."""
-    logger = TensorRTLogger(trt)
-    builder = trt.Builder(logger.trt_logger)
-    network, _parser = _parse_onnx(trt, builder, logger, onnx_path)  # held: it owns the network's weights
-    config = _create_config(trt, builder, profile, workspace)
-    _cache = _attach_timing_cache(config, timing_cache, on_note)  # held: the config points to it
-    _set_build_flags(trt, config, tf32=tf32, opt_level=opt_level, hardware_compat=hardware_compat,
-                     version_compat=version_compat)
-    monitor = progress_monitor(trt, on_phase)
-    if monitor is not None:
-        config.progress_monitor = monitor
-    engine_bytes, seconds = _build_serialized(builder, network, config, logger, workspace)
-    cache_bytes = _timing_cache_bytes(config)
-    inputs, outputs, layers = describe(trt, engine_bytes, profile, logger, version_compat=version_compat)
+    TensorRT holds only pointers to them (the parser owns the weights the network reads). TensorRT's messages are
+    collected for this build only, from the process's one logger."""
+    with MESSAGES.scope(f"build {onnx_path.name}", hide=DEVICE_MEMORY_SKIPPED) as log:
+        builder = trt.Builder(tensorrt_logger(trt))
+        network, _parser = _parse_onnx(trt, builder, onnx_path)  # held: it owns the network's weights
+        config = _create_config(trt, builder, profiles, workspace, log)
+        cache_in = cache_file.read(timing_cache)
+        _cache = _attach_timing_cache(config, cache_in, on_note)  # held: the config points to it
+        _set_build_flags(trt, config, tf32=tf32, opt_level=opt_level, hardware_compat=hardware_compat,
+                         version_compat=version_compat)
+        monitor = progress_monitor(trt, on_phase)
+        if monitor is not None:
+            config.progress_monitor = monitor
+        engine_bytes, seconds = _build_serialized(builder, network, config, log, workspace)
+        for note in skipped_tactics_notes(log, workspace):
+            if on_note:
+                on_note(note)
+        cache_bytes = save_timing_cache(config, timing_cache, on_note, cache_in) if timing_cache else None
+        inputs, outputs, layers = describe(trt, engine_bytes, profiles[0], log, version_compat=version_compat)
     return BuiltEngine(engine_bytes, cache_bytes, seconds, trt.__version__, inputs, outputs, layers)
 
 
-def _parse_onnx(trt: ModuleType, builder: Any, logger: TensorRTLogger, onnx_path: Path) -> tuple[Any, Any]:
+def _parse_onnx(trt: ModuleType, builder: Any, onnx_path: Path) -> tuple[Any, Any]:
     """A strongly typed network read from ``onnx_path``, and the parser that owns its weights."""
     flags = 0
     creation_flags = getattr(trt, "NetworkDefinitionCreationFlag", None)
@@ -106,23 +128,37 @@ def _parse_onnx(trt: ModuleType, builder: Any, logger: TensorRTLogger, onnx_path
     if strongly_typed is not None:  # needed on TensorRT 10; accepted and ignored on 11 (always strongly typed)
         flags |= 1 << int(strongly_typed)
     network = builder.create_network(flags)
-    parser = trt.OnnxParser(network, logger.trt_logger)
+    parser = trt.OnnxParser(network, tensorrt_logger(trt))
     if not parser.parse_from_file(str(onnx_path)):
         raise TrtpipeError(parse_failure_message(onnx_path, [_parser_error(parser.get_error(i))
                                                              for i in range(parser.num_errors)]))
     return network, parser
 
 
-def _create_config(trt: ModuleType, builder: Any, profile: list[ProfileShapes], workspace: int | None) -> Any:
-    """The builder config: the workspace limit, if any, and the one optimisation profile."""
+def _create_config(trt: ModuleType, builder: Any, profiles: list[list[ProfileShapes]], workspace: int | None,
+                   log: LogScope) -> Any:
+    """The builder config: the workspace limit, if any, and the optimisation profiles, in order (their index in
+    the engine is their place in ``profiles``, which the sidecar records and the backend chooses among)."""
     config = builder.create_builder_config()
     if workspace is not None:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
-    trt_profile = builder.create_optimization_profile()
-    for shapes in profile:
-        trt_profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
-    config.add_optimization_profile(trt_profile)
+    for number, profile in enumerate(profiles):
+        trt_profile = builder.create_optimization_profile()
+        for shapes in profile:
+            trt_profile.set_shape(shapes.name, shapes.min, shapes.opt, shapes.max)
+        index = config.add_optimization_profile(trt_profile)
+        if index < 0:  # TensorRT returns -1 for a profile it finds invalid (and logs why)
+            raise TrtpipeError(profile_failure_message(profile, log.errors(), number, len(profiles)))
     return config
+
+
+def profile_failure_message(profile: list[ProfileShapes], errors: list[str], number: int = 0, count: int = 1) -> str:
+    """add_optimization_profile returned -1: name the profile (which one, of several) and TensorRT's reason."""
+    which = f"optimisation profile {number} of {count}" if count > 1 else "the optimisation profile"
+    shapes = ", ".join(f"{p.name} min {p.min} opt {p.opt} max {p.max}" for p in profile) or "no inputs"
+    reason = "; ".join(errors) or "TensorRT logged no reason"
+    flags = "--profiles" if count > 1 else "--shapes/--min-shapes/--opt-shapes/--max-shapes"
+    return f"TensorRT rejected {which} ({shapes}): {reason}. Check {flags} against the ONNX inputs."
 
 
 def _attach_timing_cache(config: Any, timing_cache: bytes | None, on_note: Any) -> Any:
@@ -151,38 +187,55 @@ def _set_build_flags(trt: ModuleType, config: Any, *, tf32: bool, opt_level: int
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED  # layer information names the ONNX nodes
 
 
-def _build_serialized(builder: Any, network: Any, config: Any, logger: TensorRTLogger,
+def _build_serialized(builder: Any, network: Any, config: Any, log: LogScope,
                       workspace: int | None) -> tuple[bytes, float]:
     """The serialized engine and the seconds TensorRT took; a failure explained from TensorRT's log."""
     start = time.perf_counter()
     serialized = builder.build_serialized_network(network, config)
     seconds = time.perf_counter() - start
     if serialized is None:
-        raise TrtpipeError(build_failure_message(logger.errors(), workspace))
+        raise TrtpipeError(build_failure_message(log.errors(), workspace))
     return bytes(serialized), seconds
 
 
-def _timing_cache_bytes(config: Any) -> bytes | None:
-    """The timing cache after the build (with what it measured), to save for the next build."""
+def save_timing_cache(config: Any, path: Path, on_note: Any = None, read_at_start: bytes | None = None) -> bytes | None:
+    """Write the build's timing cache to ``path`` without losing what other builds saved there meanwhile: under a
+    lock, the cache now on disk is combined into this build's (``ITimingCache.combine(..., ignore_mismatch=True)``,
+    as Polygraphy's EngineBytesFromNetwork does), then written atomically. Returns the bytes written.
+    ``read_at_start``: the cache the build began with (a refusal of that one was already reported)."""
     built_cache = config.get_timing_cache()
-    return bytes(built_cache.serialize()) if built_cache is not None else None
+    if built_cache is None:
+        return None
+
+    def merge(current: bytes | None) -> bytes:
+        if current:
+            try:
+                previous = config.create_timing_cache(current)
+            except Exception:  # not a timing cache at all (Polygraphy treats it the same way)
+                previous = None
+            merged = previous is not None and built_cache.combine(previous, True)
+            if not merged and on_note and current != read_at_start:  # written meanwhile, by another version
+                on_note(f"The timing cache {path} was rewritten during this build by another TensorRT version (or "
+                        "damaged): this build's cache replaces it.")
+        return bytes(built_cache.serialize())
+
+    return cache_file.update(path, merge)
 
 
-def describe(trt: ModuleType, engine_bytes: bytes, profile: list[ProfileShapes], logger: TensorRTLogger | None = None,
+def describe(trt: ModuleType, engine_bytes: bytes, profile: list[ProfileShapes], log: LogScope,
              *, version_compat: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """IO tensors and the engine inspector's layer information (with the opt shapes set, so formats are known)."""
-    logger = logger or TensorRTLogger(trt)
-    runtime = trt.Runtime(logger.trt_logger)
+    runtime = trt.Runtime(tensorrt_logger(trt))
     if version_compat:  # a version-compatible engine carries its own runtime code, which must be allowed to load
         runtime.engine_host_code_allowed = True
     engine = runtime.deserialize_cuda_engine(engine_bytes)
     if engine is None:
         raise TrtpipeError(f"TensorRT built the engine but cannot load it back to describe it: "
-                           f"{'; '.join(logger.errors()) or 'no message'}")
+                           f"{'; '.join(log.errors()) or 'TensorRT logged no error'}")
     context = engine.create_execution_context()
     if context is None:
         raise TrtpipeError(f"TensorRT cannot create an execution context for the new engine: "
-                           f"{'; '.join(logger.errors()) or 'no message'}")
+                           f"{'; '.join(log.errors()) or 'TensorRT logged no error'}")
     for shapes in profile:
         if not context.set_input_shape(shapes.name, shapes.opt):
             raise TrtpipeError(f"TensorRT refused the profile's opt shape {shapes.opt} for '{shapes.name}'.")
@@ -219,11 +272,40 @@ def parse_failure_message(onnx_path: Path, errors: list[dict[str, str]]) -> str:
 
 
 def build_failure_message(errors: list[str], workspace: int | None) -> str:
-    text = " ".join(errors)
-    if any(word.lower() in text.lower() for word in _MEMORY_WORDS):
-        have = format_size(workspace) if workspace else "the default"
-        suggest = format_size(workspace * 2) if workspace else "4GiB"
-        return (f"The TensorRT build ran out of workspace memory ({have}): retry with --workspace {suggest} "
-                "or more.")
-    detail = errors[-1] if errors else "TensorRT gave no error message"
-    return f"The TensorRT build failed: {detail}"
+    """One line for a failed build. Only TensorRT's own workspace wording (:data:`WORKSPACE_FAILURE`) is blamed on
+    the workspace; TensorRT's first error is the cause (the ones after it say the engine could not be made)."""
+    if not errors:
+        return "The TensorRT build failed and TensorRT logged no error: rerun with the same options and report it."
+    cause = next((e for e in errors if WORKSPACE_FAILURE.search(e)), errors[0])
+    more = f" (and {len(errors) - 1} more error(s))" if len(errors) > 1 else ""
+    if not WORKSPACE_FAILURE.search(cause):
+        return f"The TensorRT build failed: {cause}{more}"
+    if workspace is not None:
+        return (f"The TensorRT build found no implementation within the workspace limit of {format_size(workspace)}: "
+                f"retry with --workspace {format_size(workspace * 2)} or more, or without --workspace (TensorRT then "
+                f"allows the GPU's whole memory). TensorRT said: {cause}{more}")
+    return ("The TensorRT build found no implementation for a node even with TensorRT's default workspace (the "
+            "GPU's whole memory): free GPU memory held by other processes, lower --max-shapes, or this GPU has no "
+            f"kernel for the node. TensorRT said: {cause}{more}")
+
+
+def skipped_tactics_notes(log: LogScope, workspace: int | None) -> list[str]:
+    """Warnings for a build that succeeded without some tactics: the workspace limit excluded them (TensorRT's INFO
+    notice, :data:`WORKSPACE_SKIPPED`), or the GPU lacked the memory (:data:`DEVICE_MEMORY_SKIPPED`, one line per
+    tactic, summarised here). Either way the engine may be slower than it could be."""
+    notes = []
+    if log.matching(WORKSPACE_SKIPPED):
+        if workspace is not None:
+            notes.append(f"TensorRT skipped some tactics that need more than the {format_size(workspace)} "
+                         f"workspace: the engine may be slower than it could be; try --workspace "
+                         f"{format_size(workspace * 2)} (or leave it out: TensorRT then allows the GPU's memory).")
+        else:
+            notes.append("TensorRT skipped some tactics for lack of workspace memory: the engine may be slower than "
+                         "it could be; free GPU memory held by other processes and rebuild.")
+    device = log.matching(DEVICE_MEMORY_SKIPPED)
+    if device:
+        first = device[0].splitlines()[0]
+        notes.append(f"TensorRT skipped tactics because the GPU had too little free memory ({len(device)} "
+                     f"message(s), e.g. '{first}'): free GPU memory held by other processes and rebuild for a "
+                     "faster engine.")
+    return notes

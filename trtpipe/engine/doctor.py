@@ -12,6 +12,7 @@ from rich.table import Table
 from trtpipe import console
 from trtpipe.errors import MissingDependency
 from trtpipe.runtime.tensorrt.loader import INSTALL_TENSORRT, import_tensorrt_runtime
+from trtpipe.runtime.tensorrt.versions import BUILD_FEATURES, FIRST_VERSION, missing_features
 from trtpipe.vocab import GPU_PROVIDERS
 
 
@@ -33,6 +34,10 @@ def _tensorrt() -> tuple[str | None, str]:
         return None, "not installed"
     if lean:
         return trt.__version__, "lean runtime only: runs version-compatible engines, cannot build"
+    lacking = missing_features(BUILD_FEATURES, trt.__version__)
+    if lacking:  # the version table's rule, said here before a build is tried
+        needed = ".".join(map(str, FIRST_VERSION[lacking[0]].version))
+        return trt.__version__, f"too old to build ({lacking[0].value} need TensorRT {needed}); runs engines"
     return trt.__version__, "full (builder and runtime)"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtpipe.engine.specs import ProfileSpec, format_profiles, parse_profiles
 from trtpipe.options import Options, option
 from trtpipe.shapes import format_shape_specs, format_size, parse_shape_specs, parse_size
 from trtpipe.vocab import HardwareCompat
@@ -25,6 +26,11 @@ class EngineOptions(Options):
                                                     **_SPECS)
     max_shapes: dict[str, tuple[int, ...]] = option(default_factory=dict, help="Profile maximum (default batch 32).",
                                                     **_SPECS)
+    profiles: tuple[ProfileSpec, ...] = option(
+        (), "Several optimisation profiles instead of the options above: NAME:MIN:OPT:MAX (or NAME:SHAPE), the "
+        "inputs of one profile joined by '+', profiles by ','; every dynamic input in every profile. A request "
+        "runs in the first profile whose range holds its shapes.", parse=parse_profiles, format=format_profiles,
+        metavar="NAME:MIN:OPT:MAX[+...],...")
     timing_cache: Path | None = option(None, "Timing cache to read and update, so later builds are faster.",
                                        type=Path)
     opt_level: int | None = option(None, "Builder optimisation level (TensorRT default 3).", type=int, minimum=0,

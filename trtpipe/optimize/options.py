@@ -52,7 +52,8 @@ class OptimizeOptions(Options):
         None, "The range each input's values live in, for --calib random and random probes: 0..255 or "
         "image:0..255,scale:0.5..2 (default: the source's manifest, else uint8/int8's full range, else N(0, 1)).",
         parse=parse_input_ranges, format=format_input_ranges, metavar="[NAME:]LOW..HIGH,...")
-    keep_io_fp32: bool = option(True, "FP16: keep graph inputs and outputs FP32.", type=bool)
+    keep_io_fp32: bool = option(True, "FP16, and INT8 with --high-precision fp16: keep graph inputs and "
+                                      "outputs FP32.", type=bool)
     calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
     calib_method: CalibMethod = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.",
                                        type=CalibMethod)
@@ -70,6 +71,11 @@ class OptimizeOptions(Options):
                             "(AdaRound on 64 calibration samples; minutes on a CPU).", type=bool)
     adaround_iterations: int = option(100, "AdaRound: optimisation steps per layer (more: slower, closer to FP32).",
                                       type=int, minimum=1, metavar="N")
+    high_precision: Precision | None = option(
+        None, "INT8: the precision of the layers left unquantized (SiLU, HardSwish, an SE block's Sigmoid and Mul, "
+        "Resize): fp16 (tensorrt only: they and the Q/DQ scales around them in FP16; overflow-prone nodes and "
+        "post-processing stay FP32) or fp32. Default: fp16 for --target tensorrt, fp32 for cpu.", type=Precision,
+        choices=(Precision.FP32.value, Precision.FP16.value))
     max_accuracy_drop: float | None = option(None, "Points of the task's measure vs FP32 the result may lose "
                                              "(top-1 agreement, mAP@0.5, F1, pixel agreement); the most sensitive "
                                              "layers fall back to FP32 until it holds.", type=float, minimum=0,
@@ -90,5 +96,9 @@ class OptimizeOptions(Options):
             what = "INT8 calibration" if self.precision is Precision.INT8 else f"{self.precision.upper()}'s range check"
             raise BadInput(f"{what} needs --calib DATA: 'digits', a .npy/.npz file, a folder of images, or "
                            "'random' (speed tests only).")
+        if self.high_precision is Precision.FP16 and self.target is Target.CPU:
+            raise BadInput("--high-precision fp16 is for --target tensorrt: the CPU runtimes run INT8's float layers "
+                           "in FP32 (ONNX Runtime's CPU provider has few FP16 kernels). Drop it, or give --target "
+                           "tensorrt.")
         if self.max_accuracy_drop is not None and not self.eval:
             raise BadInput("--max-accuracy-drop needs --eval DATA (labelled) to measure accuracy on.")

@@ -16,6 +16,7 @@ from trtpipe.bench.rows import BENCH_SCHEMA
 from trtpipe.errors import BadInput
 from trtpipe.files import write_text_atomic
 from trtpipe.report.columns import cell, legend, legend_line, markdown_table, present_columns
+from trtpipe.report.layer_timing import html_section, markdown_lines
 from trtpipe.report.tables import left_out_lines, machine_line, reference_of, standing_lines
 
 CHART_TITLES = {"latency": "Latency by variant and batch", "speedup": "Speedup over {reference}",
@@ -89,6 +90,7 @@ def render_html(report: dict[str, Any], charts: dict[str, str], summary: dict[st
     parts.append("<dl class=legend>" + "".join(
         f"<dt>{html.escape(term)}</dt><dd>{html.escape(meaning)}</dd>"
         for term, meaning in legend(rows)) + "</dl>")
+    parts.append(html_section(report))
     parts.append("<h2>Charts</h2><div class=charts>")
     parts += [f"<div class=chart id=chart-{name}>{svg}</div>" for name, svg in charts.items()]
     parts.append("</div></body></html>\n")
@@ -110,6 +112,8 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
     if standing := standing_lines(report):
         lines += [*(f"- {line}" for line in standing), ""]
     lines += [legend_line(rows), ""]
+    if layers := markdown_lines(report):
+        lines += layers
     reference = str(report.get("reference") or "PyTorch FP32")
     lines += [f"![{CHART_TITLES[name].format(reference=reference)}]({file})" for name, file in chart_files.items()]
     return "\n".join(lines) + "\n"

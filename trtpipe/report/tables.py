@@ -14,6 +14,7 @@ from trtpipe.bench.environment import OPTIONAL_PACKAGES
 from trtpipe.bench.standing import describe, standing_of
 from trtpipe.files import write_json_atomic, write_text_atomic
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
+from trtpipe.report.layer_timing import markdown_lines, print_layer_timing
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -39,6 +40,7 @@ def print_table(report: dict[str, Any]) -> None:
                       soft_wrap=True)
     for line in standing_lines(report):
         console.out.print(escape(line), soft_wrap=True)
+    print_layer_timing(report, console.out)
 
 
 def reference_of(report: dict[str, Any]) -> str:
@@ -82,6 +84,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     if left_out := left_out_lines(report):
         lines += ["", "Not in this table, and why:", "", *(f"- {line}" for line in left_out)]
     lines += ["", legend_line(report["results"])]
+    if layers := markdown_lines(report):
+        lines += ["", *layers]
     return "\n".join(lines) + "\n"
 
 

@@ -25,11 +25,13 @@ class RunOptions:
 
     threads: int | None = None  # CPU threads (ONNX Runtime intra-op, OpenVINO inference threads, PyTorch)
     spinning: bool = True  # ONNX Runtime: idle pool threads spin (lowest latency) or sleep (a server's CPU)
+    release_memory: bool = False  # ONNX Runtime: hand back after each run what it grew its memory pool to (a server)
     optimization: GraphOptimization = GraphOptimization.ALL  # ONNX Runtime graph optimisation level
     providers: tuple[Provider, ...] = ()  # ONNX Runtime execution providers (empty: the CPU)
     hint: PerformanceHint = PerformanceHint.LATENCY  # OpenVINO
     inference_precision: Precision = Precision.FP32  # OpenVINO: f32, or bf16 kernels for a BF16 artifact
     cuda_graph: bool = False  # TensorRT: capture each input shape's launch once and replay it
+    spin_wait: bool = False  # TensorRT: wait for a run by polling its CUDA event (trtexec's --useSpinWait)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

@@ -30,7 +30,7 @@ from typing import Any
 
 from trtpipe.errors import BadInput
 from trtpipe.hardware import has_vnni
-from trtpipe.vocab import GraphOptimization, Target
+from trtpipe.vocab import GraphOptimization, Precision, Target
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,13 @@ def profile_for(target: Target) -> QuantProfile:
             op_types=TENSORRT_OP_TYPES,
             evaluation_optimization=GraphOptimization.DISABLE,
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
-                           "OpTypesToExcludeOutputQuantization": list(TENSORRT_OP_TYPES)},
+                           "OpTypesToExcludeOutputQuantization": list(TENSORRT_OP_TYPES),
+                           # ONNX Runtime writes Q/DQ on a MaxPool's or AveragePool's input only when that input
+                           # is quantized already, which in this placement (no Q/DQ on a convolution's output) it
+                           # never is: without this, every pool stayed float and TensorRT ran the convolution
+                           # before it with a float output. ModelOpt sets the same for TensorRT (trt_guided_options
+                           # in modelopt/onnx/quantization/ort_utils.py).
+                           "ForceQuantizeNoInputCheck": True},
             residual_branch_only=True, shared_concat_scales=True,
         )
     if target is Target.CPU:
@@ -89,3 +95,19 @@ def profile_for(target: Target) -> QuantProfile:
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
         )
     raise BadInput(f"No INT8 profile for target '{target}'.")
+
+
+# What INT8 leaves float runs in this precision unless --high-precision says otherwise. tensorrt: FP16, as ModelOpt's
+# default high_precision_dtype; a strongly typed network would otherwise run every unquantized layer in FP32, since
+# ONNX Runtime's quantizer writes FP32 scales (high_precision.py). cpu: FP32, what the CPU runtimes compute in.
+DEFAULT_HIGH_PRECISION = {Target.TENSORRT: Precision.FP16, Target.CPU: Precision.FP32}
+
+
+def high_precision_for(target: Target, asked: Precision | None) -> Precision:
+    """The precision of the layers INT8 leaves float: ``asked``, else the target's default; FP16 on cpu is refused
+    (OptimizeOptions.validate refuses it where the target is given; here the target may have been the default)."""
+    chosen = asked or DEFAULT_HIGH_PRECISION[target]
+    if chosen is Precision.FP16 and target is not Target.TENSORRT:
+        raise BadInput(f"--high-precision fp16 is for --target tensorrt, and the target is {target} (the default "
+                       "without a CUDA GPU): give --target tensorrt, or drop --high-precision.")
+    return chosen

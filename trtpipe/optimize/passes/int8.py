@@ -6,6 +6,7 @@ the budget needs as few FP32 nodes as the best INT8 recipe allows."""
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,8 @@ from trtpipe.inputs import count, first, take
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
 from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.placement import placement_record
-from trtpipe.optimize.int8.profiles import QuantProfile, profile_for
+from trtpipe.optimize.int8.placement import float_nodes, placement_record
+from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
 from trtpipe.optimize.passes.context import PassContext
@@ -33,6 +34,7 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     options, calib, evaluation = context.options, context.calib, context.evaluation
     assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
     profile = profile_for(context.target)
+    high = high_precision_for(context.target, options.high_precision)  # refused before any work, not after it
     console.note(f"INT8 for {context.target}: {profile.to_dict()['activations']} activations, "
                  f"{profile.to_dict()['weights']} weights ({profile.reduce_range_reason})")
     model_sha = hashlib.sha256(fp32.SerializeToString()).hexdigest()
@@ -87,9 +89,69 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         context.fp32_nodes += fallback.excluded
         console.success(f"Within budget with {len(fallback.excluded)} layer(s) in FP32 "
                         f"({', '.join(fallback.excluded)}): {check.line()}")
+    section["high_precision"] = {"dtype": str(high), "asked": str(options.high_precision or "default")}
+    if high is Precision.FP16:
+        quantized, check = _fp16_elsewhere(fp32, quantized, check, context, judge, profile, section)
     section["final"] = check.to_dict()
     context.details["int8"] = section
     return quantized
+
+
+# Placement rules whose nodes stay FP32 under --high-precision fp16 too. Post-processing reaches no INT8 kernel: it is
+# a few elementwise and layout ops on the head's outputs, so FP16 would speed up little, and it computes what the
+# model hands out (pixel coordinates, where FP16's step is 0.5 from 512 to 1024 and 1 from 1024 to 2048; the graph's
+# outputs are FP32 anyway). A distribution's expectation (a DFL box side) is kept exact on purpose.
+FP32_PLACEMENT_RULES = {"post-processing", "distribution-expectation"}
+# What FP16 in the float layers may cost, in 1 - worst cosine vs FP32: what the FP16 pass accepts (its MIN_COSINE,
+# 0.999) on top of INT8's own error, which may also double: a value FP16 moves across a rounding boundary changes
+# which integer a later Q writes, so the INT8 error is drawn afresh rather than added to. A conversion that breaks
+# something (an underflow, an infinity) costs far more than that.
+FP16_COSINE_SLACK = 0.001
+FP16_INT8_ERROR_FACTOR = 2.0
+
+
+def _fp16_elsewhere(fp32: onnx.ModelProto, quantized: onnx.ModelProto, check: Comparison, context: PassContext,
+                    judge: Dataset, profile: QuantProfile,
+                    section: dict[str, Any]) -> tuple[onnx.ModelProto, Comparison]:
+    """The INT8 result with the layers it left float in FP16 (high_precision.py), measured against FP32 the way
+    INT8 is (Q/DQ and FP16 as ONNX Runtime computes them). Kept only if FP16 costs no more than rounding (see
+    FP16_INT8_ERROR_FACTOR) and the accuracy budget still holds;
+    otherwise the float layers stay FP32 and the manifest says why."""
+    from trtpipe.errors import VerificationFailed
+    from trtpipe.optimize.int8.high_precision import fp16_elsewhere
+
+    assert context.calib is not None
+    record = section["high_precision"]
+    keep = {name: f"INT8 placement rule '{rule}' keeps it float" for name, rule in float_nodes(fp32, profile).items()
+            if rule in FP32_PLACEMENT_RULES}
+    keep |= {name: "the accuracy budget kept it FP32" for name in section["fp32_layers"]}
+    try:
+        with console.step("Converting the layers INT8 left float to FP16..."):
+            converted, report = fp16_elsewhere(quantized, context.batches(context.calib), keep=keep,
+                                               keep_io_fp32=context.options.keep_io_fp32, source=context.calib.source)
+    except VerificationFailed as error:
+        console.warn(f"{error.message}; the layers INT8 left float stay FP32")
+        record.update(dtype=str(Precision.FP32), reason=error.message)
+        return quantized, check
+    result = context.compare(fp32, converted, judge, profile.evaluation_optimization)
+    record.update(report.to_dict(), fp32_high_precision=check.to_dict())
+    budget, drop = context.options.max_accuracy_drop, result.drop_pp
+    reason = None
+    if not math.isfinite(result.cosine) or \
+            1.0 - result.cosine > FP16_INT8_ERROR_FACTOR * (1.0 - check.cosine) + FP16_COSINE_SLACK:
+        reason = (f"FP16 in the float layers costs more than rounding: worst cosine vs FP32 {result.cosine:.5f}, "
+                  f"{check.cosine:.5f} with them in FP32")
+    elif budget is not None and context.evaluation is not None and drop is not None and drop > budget:
+        reason = f"FP16 in the float layers loses {drop:.2f} pp, over the budget of {budget} pp"
+    if reason is not None:
+        console.warn(f"{reason}: they stay FP32 ({result.line()})")
+        record.update(dtype=str(Precision.FP32), reason=reason, fp16_high_precision=result.to_dict())
+        return quantized, check
+    context.fp32_nodes += [item["node"] for item in report.kept_fp32 if item["node"] not in context.fp32_nodes]
+    section["recipe"]["measured"].append(_step("high precision fp16", result))
+    console.success(f"INT8 with FP16 elsewhere ({report.fp16_nodes} nodes FP16, {len(report.kept_fp32)} kept FP32): "
+                    f"{result.line()} (with them in FP32: {check.line()})")
+    return converted, result
 
 
 def _step(name: str, check: Comparison) -> dict[str, Any]:

@@ -4,6 +4,7 @@ that they exist here (ONNX Runtime would otherwise fall back to the CPU without 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from trtpipe.errors import BadInput
@@ -12,24 +13,64 @@ from trtpipe.vocab import GPU_PROVIDERS, OnnxExecution
 Providers = Sequence[str | tuple[str, dict[str, Any]]]
 
 
-def provider_list(execution: OnnxExecution, *,
-                  trt_profile: tuple[str, str, str] | None = None) -> list[str | tuple[str, dict[str, Any]]]:
-    """Providers (with options) for an execution choice.
+def provider_list(execution: OnnxExecution, *, trt_profile: tuple[str, str, str] | None = None,
+                  trt_workspace: int | None = None,
+                  trt_cache_dir: Path | None = None) -> list[str | tuple[str, dict[str, Any]]]:
+    """Providers (with options) for an execution choice; None means the provider's default.
 
     The CUDA provider computes FP32 in FP32 (``use_tf32=0``: TF32 would be a different row). The TensorRT provider
-    gets ``trt_profile``: min/opt/max shape specs such as ``input:1x3x224x224``, so it builds one
-    engine for the whole batch range instead of one per new shape.
+    gets :func:`tensorrt_provider_options`: the profile, the workspace limit and the caches.
     """
     providers: list[str | tuple[str, dict[str, Any]]] = []
     for name in execution.providers:
         options: dict[str, Any] = {}
         if name == "CUDAExecutionProvider":
             options["use_tf32"] = 0
-        elif name == "TensorrtExecutionProvider" and trt_profile:
-            options.update(trt_profile_min_shapes=trt_profile[0], trt_profile_opt_shapes=trt_profile[1],
-                           trt_profile_max_shapes=trt_profile[2])
+        elif name == "TensorrtExecutionProvider":
+            options = tensorrt_provider_options(trt_profile=trt_profile, workspace=trt_workspace,
+                                                cache_dir=trt_cache_dir)
         providers.append((name, options) if options else name)
     return providers
+
+
+def tensorrt_provider_options(*, trt_profile: tuple[str, str, str] | None = None, workspace: int | None = None,
+                              cache_dir: Path | None = None) -> dict[str, Any]:
+    """ONNX Runtime TensorRT provider options (names from ONNX Runtime's TensorRT execution provider page,
+    https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html, and OrtTensorRTProviderOptions):
+
+    - ``trt_profile``: min/opt/max shape specs such as ``input:1x3x224x224``, so the provider builds one engine for
+      the whole batch range instead of one per new shape;
+    - ``workspace``: ``trt_max_workspace_size`` in bytes, the same limit ``trtpipe build --workspace`` gives
+      TensorRT (the provider's default is the GPU's memory since ONNX Runtime 1.19);
+    - ``cache_dir``: engine and timing caches there (``trt_engine_cache_*``, ``trt_timing_cache_*``), so a second
+      session reuses the engine instead of building it again for minutes.
+    """
+    options: dict[str, Any] = {}
+    if trt_profile:
+        options.update(trt_profile_min_shapes=trt_profile[0], trt_profile_opt_shapes=trt_profile[1],
+                       trt_profile_max_shapes=trt_profile[2])
+    if workspace is not None:
+        options["trt_max_workspace_size"] = int(workspace)
+    if cache_dir is not None:
+        options.update(trt_engine_cache_enable=True, trt_engine_cache_path=str(cache_dir),
+                       trt_timing_cache_enable=True, trt_timing_cache_path=str(cache_dir))
+    return options
+
+
+def with_tensorrt_options(providers: Providers, *, workspace: int | None = None,
+                          cache_dir: Path | None = None) -> tuple[str | tuple[str, dict[str, Any]], ...]:
+    """``providers`` (a RunOptions' providers) with the TensorRT provider given ``workspace`` and ``cache_dir``
+    on top of the options it has, so a run that already chose its providers still gets the build's --workspace.
+    Providers other than TensorRT's are returned as they are."""
+    extra = tensorrt_provider_options(workspace=workspace, cache_dir=cache_dir)
+    result: list[str | tuple[str, dict[str, Any]]] = []
+    for provider in providers:
+        name, options = (provider, {}) if isinstance(provider, str) else (provider[0], dict(provider[1]))
+        if name == "TensorrtExecutionProvider" and extra:
+            result.append((name, {**options, **extra}))
+        else:
+            result.append(provider)
+    return tuple(result)
 
 
 def check_providers(providers: Providers) -> list[str]:
