@@ -7,7 +7,7 @@ THREADS ?= 2
 QUARK_VENV  := .venv-quark
 QUARK_STAMP := $(QUARK_VENV)/.installed-stamp
 
-.PHONY: install demo test bench peers loadtest conformance lint format retrain clean
+.PHONY: install demo test bench peers loadtest soak conformance lint format retrain clean
 
 install: $(STAMP)
 
@@ -64,6 +64,13 @@ models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx: | install
 
 loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
 	PYTHONPATH=. $(BIN)/python scripts/serve_bench.py
+
+# A few minutes of load and faults against a real trtpipe serve on loopback ports under a memory limit: valid,
+# malformed, oversized, memory-exhausting and abandoned requests over HTTP and gRPC (scripts/soak.py; README,
+# Serving). Exits 1 on an undocumented 5xx, a wrong answer, a dead server or capacity that did not come back.
+# SOAK_ARGS passes options, e.g. SOAK_ARGS='--duration 60 --json reports/soak.json'.
+soak: install
+	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
 # trtpipe's INT8 against ONNX Runtime's quantize_static, NNCF, AMD Quark (and ModelOpt where installed) on the
 # pretrained models and photos (README's peers table; reports/peers.md).

@@ -62,3 +62,37 @@ def test_errors_are_grpc_status_codes(client, model: str, shape: list[int], data
         client.infer(model, [tensor])
     assert caught.value.status() == code
     assert client.is_server_live()
+
+
+@pytest.mark.parametrize(("method", "body", "code"), [
+    ("ModelInfer", b"\xff\xff\xff", "INVALID_ARGUMENT"),  # not a protobuf message at all
+    ("ModelInfer", b"\x0a\x05dig", "INVALID_ARGUMENT"),  # model_name cut short
+    ("ServerLive", b"\xff\xff\xff", "INVALID_ARGUMENT"),
+    ("ModelMetadata", b"\x0a\x02\xc3\x28", "INVALID_ARGUMENT"),  # a name that is not UTF-8
+    ("ModelStatistics", b"", "UNIMPLEMENTED"),
+])
+def test_undecodable_requests_are_the_clients_fault_in_plain_words(server, method: str, body: bytes,  # type: ignore[no-untyped-def]
+                                                                   code: str) -> None:
+    """gRPC answers an exception from a request deserializer with UNKNOWN and "Unexpected <class
+    'google.protobuf.message.DecodeError'>": the service answers INVALID_ARGUMENT and says what it could not read."""
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")  # raw bytes, as a client may send
+        with pytest.raises(grpc.RpcError) as caught:
+            call(body, timeout=30)
+    details = caught.value.details()
+    assert caught.value.code() == getattr(grpc.StatusCode, code), details
+    assert "<class" not in details and "Error" not in details and ".py" not in details, details
+    assert method in details or "inference." in details
+
+
+@pytest.mark.parametrize(("status", "code"), [
+    (400, "INVALID_ARGUMENT"), (404, "NOT_FOUND"), (408, "DEADLINE_EXCEEDED"), (413, "RESOURCE_EXHAUSTED"),
+    (422, "INVALID_ARGUMENT"), (429, "RESOURCE_EXHAUSTED"), (499, "INVALID_ARGUMENT"), (500, "INTERNAL"),
+    (503, "UNAVAILABLE"), (504, "DEADLINE_EXCEEDED"), (507, "RESOURCE_EXHAUSTED"),
+])
+def test_every_protocol_status_has_a_grpc_code_and_none_is_unknown(status: int, code: str) -> None:
+    """The statuses the service raises (the model refusing data 400, out of memory 503 or 507, timeouts 504) map to
+    the gRPC code a client retries or fixes by; a client's fault is never UNKNOWN or INTERNAL."""
+    from trtpipe.serve.grpc_service import _status
+
+    assert _status(grpc, status) == getattr(grpc.StatusCode, code)

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
 
 from trtpipe.runtime.base import TensorInfo
-from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError, encode_infer_response, parse_infer_request
+from trtpipe.serve.protocol import (
+    HEADER_LENGTH,
+    SMALL_ARRAY,
+    ProtocolError,
+    encode_infer_response,
+    parse_infer_request,
+)
 
 INPUTS = [TensorInfo("input", "float32", ("batch", 1, 2, 2))]
 OUTPUTS = [TensorInfo("output", "float32", ("batch", 3)), TensorInfo("aux", "int64", ("batch",))]
@@ -61,7 +68,7 @@ def test_binary_inputs_and_outputs_round_trip() -> None:
     (_request(inputs=[]), "missing ['input']"),
     (_request(inputs=[{"name": "image", "shape": [1], "datatype": "FP32", "data": [1]}]), "unexpected ['image']"),
     (_request(inputs=[{"name": "input", "shape": [9, 1, 2, 2], "datatype": "FP32", "data": [0] * 36}]),
-     "Batch of 9 exceeds the model's maximum batch size 8"),
+     "Input 'input' (shape 9x1x2x2) has a batch of 9, over the model's maximum batch size 8"),
     (_request(outputs=[{"name": "logits"}]), "Unknown output 'logits'"),
     (b"{not json", "not valid JSON"),
     (b'{"id": 1}', "needs an 'inputs' list"),
@@ -134,7 +141,7 @@ def _two(image: dict[str, object], meta: dict[str, object]) -> None:
     ({"shape": [1, 2, 2, 3], "data": [300] + [0] * 11}, {"shape": [1, 2], "data": [0.0] * 2},
      r"values must lie in \[0, 255\], got \[0, 300\]"),
     ({"shape": [1, 2, 2, 3], "data": [-1] + [0] * 11}, {"shape": [1, 2], "data": [0.0] * 2}, "must lie in"),
-    ({"shape": [1, 2, 2, 3], "data": [1.5] * 12}, {"shape": [1, 2], "data": [0.0] * 2}, "whole numbers, not float64"),
+    ({"shape": [1, 2, 2, 3], "data": [1.5] * 12}, {"shape": [1, 2], "data": [0.0] * 2}, "whole numbers, not 1.5"),
     ({"shape": [1, 2, 2, 3], "data": [True] * 12}, {"shape": [1, 2], "data": [0.0] * 2}, "not booleans"),
     ({"shape": [0, 2, 2, 3], "data": []}, {"shape": [0, 2], "data": []}, "every dimension must be at least 1"),
 ])
@@ -158,3 +165,143 @@ def test_a_failure_message_shows_no_server_path() -> None:
                          "providers/cpu/math/element_wise_ops.h:583 void onnxruntime::BroadcastIterator::Append")
     message = failure_message(error)
     assert "/onnxruntime_src" not in message and message.startswith("Inference failed: [ONNXRuntimeError]")
+
+
+def _with_data(text: bytes, padded: bool) -> bytes:
+    """A request for INPUTS whose data is ``text``; ``padded`` puts enough spaces after its first bracket that it
+    is too long for orjson to read with the rest (SMALL_ARRAY): it is scanned and read a slice at a time."""
+    if padded and text.startswith(b"["):
+        text = b"[" + b" " * (SMALL_ARRAY + 1) + text[1:]
+    return (b'{"id": "has \\"data\\": [9] in it", "inputs": [{"name": "input", "datatype": "FP32", '
+            b'"shape": [2, 1, 2, 2], "data": ' + text + b"}]}")
+
+
+BOTH_READERS = pytest.mark.parametrize("padded", [False, True], ids=["small", "large"])
+
+
+@BOTH_READERS
+@pytest.mark.parametrize(("data", "message"), [
+    ([None] * 8, "its data must be numbers, not null"),
+    (["NaN"] * 8, 'its data must be numbers, not "NaN"'),
+    ([1.0] * 7 + ["inf"], 'its data must be numbers, not "inf"'),
+    ([1.0] * 7 + [True], "its data must be numbers, not booleans"),
+    ([[[[1e39, 0]], [[0, 0]]], [[[0, 0]], [[0, 0]]]], r"1e\+39 is outside its range"),
+    ([-3.5e38] + [0] * 7, r"-3.5e\+38 is outside its range"),
+    ([{"value": 1}] * 8, "its data must be numbers, not an object"),
+    ("0" * 8, "data must be a JSON array"),
+])
+def test_values_a_float_tensor_cannot_hold_are_refused_naming_it(data: object, message: str, padded: bool) -> None:
+    """numpy would read null and "NaN" as NaN, true as 1.0 and 1e39 as infinity in FP32: the model would run on
+    values the client never sent. Each is a 400 naming the tensor, nested or flat, small or large."""
+    with pytest.raises(ProtocolError, match=f"Input 'input' is FP32: {message}|Input 'input' {message}") as refused:
+        _parse(_with_data(json.dumps(data).encode(), padded))
+    assert refused.value.status == 400
+
+
+EIGHT = [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+@BOTH_READERS
+@pytest.mark.parametrize(("text", "expected"), [
+    (b"[1,2,3,4,5,6,7,8]", EIGHT),
+    (b'[ [[[1, 2],\n [3, 4]]],\t[[[5e0, 6.0E0], [7, 8]]] ]', EIGHT),
+    (b"[[1,2,3],[4,5,6,7,8]]", EIGHT),  # nesting is read in row-major order, as Triton reads it
+    (b"[1,2,3,4,5,6,7,8,]", "not valid JSON"),
+    (b"[1,2,3,4,5,6,7,,8]", "not valid JSON"),
+    (b"[[1,2,3,4][5,6,7,8]]", "not valid JSON"),
+    (b"[1,2,3,4,5,6,7,08]", "not valid JSON"),
+    (b"[1,2,3,4,5,6,7,tru]", "not valid JSON"),
+    (b"[[],[1,2,3,4,5,6,7,8]]", "not valid JSON|empty array"),
+    (b"[1,2,3,4,5,6,7,8", "not valid JSON"),
+])
+def test_data_arrays_are_read_as_strictly_as_json(text: bytes, expected: list[int] | str, padded: bool) -> None:
+    """Large data arrays are counted and read without orjson building the whole array; what they accept and refuse
+    is JSON's all the same, and text that only looks like a data array (inside a string) is left alone."""
+    body = _with_data(text, padded)
+    if isinstance(expected, list):
+        request = _parse(body)
+        np.testing.assert_array_equal(request.inputs["input"].ravel(), expected)
+        assert request.id == 'has "data": [9] in it'
+    else:
+        with pytest.raises(ProtocolError, match=expected) as refused:
+            _parse(body)
+        assert refused.value.status == 400
+
+
+@pytest.mark.parametrize(("values", "end"), [(300_000, b",]"), (299_999, b",,0.5]"), (300_000, b", ]")])
+def test_a_large_data_array_is_as_strict_where_it_is_cut(values: int, end: bytes) -> None:
+    """A data array is parsed a slice at a time, cut at commas: a value missing at the end or between two commas
+    is refused as orjson refuses it in a whole array."""
+    body = _large_body(values, declared=300_000)
+    with pytest.raises(ProtocolError, match="Input 'input' data is not valid JSON at byte") as refused:
+        _parse(body[:body.rindex(b"]}]}")] + end + b"}]}", max_batch=None)
+    assert refused.value.status == 400
+
+
+def _large_body(values: int, declared: int) -> bytes:
+    """A JSON request of ``values`` times 0.5 (4 bytes each: the most values per byte a float tensor takes) whose
+    shape declares ``declared`` elements."""
+    return (b'{"inputs": [{"name": "input", "datatype": "FP32", "shape": [%d, 1, 2, 2], "data": [' % (declared // 4)
+            + b",".join([b"0.5"] * values) + b"]}]}")
+
+
+def _peak(function: object, *args: object) -> tuple[object, int]:
+    """``function(*args)`` and the most memory it held at once beyond what existed before, as tracemalloc counts
+    it: every Python object and numpy array."""
+    tracemalloc.start()
+    try:
+        result = function(*args)  # type: ignore[operator]
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_wrong_count_is_refused_before_the_values_are_built() -> None:
+    """orjson would build a Python float per value (about 16 bytes of memory per byte of this body) before the
+    count could be compared: the data array is counted on its text, and the request refused within its own size."""
+    body = _large_body(2_000_000, declared=2_000_004)
+
+    def parse() -> str:
+        with pytest.raises(ProtocolError) as refused:
+            parse_infer_request(body, None, INPUTS, OUTPUTS, None)
+        return refused.value.message
+
+    message, peak = _peak(parse)
+    assert message == "Input 'input' has 2000000 elements; shape 500001x1x2x2 needs 2000004."
+    assert peak < len(body), f"{peak} bytes at the peak for a body of {len(body)}"
+
+
+def test_a_large_json_tensor_is_decoded_within_twice_its_body() -> None:
+    body = _large_body(2_000_000, declared=2_000_000)
+    request, peak = _peak(parse_infer_request, body, None, INPUTS, OUTPUTS, None)
+    array = request.inputs["input"]  # type: ignore[attr-defined]
+    assert array.shape == (500_000, 1, 2, 2) and array.dtype == np.float32 and (array == 0.5).all()
+    assert peak < 2 * len(body), f"{peak} bytes at the peak for a body of {len(body)}"
+
+
+def test_json_besides_the_data_arrays_is_bounded() -> None:
+    """What is not a data array becomes Python objects: more than 1 MiB of it is refused before it is parsed."""
+    with pytest.raises(ProtocolError, match="over 1048576 bytes of JSON besides its inputs' data arrays") as refused:
+        _parse(_request(id="x" * 2_000_000))
+    assert refused.value.status == 400
+    with pytest.raises(ProtocolError, match="besides its inputs' data arrays"):
+        _parse(_request(inputs=[_input(shape=[1] * 600_000)]))
+
+
+def test_a_tensor_over_the_size_limit_is_refused_before_it_is_decoded() -> None:
+    body = json.dumps(_request()).encode()
+    with pytest.raises(ProtocolError, match="Input 'input' of shape 2x1x2x2 and datatype FP32 takes 32 bytes; the "
+                                            r"limit is 31 bytes \(--max-body-mb") as refused:
+        parse_infer_request(body, None, INPUTS, OUTPUTS, 8, max_tensor_bytes=31)
+    assert refused.value.status == 413
+    assert parse_infer_request(body, None, INPUTS, OUTPUTS, 8, max_tensor_bytes=32).inputs["input"].nbytes == 32
+
+
+def test_the_body_limit_is_in_mib_as_its_help_says() -> None:
+    import dataclasses
+
+    from trtpipe.options import spec_of
+    from trtpipe.serve.options import ServeOptions
+
+    field = next(f for f in dataclasses.fields(ServeOptions) if f.name == "max_body_mb")
+    assert "MiB" in spec_of(field).help and ServeOptions(max_body_mb=1).max_body_bytes == 2**20

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import numpy as np
 import pytest
@@ -60,26 +59,6 @@ def test_grpc_requests_are_counted_and_timed_like_http(server: RunningServer) ->
     assert f'trtpipe_inference_latency_seconds_count{{model="digits"}} {after_grpc["latency"]}' in exposed
 
 
-def test_grpc_refuses_an_oversized_body_as_http_does(server: RunningServer) -> None:
-    """Typed FP32 contents are 4 bytes a value in protobuf (under gRPC's message limit) but many more as the
-    protocol's JSON: the body limit is the service's, with HTTP's message and count."""
-    data = np.random.default_rng(0).random((1, 125_000), dtype=np.float32)  # the server's limit: 1 MB
-    failures = _sample(server, "trtpipe_inference_failures_total", model="digits", code="413")
-    refused = _http_infer(server, "digits", data)
-    assert refused.status_code == 413 and refused.json()["error"].startswith("The request body is ")
-    limit = int(refused.json()["error"].rsplit(" ", 1)[1].rstrip("."))
-    request = triton_grpc.service_pb2.ModelInferRequest(model_name="digits")
-    tensor = request.inputs.add(name="input", datatype="FP32", shape=list(data.shape))
-    tensor.contents.fp32_contents.extend(data.ravel().tolist())
-    assert request.ByteSize() < limit
-    with grpc.insecure_channel(server.grpc_url) as channel, pytest.raises(grpc.RpcError) as caught:
-        triton_grpc.service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
-    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert caught.value.details().startswith("The request body is ")
-    assert caught.value.details().endswith(f"the limit is {limit}.")
-    assert _sample(server, "trtpipe_inference_failures_total", model="digits", code="413") == failures + 2
-
-
 class SlowParse:
     """Stands in for the service's parser on a long body: holds each call until released (events, no clock)."""
 
@@ -96,10 +75,11 @@ class SlowParse:
 
 @pytest.fixture()
 def slow_parse(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowParse]:
-    import trtpipe.serve.service as service_module
+    """Holds the gRPC path's decoding of a request (the tensors out of the message) until released."""
+    import trtpipe.serve.grpc_service as grpc_module
 
-    held = SlowParse(service_module.parse_infer_request)
-    monkeypatch.setattr(service_module, "parse_infer_request", held)
+    held = SlowParse(grpc_module.infer_request_from_message)
+    monkeypatch.setattr(grpc_module, "infer_request_from_message", held)
     yield held
     held.release.set()
 

@@ -146,4 +146,5 @@ def serving_options(backend: BackendKind, threads: int | None) -> RunOptions:
     """What a server asks of a backend: its threads, and, from ONNX Runtime, idle pool threads that sleep rather
     than spin, leaving the CPU to the server's own threads between requests (the other runtimes have no spinning
     pool to turn off)."""
-    return RunOptions(threads=threads, spinning=backend is not BackendKind.ONNXRUNTIME)
+    onnxruntime = backend is BackendKind.ONNXRUNTIME
+    return RunOptions(threads=threads, spinning=not onnxruntime, release_memory=onnxruntime)

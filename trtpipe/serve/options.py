@@ -26,7 +26,8 @@ class ServeOptions(Options):
                                                     metavar="LIST")
     max_queue: int = option(1024, "Requests waiting per model before 503.", type=int, minimum=1)
     timeout_ms: float | None = option(None, "Per-request inference timeout (504 past it).", type=float, minimum=1)
-    max_body_mb: float = option(64.0, "Largest request body accepted (413 past it).", type=float, minimum=0.001)
+    max_body_mb: float = option(64.0, "Largest request body accepted, in MiB (1 MiB = 1,048,576 bytes; 413 past "
+                                "it).", type=float, minimum=0.001)
     threads: int | None = option(None, "ONNX Runtime (or OpenVINO) threads per model.", type=int, minimum=1)
     runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs ONNX models: onnxruntime or openvino "
                                   "(pip install 'trtpipe[openvino]'). A BF16 file always runs on OpenVINO.",

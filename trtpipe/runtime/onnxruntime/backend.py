@@ -22,7 +22,7 @@ _LEVELS = {GraphOptimization.DISABLE: "ORT_DISABLE_ALL", GraphOptimization.BASIC
 
 class OnnxRuntimeBackend(Backend):
     kind = BackendKind.ONNXRUNTIME
-    settings = frozenset({"threads", "spinning", "optimization", "providers"})
+    settings = frozenset({"threads", "spinning", "optimization", "providers", "release_memory"})
 
     def __init__(self, artifact: Path | onnx.ModelProto | ArtifactDescription,
                  options: RunOptions | None = None) -> None:
@@ -53,6 +53,14 @@ class OnnxRuntimeBackend(Backend):
             session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.optimization = options.optimization
         self.threads = options.threads
+        self.run_options = ort.RunOptions()
+        if options.release_memory:
+            # ONNX Runtime keeps the arena a large batch grew for the life of the session; a server under a memory
+            # limit that once answered such a batch (or refused it for memory) would then fail every allocation
+            # after it, in ONNX Runtime, gRPC's message buffers or the HTTP parser. Shrinking after each run gives
+            # the unused chunks back.
+            devices = ["cpu:0"] + (["gpu:0"] if any(p.startswith("CUDA") for p in names) else [])
+            self.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", ";".join(devices))
         try:
             self.session = ort.InferenceSession(source, session_options, providers=self.providers)
         except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
@@ -65,7 +73,7 @@ class OnnxRuntimeBackend(Backend):
         self._output_names = [o.name for o in self._outputs]
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self.session.run(self._output_names, feeds)
+        return self.session.run(self._output_names, feeds, self.run_options)
 
     def close(self) -> None:
         # Dropping the session stops its thread pool, so it cannot spin against the next thing measured.
