@@ -71,3 +71,4 @@ def test_only_the_float_convolutions_weights_are_folded_and_outputs_are_unchange
             got = backend.run({"x": x})[0]
         # The same values; a pre-packed float kernel may sum in another order, so not always to the last bit.
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
