@@ -91,7 +91,7 @@ def test_the_tensorrt_placement_passes_every_rule() -> None:
     _runs(model)
     report = check_model(model, Target.TENSORRT)
     assert report.passed and not report.findings, [f.line() for f in report.findings]
-    assert len(report.rules) == 11
+    assert len(report.rules) == 12
 
 
 def test_dq_input_type_rejects_an_int32_bias_and_uint8() -> None:

@@ -132,6 +132,17 @@ def test_concat_inputs_share_one_scale_for_tensorrt() -> None:
     cosine = float(np.dot(reference.ravel(), candidate.ravel())
                    / (np.linalg.norm(reference) * np.linalg.norm(candidate)))
     assert cosine > 0.99
+    from trtpipe.conformance.check import check_model
+
+    assert not [f for f in check_model(quantized, Target.TENSORRT).findings if f.rule == "concat-scales"]
+    dq_a = next(n for n in quantized.graph.node if n.op_type == "DequantizeLinear" and n.output[0] != "a"
+                and any(m.op_type == "Concat" and n.output[0] in m.input for m in quantized.graph.node)
+                and n.input[0].startswith("a"))
+    own = numpy_helper.from_array(np.array(2 * scales["a"], np.float32), "a_own_scale")  # as ONNX Runtime writes it
+    quantized.graph.initializer.append(own)
+    dq_a.input[1] = own.name
+    flagged = [f for f in check_model(quantized, Target.TENSORRT).findings if f.rule == "concat-scales"]
+    assert len(flagged) == 1 and "concat" in flagged[0].line() and "requantizes" in flagged[0].line()
 
 
 def _hardswish_depthwise(project: bool = True) -> onnx.ModelProto:

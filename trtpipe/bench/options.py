@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtpipe.options import Options, option
-from trtpipe.shapes import parse_batch_sizes
+from trtpipe.shapes import format_size, parse_batch_sizes, parse_size
 from trtpipe.vocab import BENCH_DURATION_S, BENCH_WARMUP, DEFAULT_BATCHES, Baseline, Device, OnnxExecution
 
 
@@ -53,6 +53,9 @@ class BenchOptions(Options):
                                       "onnxruntime (CPU), onnxruntime-cuda, onnxruntime-tensorrt, openvino; e.g. "
                                       "onnxruntime,openvino.", parse=_parse_executions, format=_format_list,
                                       metavar="LIST")
+    workspace: int | None = option(None, "ONNX Runtime's TensorRT provider (onnxruntime-tensorrt): workspace memory "
+                                   "limit of the engines it builds, e.g. 4GiB, as trtpipe build --workspace.",
+                                   parse=parse_size, format=format_size, metavar="SIZE")
     cuda_graph: bool = option(True, "TensorRT engines: capture each batch's launch in a CUDA graph after a warm-up "
                               "run and replay it (trtexec 11's default); a capture that fails falls back to plain "
                               "launches with one warning.", type=bool)

@@ -335,7 +335,8 @@ class _Bench:
                 from trtpipe.runtime.onnxruntime.providers import provider_list
 
                 trt_profile = _trt_profile(description, self.loaded.inputs, self.options)
-                asked = replace(asked, providers=tuple(provider_list(execution, trt_profile=trt_profile)))
+                asked = replace(asked, providers=tuple(provider_list(execution, trt_profile=trt_profile,
+                                                                     trt_workspace=self.options.workspace)))
         settings = description.settings_for(runtime, asked)
         alone = None  # a GPU row: its device figure is the one that matters, taken below with the host one
         if not execution.on_gpu and description.kind is ArtifactKind.ONNX:
