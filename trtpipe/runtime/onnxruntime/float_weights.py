@@ -14,6 +14,8 @@ Activations keep their Q/DQ, so the model still computes what an INT8 runtime co
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -45,35 +47,43 @@ def _dequantized(dq: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) 
     return (values - zero) * scale
 
 
-def fold_float_convolution_weights(model: onnx.ModelProto) -> int:
-    """Replace, in place, the DequantizeLinear of each weight and bias read by a convolution that ONNX Runtime
-    runs in float (see the module's docstring) with its float32 value; returns how many were folded."""
+def _float_convolution_reads(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int, onnx.NodeProto]]:
+    """(convolution, input index, its DequantizeLinear) for each weight or bias a convolution that ONNX Runtime runs
+    in float (see the module's docstring) reads through a DequantizeLinear of an initializer."""
     graph = model.graph
-    initializers = {t.name: t for t in graph.initializer}
+    initializers = {t.name for t in graph.initializer}
     producer = {out: node for node in graph.node for out in node.output}
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
     outputs = {o.name for o in graph.output}
-    folded: dict[str, str] = {}  # a DequantizeLinear's output -> the initializer holding its value
     for node in graph.node:
         if node.op_type not in FLOAT_CONVOLUTIONS or _integer_output(node, readers, outputs):
             continue
         for index in range(1, len(node.input)):
             dq = producer.get(node.input[index])
-            if dq is None or dq.op_type != "DequantizeLinear":
+            if dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in initializers:
+                yield node, index, dq
+
+
+def fold_float_convolution_weights(model: onnx.ModelProto) -> int:
+    """Replace, in place, the DequantizeLinear of each weight and bias read by a convolution that ONNX Runtime
+    runs in float (see the module's docstring) with its float32 value; returns how many were folded."""
+    graph = model.graph
+    initializers = {t.name: t for t in graph.initializer}
+    folded: dict[str, str] = {}  # a DequantizeLinear's output -> the initializer holding its value
+    for node, index, dq in list(_float_convolution_reads(model)):
+        if dq.output[0] not in folded:
+            value = _dequantized(dq, initializers)
+            if value is None:
                 continue
-            if dq.output[0] not in folded:
-                value = _dequantized(dq, initializers)
-                if value is None:
-                    continue
-                name = f"{dq.output[0]}__float"
-                graph.initializer.append(numpy_helper.from_array(value, name))
-                folded[dq.output[0]] = name
-            node.input[index] = folded[dq.output[0]]
+            name = f"{dq.output[0]}__float"
+            graph.initializer.append(numpy_helper.from_array(value, name))
+            folded[dq.output[0]] = name
+        node.input[index] = folded[dq.output[0]]
     if folded:
-        read = {name for node in graph.node for name in node.input} | outputs
+        read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
         kept = [node for node in graph.node if not (node.op_type == "DequantizeLinear" and node.output[0] in folded
                                                      and node.output[0] not in read)]
         del graph.node[:]
@@ -84,18 +94,4 @@ def fold_float_convolution_weights(model: onnx.ModelProto) -> int:
 def needs_folding(model: onnx.ModelProto) -> bool:
     """Whether ``model`` (its graph; weights need not be loaded) has a float convolution reading a dequantized
     constant: a cheap test before loading the weights to fold them."""
-    graph = model.graph
-    initializers = {t.name for t in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
-    outputs = {o.name for o in graph.output}
-    for node in graph.node:
-        if node.op_type in FLOAT_CONVOLUTIONS and not _integer_output(node, readers, outputs):
-            for name in node.input[1:]:
-                dq = producer.get(name)
-                if dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in initializers:
-                    return True
-    return False
+    return next(_float_convolution_reads(model), None) is not None
