@@ -272,3 +272,51 @@ def test_cpu_keeps_a_folded_relu_that_a_float_op_reads() -> None:
     candidate = run(quantized, x)
     assert candidate.min() >= 0.5 - 1e-3, "the Relu's clamp was lost: a sigmoid below 0.5 read a negative value"
     np.testing.assert_allclose(candidate, run(model, x), atol=0.05)
+
+
+def _squeeze_excitation(head: bool = False) -> onnx.ModelProto:
+    """Conv 3->8 -> Relu -> [GlobalAveragePool -> Conv 8->2 -> Relu -> Conv 2->8 -> HardSigmoid] gating the
+    feature map -> Conv 8->4: a MobileNetV3 / PP-LCNet block. With ``head``, the pooled value also feeds a
+    classifier (Flatten -> Gemm), which makes the pool's branch no gate."""
+    inits = [_init(RNG.standard_normal((8, 3, 3, 3)), "w1"), _init(RNG.standard_normal((2, 8, 1, 1)), "se_w1"),
+             _init(RNG.standard_normal((8, 2, 1, 1)), "se_w2"), _init(RNG.standard_normal((4, 8, 1, 1)), "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("GlobalAveragePool", ["r1"], ["pooled"], name="squeeze"),
+             helper.make_node("Conv", ["pooled", "se_w1"], ["s1"], name="se_reduce"),
+             helper.make_node("Relu", ["s1"], ["s2"], name="se_relu"),
+             helper.make_node("Conv", ["s2", "se_w2"], ["s3"], name="se_expand"),
+             helper.make_node("HardSigmoid", ["s3"], ["gate"], name="se_gate", alpha=1 / 6, beta=0.5),
+             helper.make_node("Mul", ["r1", "gate"], ["excited"], name="excite"),
+             helper.make_node("Conv", ["excited", "w2"], ["y"], name="project")]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])]
+    if head:
+        inits.append(_init(RNG.standard_normal((5, 8)), "fc"))
+        nodes += [helper.make_node("Flatten", ["pooled"], ["flat"], name="flatten"),
+                  helper.make_node("Gemm", ["flat", "fc"], ["logits"], name="classifier", transB=1)]
+        outputs.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 5]))
+    graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+                              outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("target", list(Target))
+def test_a_squeeze_excitation_branch_stays_float_and_the_block_stays_quantized(target: Target) -> None:
+    model = _squeeze_excitation()
+    profile = profile_for(target)
+    placed = float_nodes(model, profile)
+    assert {n for n, rule in placed.items() if rule == "squeeze-excitation"} == {
+        "se_reduce", "se_relu", "se_expand", "se_gate"}
+    quantized = quantize(model, _calibrated(model, target), profile)
+    read_quantized = _readers_of_dequantized(quantized)
+    assert "se_reduce" not in read_quantized and "se_expand" not in read_quantized
+    assert {"conv1", "project"} <= read_quantized  # the block's own convolutions are still INT8
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    reference = run(model, x)
+    got = run(quantized, x, "disable" if target is Target.TENSORRT else "all")
+    assert np.abs(got - reference).max() < 0.05 * np.abs(reference).max()
+
+
+def test_a_pooled_value_that_feeds_a_classifier_is_no_squeeze_excitation() -> None:
+    model = _squeeze_excitation(head=True)
+    assert "squeeze-excitation" not in set(float_nodes(model, profile_for(Target.CPU)).values())

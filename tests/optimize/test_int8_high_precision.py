@@ -87,9 +87,11 @@ def test_the_float_layers_run_in_fp16_and_the_overflowing_region_stays_fp32() ->
     # Q/DQ scales: FP16 where the DQ feeds FP16 arithmetic (weights included) or the Q reads an FP16 tensor; FP32
     # around the FP32 region, where the writer and the readers are FP32.
     producer = {o: n for n in converted.graph.node for o in n.output}
-    for conv in ("conv1", "se_conv", "conv2"):
+    for conv in ("conv1", "conv2"):
         for index in (0, 1):
             assert types[producer[nodes[conv].input[index]].input[1]] == HALF, (conv, index)
+    # The squeeze-excitation branch stays float (placement): FP16 weights of its own, no Q/DQ.
+    assert nodes["se_conv"].input[1] not in producer and types[nodes["se_conv"].input[1]] == HALF
     for index in (0, 1):
         assert types[producer[nodes["conv3"].input[index]].input[1]] == FLOAT
     assert types[producer[producer[nodes["conv3"].input[0]].input[0]].input[1]] == FLOAT  # the Q reading hot_mul

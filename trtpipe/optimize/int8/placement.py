@@ -21,6 +21,11 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
 - ``lone-activation`` (cpu): a Relu or Clip that no weighted op writes. ONNX Runtime folds a Relu or ReLU6 into
   the convolution before it (the output's quantization clamps); elsewhere (the Clip inside an exported HardSwish)
   a Q/DQ on its input only rounds.
+- ``squeeze-excitation``: the branch of a squeeze-and-excitation block between its global pooling and the Mul
+  that gates the feature map (1x1 convolutions on one pooled value per channel, their activations) stays float, as
+  NNCF's ``se_block`` ignored pattern keeps it: INT8 saves nothing on GEMMs that small, and on OpenVINO the
+  requantizations around them cost more than they do (measured on PP-OCRv4's detector: ten such branches ran as
+  FakeQuantize and Convert/Subtract ops that NNCF's graph does not have).
 - ``channel-gain``: the per-channel Mul that ``scale_depthwise`` put before a depthwise convolution stays float
   (a per-tensor scale on gains up to 1024x apart would undo them).
 - ``concat-shared-scale`` (tensorrt): every input of a quantized Concat gets the union of their ranges, so one
@@ -106,6 +111,44 @@ def lone_activations(graph: onnx.GraphProto) -> list[str]:
             and getattr(producer.get(n.input[0]), "op_type", None) not in WEIGHTED_OPS]
 
 
+SQUEEZE_OPS = ("GlobalAveragePool", "ReduceMean")
+SQUEEZE_BRANCH_OPS = (*WEIGHTED_OPS, *ARITHMETIC, *LAYOUT, "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid",
+                      "Tanh", "LeakyRelu", "PRelu", "Elu")
+
+
+def squeeze_excitation(graph: onnx.GraphProto) -> list[str]:
+    """The nodes of each squeeze-and-excitation branch: what is computed from a global pooling's output alone
+    (weighted ops, activations, layout), up to the Mul that gates the feature map with it. The pool and the gate
+    stay as the quantizer places them."""
+    readers = _readers(graph)
+    constants = _constants(graph)
+    outputs = {o.name for o in graph.output}
+    nodes = list(graph.node)
+    found: list[str] = []
+    for index, pool in enumerate(nodes):
+        if pool.op_type not in SQUEEZE_OPS:
+            continue
+        derived, branch, gates = {pool.output[0]}, [], []
+        for node in nodes[index + 1:]:  # graph order is topological
+            inputs = [i for i in node.input if i and i not in constants]
+            if not any(i in derived for i in inputs):
+                continue
+            if all(i in derived for i in inputs) and node.op_type in SQUEEZE_BRANCH_OPS:
+                branch.append(node)
+                derived.update(node.output)
+            elif node.op_type == "Mul":
+                gates.append(node)
+            else:
+                break  # the pooled value goes somewhere else (a Concat, a classifier head): not a gate
+        else:
+            ends = {id(node) for node in [*branch, *gates]}
+            closed = not derived & outputs and all(id(reader) in ends for tensor in derived
+                                                   for reader in readers.get(tensor, []))
+            if gates and closed and any(node.op_type in WEIGHTED_OPS for node in branch):
+                found += [node.name for node in branch]
+    return found
+
+
 def channel_gains(graph: onnx.GraphProto) -> list[str]:
     return [n.name for n in graph.node if n.op_type == "Mul" and n.name.endswith(GAIN_SUFFIX)]
 
@@ -115,6 +158,9 @@ RULES = (
          (Target.TENSORRT, Target.CPU), post_processing),
     Rule("distribution-expectation", "the expectation over a softmax's bins (a DFL box side) stays exact",
          (Target.TENSORRT, Target.CPU), distribution_expectation),
+    Rule("squeeze-excitation", "a squeeze-and-excitation branch computes a gate per channel from one pooled "
+         "value each: INT8 saves nothing there, and its requantizations cost more than its GEMMs (NNCF ignores "
+         "the same pattern)", (Target.TENSORRT, Target.CPU), squeeze_excitation),
     Rule("channel-gain", "scale_depthwise's per-channel gains, which one per-tensor scale would undo",
          (Target.TENSORRT, Target.CPU), channel_gains),
     Rule("constant-arithmetic", "an activation's or decoding's arithmetic, fused into the convolution's epilogue",

@@ -1,5 +1,6 @@
 """Pass ``fuse``: graph simplification with onnxslim: constant folding, Conv+BatchNorm folding, dead-node and identity
-removal, redundant Cast/Reshape elimination and shape simplification.
+removal, redundant Cast/Reshape elimination and shape simplification; then the HardSwish and HardSigmoid that an
+exporter wrote as arithmetic become one operator each (:mod:`hard_activations`, which onnxslim does not do).
 
 onnxslim is a maintained library that does all of this in standard ONNX operators, which is what TensorRT's
 parser needs; ONNX Runtime's own offline optimiser would write com.microsoft fused ops TensorRT cannot read.
@@ -17,10 +18,11 @@ from trtpipe import console
 from trtpipe.errors import TrtpipeError, VerificationFailed
 from trtpipe.onnx_info import name_nodes, op_counts
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.hard_activations import fuse_hard_activations
 from trtpipe.optimize.passes.registry import GraphPass
 
 PASS = GraphPass("onnxslim: constant folding, Conv+BatchNorm folding, identity and redundant Cast/Reshape "
-                 "removal")
+                 "removal; HardSwish/HardSigmoid written as arithmetic made one operator")
 # Fusion only reorders exact arithmetic: anything below this cosine is a bug, not rounding.
 MIN_COSINE = 0.99999
 
@@ -56,11 +58,20 @@ def simplify(model: onnx.ModelProto) -> tuple[onnx.ModelProto, FusionReport]:
     size_before = model.ByteSize()
     with contextlib.redirect_stdout(io.StringIO()):
         slimmed = onnxslim.slim(model)
+    slimmed, activations = fuse_hard_activations(slimmed)
+    if any(activations.values()):
+        _drop_unread_initializers(slimmed.graph)
     foreign = sorted({f"{n.domain}::{n.op_type}" for n in slimmed.graph.node if n.domain not in STANDARD_DOMAINS})
     if foreign:
         raise TrtpipeError(f"Simplification produced non-standard operators ({', '.join(foreign)}), which "
                            "TensorRT cannot parse: rerun with --passes none.")
     return slimmed, FusionReport(before, op_counts(slimmed), size_before, slimmed.ByteSize())
+
+
+def _drop_unread_initializers(graph: onnx.GraphProto) -> None:
+    read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    for tensor in [t for t in graph.initializer if t.name not in read]:
+        graph.initializer.remove(tensor)
 
 
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
