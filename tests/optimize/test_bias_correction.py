@@ -74,3 +74,28 @@ def test_bias_correction_option_records_what_it_did(digits_onnx: Path, tmp_path:
     section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]
     assert section["bias_correction"]["layers"] == 10 and section["bias_correction"]["samples"] == 64
     assert section["final"]["accuracy_drop_pp"] <= 0.5
+
+
+def test_a_recipe_step_that_measures_worse_is_not_kept_and_the_manifest_says_so() -> None:
+    """A learned step (bias correction, AdaRound) is kept only where the task measure did not drop: the real
+    PP-PicoDet lost four points of mAP@0.5 to bias correction on the tensorrt target."""
+    from types import SimpleNamespace
+
+    from trtpipe.comparison import compare
+    from trtpipe.optimize.passes.int8 import _keep_if_better
+
+    rng = np.random.default_rng(0)
+    reference = rng.standard_normal((200, 10))
+    close, far = reference + 0.05 * rng.standard_normal((200, 10)), reference + 1.5 * rng.standard_normal((200, 10))
+    good, bad = compare(reference, close), compare(reference, far)
+    assert good.agreement is not None and bad.agreement is not None and bad.agreement < good.agreement
+    before, after = onnx.ModelProto(), onnx.ModelProto()
+    after.producer_name = "after the step"
+    judge = SimpleNamespace(source="eval data")
+    for step_check, expect_kept in ((bad, False), (good, True)):
+        section: dict = {"recipe": {"measured": []}}
+        start = (before, good)  # the step measured against the same starting figure
+        model, check = _keep_if_better("bias_correction", start, (after, step_check, {"layers": 3}), judge, section)
+        assert (model is after) is expect_kept and (check is step_check) is expect_kept
+        assert section["bias_correction"] == {"layers": 3, "kept": expect_kept}
+        assert section["recipe"]["measured"][-1]["kept"] is expect_kept
