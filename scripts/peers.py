@@ -29,10 +29,11 @@ CPU runtimes (ONNX Runtime and OpenVINO, 2 threads); the speed verdict times trt
 NNCF's on OpenVINO and against quantize_static U8S8 on ONNX Runtime in interleaved rounds, so that noise from
 anything else on the machine falls on both sides of each ratio.
 
-`scripts/peers.py MODEL --only TEXT` re-runs the recipes whose name contains TEXT and merges them into the last
-report; `--samples CAL,EVAL` sets the dense models' calibration and eval counts (quick checks: 8,8). TensorRT-target
-files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU latency means nothing and is not shown.
-Writes reports/peers.md and reports/peers.json (`--table` re-renders them). A benchmark, not a test.
+`scripts/peers.py MODEL --only TEXT` re-runs the recipes whose name contains TEXT (``--only '!TEXT'``: not those)
+and merges them into the last report; `--samples CAL,EVAL` sets the dense models' calibration and eval counts
+(quick checks: 8,8). TensorRT-target files are judged with Q/DQ as float ops (TensorRT's arithmetic); their CPU
+latency means nothing and is not shown. Writes reports/peers.md and reports/peers.json (`--table` re-renders
+them). A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def main() -> int:
     parser.add_argument("models", nargs="*", help="registry classifiers and packaged dense models (default: every "
                         f"pretrained classifier installed, then {', '.join(DENSE)})")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
-                        help="re-run only the recipes whose name contains TEXT; merged into the last report")
+                        help="re-run only the recipes whose name contains TEXT (!TEXT: leave those out); merged "
+                        "into the last report")
     parser.add_argument("--samples", type=_counts, metavar="CAL,EVAL",
                         help="dense models: calibration and eval inputs instead of the defaults (quick checks)")
     parser.add_argument("--table", action="store_true", help="re-render reports/peers.md from reports/peers.json")
@@ -224,8 +226,9 @@ def main() -> int:
                 report[name], dense[name] = compare_dense(name, loaded, Path(folder), only, args.samples)
             else:
                 report[name] = compare_recipes(loaded, Path(folder), only)
-    if only:  # re-run rows replace their namesakes in the last report; the others are kept
-        last = json.loads(Path("reports/peers.json").read_text())
+    last_report = Path("reports/peers.json")
+    if only and last_report.exists():  # re-run rows replace their namesakes in the last report; the others are kept
+        last = json.loads(last_report.read_text())
         previous, previous_dense = last["models"], last.get("dense", {})
         for name, rows in report.items():
             fresh = {(r["recipe"], r["target"]): r for r in rows}
@@ -238,11 +241,26 @@ def main() -> int:
                       f"others {last_info['samples']} (give the same --samples)", flush=True)
             for key in ("setup", "samples"):
                 last_info.setdefault(key, info[key])
-            pairs = {pair["runtime"]: pair for pair in [*last_info.get("speed", []), *info["speed"]]}
+            pairs = {(pair["runtime"], pair["peer"]): pair for pair in [*last_info.get("speed", []), *info["speed"]]}
             last_info["speed"] = list(pairs.values())  # a pair not re-measured keeps its last figures
+            last_info["failed"] = [*last_info.get("failed", []), *info.get("failed", [])]
         report, dense = previous, previous_dense
     write(report, dense)
     return 0
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception as one line: its type and the last non-empty line of its message, at most 300 characters."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
+
+
+def selected(recipe: str, only: list[str]) -> bool:
+    """Whether ``--only`` asks for ``recipe``: its name contains one of the texts (all recipes when none is given)
+    and none of the texts written ``!TEXT``."""
+    wanted = [text for text in only if not text.startswith("!")]
+    unwanted = [text[1:] for text in only if text.startswith("!")]
+    return (not wanted or any(text in recipe for text in wanted)) and not any(text in recipe for text in unwanted)
 
 
 def _counts(text: str) -> tuple[int, int]:
@@ -267,7 +285,7 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
     reference = logits(onnx.load(str(source)), evaluation)
 
     def row(recipe: str, target: str, make: Callable[[Path], Path], float_qdq: bool) -> None:
-        if only and not any(text in recipe for text in only):
+        if not selected(recipe, only):
             return
         out = folder / f"{len(rows)}-{abs(hash(recipe))}.onnx"
         start = time.perf_counter()
@@ -357,11 +375,12 @@ def compare_dense(name: str, original: Path, folder: Path, only: list[str],
     reference = outputs(fp32, evaluation.inputs, batch=1)
     sample = evaluation.inputs[:1]
     rows: list[Row] = []
+    failed: list[str] = []
     made: dict[tuple[str, str], Path] = {}  # (recipe, target) -> file, for the speed pairs
 
     def row(recipe: str, target: str, make: Callable[[Path], Path], *, simulated: bool,
             not_run: str | None = None) -> None:
-        if only and not any(text in recipe for text in only):
+        if not selected(recipe, only):
             return
         if not_run:
             print(f"  {recipe}: not run ({not_run})", flush=True)
@@ -370,14 +389,18 @@ def compare_dense(name: str, original: Path, folder: Path, only: list[str],
         start = time.perf_counter()
         try:
             path = make(out)
+            seconds = time.perf_counter() - start
+            result = compare(reference, outputs(onnx.load(str(path)), evaluation.inputs, batch=1,
+                                                optimization=GraphOptimization.DISABLE if simulated
+                                                else GraphOptimization.ALL),
+                             task=packaged.task, decoder=decoder)
         except MissingDependency as missing:
             print(f"  {recipe}: not run ({missing.message})", flush=True)
             return
-        seconds = time.perf_counter() - start
-        result = compare(reference, outputs(onnx.load(str(path)), evaluation.inputs, batch=1,
-                                            optimization=GraphOptimization.DISABLE if simulated
-                                            else GraphOptimization.ALL),
-                         task=packaged.task, decoder=decoder)
+        except Exception as error:  # a recipe that crashes, or whose model does not run, is a result, not the end
+            failed.append(f"{recipe} ({target}): failed: {_one_line(error)}")
+            print(f"  {failed[-1]}", flush=True)
+            return
         made[recipe, target] = path
         notes: list[str] = []
         on_ort = None if simulated else p50(path, ONNXRUNTIME, sample, notes)
@@ -425,7 +448,8 @@ def compare_dense(name: str, original: Path, folder: Path, only: list[str],
     measure_name = next((str(r["measure"]) for r in rows if r.get("measure")), "task measure")
     about = (f"{measure_name} of each recipe's outputs against the opset-13 FP32 graph's own, on {evaluation.source}; "
              f"calibration: {calib.source}; latency: p50 at batch 1, {THREADS} threads")
-    return rows, {"setup": about, "samples": [n_calib, n_eval], "speed": speed_pairs(made, sample)}
+    return rows, {"setup": about, "samples": [n_calib, n_eval], "speed": speed_pairs(made, sample),
+                  "failed": failed}
 
 
 def _static_batch(model: onnx.ModelProto) -> int | None:
@@ -613,6 +637,7 @@ def dense_table(name: str, rows: list[Row], info: dict[str, Any]) -> list[str]:
                      f"{float(r['min_cosine']):.4f} | {r['fp32_weighted_ops'] if quantized else '–'} | "
                      f"{ms(r['p50_ms_onnxruntime'])} | {ms(r['p50_ms_openvino'])} | {r['seconds']} |")
     notes = [f"- {r['recipe']} ({r['target']}): {note}" for r in rows for note in r.get("notes") or []]
+    notes += [f"- {line}" for line in info.get("failed", [])]
     speed = [f"- {speed_line(pair)}" for pair in info.get("speed", [])]
     return [*lines, "", *notes, *verdicts(rows), *speed, ""]
 

@@ -172,9 +172,12 @@ def _keep_if_better(step: str, before: tuple[onnx.ModelProto, Comparison],
     section["recipe"]["measured"].append(_step(step, check) | {"kept": kept})
     if kept:
         return model, check
-    name = step.replace("_", " ")
-    console.warn(f"{name[0].upper()}{name[1:]} made INT8 worse on {judge.source} ({before[1].line()} before it); "
-                 f"the model without it is kept")
+    name, old = step.replace("_", " "), before[1]
+    figure = (f"{check.agreement_name} {100 * old.agreement:.2f} % → {100 * check.agreement:.2f} %"
+              if old.agreement is not None and check.agreement is not None and old.agreement != check.agreement
+              else f"worst cosine {old.cosine:.6f} → {check.cosine:.6f}")
+    console.warn(f"{name[0].upper()}{name[1:]} made INT8 worse on {judge.source} ({figure}); the model without it "
+                 "is kept")
     return before
 
 
