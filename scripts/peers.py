@@ -476,6 +476,9 @@ def trtpipe_recipe(path: Path) -> dict[str, Any] | None:
 def _recipe_text(ran: dict[str, Any]) -> str:
     """A manifest's recipe record in a few words, for the table: the recipe name, then what was switched on."""
     name = ran.get("recipe", ran.get("quality"))
+    if isinstance(name, dict):  # the INT8 section's recipe record: its quality and the steps it did not keep
+        dropped = [str(m["step"]).replace("_", " ") for m in name.get("measured", []) if m.get("kept") is False]
+        name = f"{name.get('quality')}" + (f", {' and '.join(dropped)} not kept" if dropped else "")
     words = [str(name)] if name is not None else []
     words += [f"calib {ran['calib_method']}"] if ran.get("calib_method") else []
     words += [f"passes {','.join(ran['passes']) if isinstance(ran['passes'], list) else ran['passes']}"] \
