@@ -39,6 +39,7 @@ them). A benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -152,10 +153,11 @@ def ort_pre_processed(source: Path, out: Path, calib: np.ndarray, *, signed: boo
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     prepared = out.with_suffix(".pre.onnx")
-    try:
-        quant_pre_process(str(source), str(prepared))
-    except Exception:  # SymbolicShapeInference raises a bare Exception ("Incomplete symbolic shape inference")
-        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+    with contextlib.chdir(out.parent):  # it leaves sym_shape_infer_temp.onnx in the working directory
+        try:
+            quant_pre_process(str(source), str(prepared))
+        except Exception:  # SymbolicShapeInference raises a bare Exception ("Incomplete symbolic shape inference")
+            quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
     return ort_static(prepared, out, calib, signed=signed, batch=batch)
 
 
@@ -167,9 +169,9 @@ def quark(source: Path, out: Path, calib: np.ndarray, *, signed: bool, algorithm
                                 "TRTPIPE_QUARK_PYTHON=.venv-quark/bin/python (make peers does both)")
     calib_path = out.with_suffix(".calib.npy")
     np.save(calib_path, calib)
-    worker = Path(__file__).with_name("quark_peer.py")
+    worker = Path(__file__).resolve().with_name("quark_peer.py")
     subprocess.run([python, str(worker), str(source), str(out), str(calib_path), "s8s8" if signed else "u8s8",
-                    *algorithms], check=True, stdout=subprocess.DEVNULL)
+                    *algorithms], check=True, stdout=subprocess.DEVNULL, cwd=out.parent)  # it writes files there
     return out
 
 
