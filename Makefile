@@ -6,6 +6,8 @@ STAMP  := $(VENV)/.installed-stamp
 THREADS ?= 2
 QUARK_VENV  := .venv-quark
 QUARK_STAMP := $(QUARK_VENV)/.installed-stamp
+MODELOPT_VENV  := .venv-modelopt
+MODELOPT_STAMP := $(MODELOPT_VENV)/.installed-stamp
 
 .PHONY: install demo test bench peers loadtest soak conformance lint format retrain clean
 
@@ -72,10 +74,11 @@ loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
 soak: install
 	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
-# trtpipe's INT8 against ONNX Runtime's quantize_static, NNCF, AMD Quark (and ModelOpt where installed) on the
-# pretrained models and photos (README's peers table; reports/peers.md).
-peers: install $(QUARK_STAMP)
-	TRTPIPE_QUARK_PYTHON=$(QUARK_VENV)/bin/python $(BIN)/python scripts/peers.py
+# trtpipe's INT8 against ONNX Runtime's quantize_static, NNCF, AMD Quark and NVIDIA ModelOpt on the pretrained
+# models and photos (README's peers table; reports/peers.md).
+peers: install $(QUARK_STAMP) $(MODELOPT_STAMP)
+	TRTPIPE_QUARK_PYTHON=$(QUARK_VENV)/bin/python TRTPIPE_MODELOPT_PYTHON=$(MODELOPT_VENV)/bin/python \
+		$(BIN)/python scripts/peers.py
 
 # AMD Quark's ONNX quantizer in an environment of its own: it pins an older onnx than trtpipe's and brings
 # datasets, pandas and pyarrow. Its AdaRound needs torch, which it borrows from .venv (a .pth entry placed after
@@ -86,6 +89,24 @@ $(QUARK_STAMP): | install
 	$(QUARK_VENV)/bin/python -c 'import site, sys; print(sys.argv[1], file=open(site.getsitepackages()[0] + "/zz-trtpipe-torch.pth", "w"))' \
 		"$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')"
 	$(QUARK_VENV)/bin/python -c 'import quark.onnx, torch'
+	touch $@
+
+# NVIDIA ModelOpt's ONNX PTQ in an environment of its own: nvidia-modelopt[onnx] pins onnx 1.21 and, on Linux x86-64,
+# onnxruntime-gpu and cupy-cuda12x. It goes in --no-deps, then what it declares (base and [onnx]) pinned, less those
+# two: the CPU onnxruntime of the series it takes on other platforms (its INT8 path needs no cupy). Its ONNX code
+# imports torch, which it borrows from .venv as Quark does (scripts/modelopt_peer.py hides the tensorrt/ stubs folder
+# that comes with it; pip's complaint that torch is not installed is expected).
+$(MODELOPT_STAMP): | install
+	$(PYTHON) -m venv $(MODELOPT_VENV)
+	$(MODELOPT_VENV)/bin/python -m pip install --quiet --no-deps 'nvidia-modelopt==0.47.0'
+	$(MODELOPT_VENV)/bin/python -m pip install --quiet 'onnx==1.21.0' 'onnxruntime==1.24.4' 'onnx-graphsurgeon==0.6.1' \
+		'onnxconverter-common==1.16.0' 'onnxscript==0.7.2' 'onnxslim==0.1.98' 'polygraphy==0.53.6' 'lief==1.0.0' \
+		'ml_dtypes==0.6.0' 'cppimport==26.4.17' 'numpy==2.4.6' 'nvidia-ml-py==13.615.71' 'ninja==1.13.2' \
+		'packaging==26.3' 'setuptools==84.2.1' 'tqdm==4.70.1' 'PyYAML==6.0.4' 'omegaconf==2.4.0' 'PuLP==3.3.2' \
+		'pydantic==2.14.4' 'regex==2026.11.19' 'rich==15.0.0' 'safetensors==0.8.0' 'scipy==1.17.1'
+	$(MODELOPT_VENV)/bin/python -c 'import site, sys; print(sys.argv[1], file=open(site.getsitepackages()[0] + "/zz-trtpipe-torch.pth", "w"))' \
+		"$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')"
+	$(MODELOPT_VENV)/bin/python -c 'import modelopt.onnx.quantization, torch'
 	touch $@
 
 # Every registry model's TensorRT-target INT8 and FP16 ONNX through `trtpipe check` (README's conformance line).
@@ -103,5 +124,5 @@ retrain: install
 	$(BIN)/python -m trtpipe.models.train_digits
 
 clean:
-	rm -rf $(VENV) $(QUARK_VENV) reports .pytest_cache
+	rm -rf $(VENV) $(QUARK_VENV) $(MODELOPT_VENV) reports .pytest_cache
 	find models -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +

@@ -9,8 +9,9 @@ crops against the FP32 model's top-1 (agreement with FP32, not ImageNet accuracy
   sensitivity fallback under a 5-point budget, plain and after AdaRound (FP32 nodes it needed); and trtpipe FP16;
 - ONNX Runtime's quantize_static, QDQ per-channel MinMax: S8S8 symmetric (what TensorRT can take) and U8S8;
 - AMD Quark's ONNX PTQ (S8S8 and U8S8, plain and with its CLE + AdaRound), run in its own environment
-  (TRTPIPE_QUARK_PYTHON, which `make peers` builds); NVIDIA ModelOpt's ONNX PTQ and NNCF, when installed (each
-  says how to install it otherwise).
+  (TRTPIPE_QUARK_PYTHON, which `make peers` builds); NVIDIA ModelOpt's ONNX PTQ (max calibration, its other
+  defaults), likewise in its own environment (TRTPIPE_MODELOPT_PYTHON); NNCF, when installed (it says how to install
+  it otherwise).
 
 The two trained dense-prediction models that ship inside installed wheels (trtpipe's packaged models) get a section
 each, because a classifier's top-1 says little about what INT8 does to a per-pixel map or a detector's boxes:
@@ -170,19 +171,25 @@ def quark(source: Path, out: Path, calib: np.ndarray, *, signed: bool, algorithm
     calib_path = out.with_suffix(".calib.npy")
     np.save(calib_path, calib)
     worker = Path(__file__).resolve().with_name("quark_peer.py")
-    subprocess.run([python, str(worker), str(source), str(out), str(calib_path), "s8s8" if signed else "u8s8",
-                    *algorithms], check=True, stdout=subprocess.DEVNULL, cwd=out.parent)  # it writes files there
+    # absolute: a relative interpreter path (make peers gives one) would be looked up from cwd, out's folder
+    subprocess.run([os.path.abspath(python), str(worker), str(source), str(out), str(calib_path),
+                    "s8s8" if signed else "u8s8", *algorithms], check=True, stdout=subprocess.DEVNULL,
+                   cwd=out.parent)  # it writes files there
     return out
 
 
 def modelopt(source: Path, out: Path, calib: np.ndarray) -> Path:
-    try:
-        from modelopt.onnx.quantization import quantize
-    except ImportError:
-        raise MissingDependency("nvidia-modelopt", "The ModelOpt peer", "pip install 'nvidia-modelopt[onnx]' "
-                                "(in its own environment: it pins onnx and onnxruntime-gpu)") from None
-    quantize(onnx_path=str(source), quantize_mode="int8", calibration_data=calib, calibration_method="max",
-             output_path=str(out))
+    """NVIDIA ModelOpt's ONNX PTQ in its own environment (scripts/modelopt_peer.py): it pins an older onnx, and
+    onnxruntime-gpu and cupy on Linux x86-64, so `make peers` builds .venv-modelopt with CPU onnxruntime instead."""
+    python = os.environ.get("TRTPIPE_MODELOPT_PYTHON")
+    if not python or not Path(python).exists():
+        raise MissingDependency("nvidia-modelopt", "The ModelOpt peer", "make .venv-modelopt/.installed-stamp, then "
+                                "TRTPIPE_MODELOPT_PYTHON=.venv-modelopt/bin/python (make peers does both)")
+    calib_path = out.with_suffix(".calib.npy")
+    np.save(calib_path, calib)
+    worker = Path(__file__).resolve().with_name("modelopt_peer.py")
+    subprocess.run([os.path.abspath(python), str(worker), str(source), str(out), str(calib_path)], check=True,
+                   stdout=subprocess.DEVNULL, cwd=out.parent)
     return out
 
 
@@ -326,7 +333,7 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
             precision=Precision.INT8, target=target, calib="photos", calib_method=method, passes=passes,
             calib_cache=cache, **extra)).path  # type: ignore[arg-type]
 
-    for target in Target:
+    for target in (Target.TENSORRT, Target.CPU):  # the openvino flavour's methods are cpu's (its default row is above)
         for method in CalibMethod:
             row(f"trtpipe INT8 {method}", str(target), trtpipe(target, method), target is Target.TENSORRT)
     for target, method in ((Target.TENSORRT, CalibMethod.PERCENTILE), (Target.CPU, CalibMethod.MINMAX)):
@@ -535,22 +542,24 @@ def interleaved(runtime: CpuRuntime, first: Path, second: Path, sample: np.ndarr
 
 
 def speed_pairs(made: dict[tuple[str, str], Path], sample: np.ndarray) -> list[dict[str, Any]]:
-    """The speed verdict: trtpipe's default cpu INT8 against NNCF's on OpenVINO and against quantize_static U8S8 (as
-    called, and after ONNX Runtime's recommended pre-processing) on ONNX Runtime, each pair measured interleaved in
-    this run, on this machine (a ratio from two runs would carry whatever else the machine was doing in each)."""
-    mine = made.get((TRTPIPE_INT8, str(Target.CPU)))
+    """The speed verdict: trtpipe's default INT8 for each CPU runtime (target openvino, target cpu) against NNCF's on
+    OpenVINO and against quantize_static U8S8 (as called, and after ONNX Runtime's recommended pre-processing) on
+    ONNX Runtime, each pair measured interleaved in this run, on this machine (a ratio from two runs would carry
+    whatever else the machine was doing in each)."""
     pairs = []
-    for runtime, peer in ((OPENVINO, NNCF_PTQ), (ONNXRUNTIME, ORT_U8S8), (ONNXRUNTIME, ORT_U8S8_PRE)):
-        theirs = made.get((peer, str(Target.CPU)))
+    for runtime, peer, target in ((OPENVINO, NNCF_PTQ, Target.OPENVINO), (ONNXRUNTIME, ORT_U8S8, Target.CPU),
+                                  (ONNXRUNTIME, ORT_U8S8_PRE, Target.CPU)):
+        mine, theirs = made.get((TRTPIPE_INT8, str(target))), made.get((peer, str(Target.CPU)))
         if mine is None or theirs is None:
-            print(f"  speed on {runtime.name}: not measured (needs both {TRTPIPE_INT8} (cpu) and {peer} in this run)")
+            print(f"  speed on {runtime.name}: not measured (needs both {TRTPIPE_INT8} ({target}) and {peer} in this "
+                  "run)")
             continue
         try:
             mine_ms, theirs_ms = interleaved(runtime, mine, theirs, sample)
         except (MissingDependency, BadInput) as error:
             print(f"  speed on {runtime.name}: not measured ({getattr(error, 'message', error)})", flush=True)
             continue
-        pair = {"runtime": runtime.name, "trtpipe": f"{TRTPIPE_INT8} (cpu)", "peer": peer, "trtpipe_ms": mine_ms,
+        pair = {"runtime": runtime.name, "trtpipe": f"{TRTPIPE_INT8} ({target})", "peer": peer, "trtpipe_ms": mine_ms,
                 "peer_ms": theirs_ms, "ratio": mine_ms / theirs_ms, "rounds": SPEED_ROUNDS, "round_s": SPEED_ROUND_S,
                 "threads": THREADS, "machine": cpu_model()}
         print(f"  {speed_line(pair)}", flush=True)
@@ -576,7 +585,9 @@ def verdicts(rows: list[Row]) -> list[str]:
     for target in Target:
         mine = [r for r in rows if r["target"] == target and str(r["recipe"]).startswith("trtpipe INT8")
                 and (dense or str(r["fp32_weighted_ops"]).startswith("0/"))]
-        theirs = [r for r in rows if r["target"] == target and not str(r["recipe"]).startswith(("trtpipe", "FP32"))]
+        peer_target = Target.CPU if target is Target.OPENVINO else target  # NNCF's and ORT's U8S8 rows serve both
+        theirs = [r for r in rows if r["target"] == peer_target
+                  and not str(r["recipe"]).startswith(("trtpipe", "FP32"))]
         if mine and theirs:
             best, peer = (max(group, key=lambda r: float(r[key] or 0)) for group in (mine, theirs))
             if dense:

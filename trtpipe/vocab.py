@@ -72,7 +72,8 @@ class Target(StrEnum):
     """Who runs an INT8 artifact: its Q/DQ flavour follows from that."""
 
     TENSORRT = "tensorrt"  # S8S8 symmetric; accuracy measured with Q/DQ as float ops
-    CPU = "cpu"  # U8S8 for x86 integer kernels
+    CPU = "cpu"  # U8S8, as ONNX Runtime's x86 integer kernels need (OpenVINO runs it too)
+    OPENVINO = "openvino"  # U8S8 where a convolution reads, zero points 0 elsewhere: OpenVINO's int8 kernels
 
 
 class Task(StrEnum):

@@ -161,4 +161,4 @@ def test_a_packaged_model_brings_its_data() -> None:
 
     example = load_pipeline(PIPELINES_DIR / "picodet_layout.toml", ["variants.calib=random"])
     assert {v.name: v.options.calib for v in example.variants} == {"fused": None, "fp16": "random",
-                                                                    "int8_cpu": "random"}
+                                                                    "int8_cpu": "random", "int8_openvino": "random"}

@@ -33,7 +33,8 @@ def _format_floats(values: tuple[float, ...]) -> str:
 class OptimizeOptions(Options):
     precision: Precision = option(Precision.FP32, "Precision written into the graph.", type=Precision,
                                   choices=Precision.optimize_choices)
-    target: Target | None = option(None, "INT8 flavour: tensorrt (S8S8 symmetric) or cpu (U8S8). Default: "
+    target: Target | None = option(None, "INT8 flavour: tensorrt (S8S8 symmetric), cpu (U8S8, for ONNX "
+                                   "Runtime) or openvino (U8S8 into convolutions, zero points 0 elsewhere). Default: "
                                    "tensorrt with a GPU, else cpu.", type=Target)
     passes: tuple[str, ...] = option(("fuse",), "Graph passes run before the precision pass, in order, comma-"
                                      "separated, or 'none'.", parse=parse_passes, format=",".join, metavar="LIST",
@@ -96,9 +97,9 @@ class OptimizeOptions(Options):
             what = "INT8 calibration" if self.precision is Precision.INT8 else f"{self.precision.upper()}'s range check"
             raise BadInput(f"{what} needs --calib DATA: 'digits', a .npy/.npz file, a folder of images, or "
                            "'random' (speed tests only).")
-        if self.high_precision is Precision.FP16 and self.target is Target.CPU:
-            raise BadInput("--high-precision fp16 is for --target tensorrt: the CPU runtimes run INT8's float layers "
-                           "in FP32 (ONNX Runtime's CPU provider has few FP16 kernels). Drop it, or give --target "
-                           "tensorrt.")
+        if self.high_precision is Precision.FP16 and self.target not in (None, Target.TENSORRT):
+            raise BadInput(f"--high-precision fp16 is for --target tensorrt, not {self.target}: the CPU runtimes run "
+                           "INT8's float layers in FP32 (ONNX Runtime's CPU provider has few FP16 kernels). Drop it, "
+                           "or give --target tensorrt.")
         if self.max_accuracy_drop is not None and not self.eval:
             raise BadInput("--max-accuracy-drop needs --eval DATA (labelled) to measure accuracy on.")

@@ -9,7 +9,7 @@ from trtpipe.vocab import Target
 RULE = Rule("per-channel-axis", "per-channel weight scales follow the consumer's output channels (Conv axis 0, "
             "ConvTranspose axis 1, Gemm by transB, MatMul the last axis)",
             "TensorRT developer guide, Q/DQ: per-channel quantization of weights along the K (output channel) axis; "
-            "ONNX spec, DequantizeLinear 'axis'", (Target.TENSORRT, Target.CPU))
+            "ONNX spec, DequantizeLinear 'axis'", tuple(Target))
 
 
 def expected_axis(consumer_op: str, consumer: object, rank: int) -> int | None:

@@ -10,7 +10,7 @@ from trtpipe.vocab import Target
 
 RULE = Rule("scale", "Q/DQ scales are finite and positive",
             "ONNX operator spec, QuantizeLinear/DequantizeLinear (y = x / y_scale); TensorRT developer guide: "
-            "scales must be positive", (Target.TENSORRT, Target.CPU))
+            "scales must be positive", tuple(Target))
 
 
 def check(graph: GraphIndex) -> list[Finding]:

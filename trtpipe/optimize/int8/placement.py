@@ -155,18 +155,18 @@ def channel_gains(graph: onnx.GraphProto) -> list[str]:
 
 RULES = (
     Rule("post-processing", "reaches no weighted op: decoding and output layout, where INT8 saves nothing",
-         (Target.TENSORRT, Target.CPU), post_processing),
+         tuple(Target), post_processing),
     Rule("distribution-expectation", "the expectation over a softmax's bins (a DFL box side) stays exact",
-         (Target.TENSORRT, Target.CPU), distribution_expectation),
+         tuple(Target), distribution_expectation),
     Rule("squeeze-excitation", "a squeeze-and-excitation branch computes a gate per channel from one pooled "
          "value each: INT8 saves nothing there, and its requantizations cost more than its GEMMs (NNCF ignores "
-         "the same pattern)", (Target.TENSORRT, Target.CPU), squeeze_excitation),
+         "the same pattern)", tuple(Target), squeeze_excitation),
     Rule("channel-gain", "scale_depthwise's per-channel gains, which one per-tensor scale would undo",
-         (Target.TENSORRT, Target.CPU), channel_gains),
+         tuple(Target), channel_gains),
     Rule("constant-arithmetic", "an activation's or decoding's arithmetic, fused into the convolution's epilogue",
-         (Target.TENSORRT, Target.CPU), constant_arithmetic),
+         tuple(Target), constant_arithmetic),
     Rule("lone-activation", "a Relu or Clip no weighted op writes: nothing to fold it into, its Q/DQ only rounds",
-         (Target.CPU,), lone_activations),
+         (Target.CPU, Target.OPENVINO), lone_activations),
 )
 
 

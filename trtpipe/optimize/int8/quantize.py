@@ -17,6 +17,7 @@ import onnx
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
 from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
+from trtpipe.optimize.int8.zero_points import zero_point_free_joins
 
 
 def quantize(
@@ -68,6 +69,8 @@ def quantize(
     kept, chosen = set(exclude), set(only)
     float_reads(quantized, model, {n.name for n in model.graph.node if n.op_type not in op_types or n.name in kept
                                    or (chosen and n.name not in chosen)})
+    if profile.zero_point_free_joins:
+        zero_point_free_joins(quantized)
     return quantized
 
 
