@@ -25,9 +25,10 @@
   Q/DQ around upsampling (Resize) too, which is how OpenVINO runs an FPN's joins in int8. The two CPU runtimes want
   different things there: OpenVINO runs a zero point ahead of an elementwise join as a reference Convert plus a
   Subtract, and ONNX Runtime on x86 fuses a convolution into QLinearConv only when its input and output are uint8.
-  Measured on PP-OCRv4's DBNet (Intel Xeon AVX-512 VNNI, interleaved, same run): the openvino flavour ran OpenVINO
-  at NNCF's speed (0.97x, 1 thread CPU time 1.01x) where cpu's took 1.21-1.23x; on ONNX Runtime it was 1.11x slower
-  than cpu's, as eight convolutions whose outputs only joins read fell back to float.
+  Measured on PP-OCRv4's DBNet (Intel Xeon AVX-512 VNNI, 2 threads, interleaved rounds): the openvino flavour ran
+  OpenVINO 1.10-1.27x faster than cpu's (1.03x NNCF's time in `make peers`, where cpu's had been 1.06x); on ONNX
+  Runtime it ran 1.10-1.15x slower than cpu's, as eight convolutions whose outputs only joins read fell back to
+  float.
 """
 
 from __future__ import annotations
