@@ -75,7 +75,8 @@ class OptimizeOptions(Options):
     high_precision: Precision | None = option(
         None, "INT8: the precision of the layers left unquantized (SiLU, HardSwish, an SE block's Sigmoid and Mul, "
         "Resize): fp16 (tensorrt only: they and the Q/DQ scales around them in FP16; overflow-prone nodes and "
-        "post-processing stay FP32) or fp32. Default: fp16 for --target tensorrt, fp32 for cpu.", type=Precision,
+        "post-processing stay FP32) or fp32. Default: fp16 for --target tensorrt, fp32 for cpu and openvino.",
+        type=Precision,
         choices=(Precision.FP32.value, Precision.FP16.value))
     max_accuracy_drop: float | None = option(None, "Points of the task's measure vs FP32 the result may lose "
                                              "(top-1 agreement, mAP@0.5, F1, pixel agreement); the most sensitive "
