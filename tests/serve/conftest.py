@@ -58,16 +58,24 @@ class RunningServer:
         options = ServeOptions(max_body_mb=1_000_000 / 2**20, timeout_ms=30_000, grpc_port=self.grpc_port,
                                **batching)  # type: ignore[arg-type]
         self.app, self.models = build_app(repository, options)
-        self.port = free_port()
-        self.url = f"127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 30
-        while not self.server.started:
-            if time.time() > deadline:
-                raise RuntimeError("server did not start")
-            time.sleep(0.05)
+        # A port that was free when chosen can be taken before uvicorn binds it (free_port can also hand back the
+        # gRPC port, which the app binds only when it starts): a failed bind ends the server's thread, and the next
+        # attempt takes another port.
+        for _ in range(5):
+            self.port = free_port()
+            if self.port == self.grpc_port:
+                continue
+            self.url = f"127.0.0.1:{self.port}"
+            self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
+                                                        log_level="error"))
+            self.thread = threading.Thread(target=self.server.run, daemon=True)
+            self.thread.start()
+            deadline = time.time() + 30
+            while not self.server.started and self.thread.is_alive() and time.time() < deadline:
+                time.sleep(0.05)
+            if self.server.started:
+                return
+        raise RuntimeError("server did not start")
 
     def stop(self) -> None:
         self.server.should_exit = True
