@@ -162,35 +162,35 @@ def ort_pre_processed(source: Path, out: Path, calib: np.ndarray, *, signed: boo
     return ort_static(prepared, out, calib, signed=signed, batch=batch)
 
 
-def quark(source: Path, out: Path, calib: np.ndarray, *, signed: bool, algorithms: tuple[str, ...]) -> Path:
-    """AMD Quark in its own environment (scripts/quark_peer.py), on the same ONNX and calibration crops."""
-    python = os.environ.get("TRTPIPE_QUARK_PYTHON")
+def run_worker(package: str, venv: str, worker: str, source: Path, out: Path, calib: np.ndarray,
+               *extra: str) -> Path:
+    """A peer quantizer run by ``scripts/<worker>`` inside its own environment ``venv`` (whose interpreter
+    TRTPIPE_<VENV>_PYTHON names; make peers builds it), on the same FP32 ONNX and calibration inputs (a .npy file
+    beside ``out``) as every other recipe; its working directory is ``out``'s folder, as it writes files there."""
+    variable = f"TRTPIPE_{venv.removeprefix('.venv-').upper()}_PYTHON"
+    python = os.environ.get(variable)
     if not python or not Path(python).exists():
-        raise MissingDependency("amd-quark", "The AMD Quark peer", "make .venv-quark/.installed-stamp, then "
-                                "TRTPIPE_QUARK_PYTHON=.venv-quark/bin/python (make peers does both)")
+        raise MissingDependency(package, f"The {package} peer", f"make {venv}/.installed-stamp, then "
+                                f"{variable}={venv}/bin/python (make peers does both)")
     calib_path = out.with_suffix(".calib.npy")
     np.save(calib_path, calib)
-    worker = Path(__file__).resolve().with_name("quark_peer.py")
-    # absolute: a relative interpreter path (make peers gives one) would be looked up from cwd, out's folder
-    subprocess.run([os.path.abspath(python), str(worker), str(source), str(out), str(calib_path),
-                    "s8s8" if signed else "u8s8", *algorithms], check=True, stdout=subprocess.DEVNULL,
-                   cwd=out.parent)  # it writes files there
+    script = Path(__file__).resolve().with_name(worker)
+    # absolute: a relative interpreter path (make peers gives one) would be looked up from out's folder
+    subprocess.run([os.path.abspath(python), str(script), str(source), str(out), str(calib_path), *extra],
+                   check=True, stdout=subprocess.DEVNULL, cwd=out.parent)
     return out
+
+
+def quark(source: Path, out: Path, calib: np.ndarray, *, signed: bool, algorithms: tuple[str, ...]) -> Path:
+    """AMD Quark (scripts/quark_peer.py): it pins a newer onnx and brings datasets, pandas and pyarrow."""
+    return run_worker("amd-quark", ".venv-quark", "quark_peer.py", source, out, calib, "s8s8" if signed else "u8s8",
+                      *algorithms)
 
 
 def modelopt(source: Path, out: Path, calib: np.ndarray) -> Path:
-    """NVIDIA ModelOpt's ONNX PTQ in its own environment (scripts/modelopt_peer.py): it pins an older onnx, and
-    onnxruntime-gpu and cupy on Linux x86-64, so `make peers` builds .venv-modelopt with CPU onnxruntime instead."""
-    python = os.environ.get("TRTPIPE_MODELOPT_PYTHON")
-    if not python or not Path(python).exists():
-        raise MissingDependency("nvidia-modelopt", "The ModelOpt peer", "make .venv-modelopt/.installed-stamp, then "
-                                "TRTPIPE_MODELOPT_PYTHON=.venv-modelopt/bin/python (make peers does both)")
-    calib_path = out.with_suffix(".calib.npy")
-    np.save(calib_path, calib)
-    worker = Path(__file__).resolve().with_name("modelopt_peer.py")
-    subprocess.run([os.path.abspath(python), str(worker), str(source), str(out), str(calib_path)], check=True,
-                   stdout=subprocess.DEVNULL, cwd=out.parent)
-    return out
+    """NVIDIA ModelOpt's ONNX PTQ (scripts/modelopt_peer.py): it pins an older onnx, and onnxruntime-gpu and cupy on
+    Linux x86-64, so `make peers` builds .venv-modelopt with CPU onnxruntime instead."""
+    return run_worker("nvidia-modelopt", ".venv-modelopt", "modelopt_peer.py", source, out, calib)
 
 
 def nncf(source: Path, out: Path, calib: np.ndarray) -> Path:
