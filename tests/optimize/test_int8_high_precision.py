@@ -44,7 +44,8 @@ def _se_block(hot: bool = True) -> onnx.ModelProto:
              helper.make_node("Mul", ["h1", "gate"], ["excited"], name="se_mul"),
              helper.make_node("Conv", ["excited", "w2"], ["c2"], name="conv2")]
     if hot:
-        inits += [_init(4e4, "big"), _init(RNG.standard_normal((4, 8, 1, 1)) * 1e-4, "w3")]
+        # One factor per pixel, not per channel: fusion would fold a per-channel one into conv2's weights.
+        inits += [_init(np.full((1, 1, 8, 8), 4e4), "big"), _init(RNG.standard_normal((4, 8, 1, 1)) * 1e-4, "w3")]
         nodes += [helper.make_node("Mul", ["c2", "big"], ["hot"], name="hot_mul"),
                   helper.make_node("Conv", ["hot", "w3"], ["c3"], name="conv3"),
                   helper.make_node("Relu", ["c3"], ["y"], name="relu_out")]

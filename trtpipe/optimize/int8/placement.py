@@ -18,9 +18,10 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   (HardSwish's ``x + 3``) or of decoding, not a residual join; TensorRT fuses it into the convolution's pointwise
   epilogue, and a Q/DQ on its input forces that convolution to write INT8 for nothing. Measured on the real
   PP-PicoDet: quantizing these Adds took the outputs' cosine from 0.16 to 0.06 on top of everything else.
-- ``lone-activation`` (cpu): a Relu or Clip that no weighted op writes. ONNX Runtime folds a Relu or ReLU6 into
-  the convolution before it (the output's quantization clamps); elsewhere (the Clip inside an exported HardSwish)
-  a Q/DQ on its input only rounds.
+- ``lone-activation`` (cpu): a Relu, Clip or HardSwish that no weighted op writes. ONNX Runtime folds a Relu or
+  ReLU6 into the convolution before it (the output's quantization clamps), and a HardSwish's input is quantized
+  only so that the convolution before it runs in integer; elsewhere (the Clip inside an exported HardSwish) a Q/DQ
+  on its input only rounds.
 - ``squeeze-excitation``: the branch of a squeeze-and-excitation block between its global pooling and the Mul
   that gates the feature map (1x1 convolutions on one pooled value per channel, their activations) stays float, as
   NNCF's ``se_block`` ignored pattern keeps it: INT8 saves nothing on GEMMs that small, and on OpenVINO the
@@ -105,9 +106,10 @@ def constant_arithmetic(graph: onnx.GraphProto) -> list[str]:
 
 
 def lone_activations(graph: onnx.GraphProto) -> list[str]:
-    """Relu and Clip nodes whose input no weighted op writes (ONNX Runtime folds one only into its producer)."""
+    """Relu, Clip and HardSwish nodes whose input no weighted op writes (ONNX Runtime folds a Relu or Clip only into
+    its producer, and quantizes a HardSwish's input only so that its producer can run in integer)."""
     producer = {o: node for node in graph.node for o in node.output}
-    return [n.name for n in graph.node if n.op_type in ("Relu", "Clip")
+    return [n.name for n in graph.node if n.op_type in ("Relu", "Clip", "HardSwish")
             and getattr(producer.get(n.input[0]), "op_type", None) not in WEIGHTED_OPS]
 
 
@@ -165,7 +167,8 @@ RULES = (
          tuple(Target), channel_gains),
     Rule("constant-arithmetic", "an activation's or decoding's arithmetic, fused into the convolution's epilogue",
          tuple(Target), constant_arithmetic),
-    Rule("lone-activation", "a Relu or Clip no weighted op writes: nothing to fold it into, its Q/DQ only rounds",
+    Rule("lone-activation", "a Relu, Clip or HardSwish no weighted op writes: no integer producer, its Q/DQ only "
+         "rounds",
          (Target.CPU, Target.OPENVINO), lone_activations),
 )
 

@@ -29,6 +29,11 @@
   OpenVINO 1.10-1.27x faster than cpu's (1.03x NNCF's time in `make peers`, where cpu's had been 1.06x); on ONNX
   Runtime it ran 1.10-1.15x slower than cpu's, as eight convolutions whose outputs only joins read fell back to
   float.
+- cpu also quantizes the input of a HardSwish a convolution writes (its pre-activation, over [-3, max]:
+  saturation.py), since ONNX Runtime has no integer HardSwish and runs a convolution in integer only with a uint8
+  output; the int8 pass keeps that only where it measures within a point of float pre-activations
+  (preactivations.py). OpenVINO and TensorRT fuse the HardSwish into the convolution with a float output, so their
+  flavours never quantize it.
 """
 
 from __future__ import annotations
@@ -76,10 +81,11 @@ class QuantProfile:
 # scales through.
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "MaxPool", "Concat")
-# The CPU's: the same joins, plus the activations ONNX Runtime folds into a QLinearConv's output.
-CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip")
+# The CPU's: the same joins, the activations ONNX Runtime folds into a QLinearConv's output, and HardSwish, whose
+# input is the pre-activation QLinearConv must write in uint8 (preactivations.py decides whether it stays so).
+CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish")
 # OpenVINO's: upsampling too, so an FPN's Resize runs on int8 before its join rather than in float after it.
-OPENVINO_OP_TYPES = (*CPU_OP_TYPES, "Resize")
+OPENVINO_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "Resize")
 
 
 def profile_for(target: Target) -> QuantProfile:

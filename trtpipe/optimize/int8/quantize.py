@@ -17,6 +17,7 @@ import onnx
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
 from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
+from trtpipe.optimize.int8.saturation import saturated_ranges
 from trtpipe.optimize.int8.zero_points import zero_point_free_joins
 
 
@@ -38,8 +39,8 @@ def quantize(
     placed = float_nodes(model, profile)
     exclude = [*exclude, *placed]
     op_types = quantized_op_types(profile)
+    ranges = saturated_ranges(model, ranges)
     if profile.shared_concat_scales:
-        ranges = dict(ranges)
         kept = set(exclude)
         share_concat_scales(model, ranges, [n.name for n in model.graph.node if n.op_type in op_types
                                             and n.name not in kept and (not only or n.name in only)])

@@ -1,6 +1,7 @@
 """Pass ``fuse``: graph simplification with onnxslim: constant folding, Conv+BatchNorm folding, dead-node and identity
-removal, redundant Cast/Reshape elimination and shape simplification; then the HardSwish and HardSigmoid that an
-exporter wrote as arithmetic become one operator each (:mod:`hard_activations`, which onnxslim does not do).
+removal, redundant Cast/Reshape elimination and shape simplification; then constant scales and shifts of a
+convolution's output are folded into it (:mod:`conv_affine`) and the HardSwish and HardSigmoid that an exporter
+wrote as arithmetic become one operator each (:mod:`hard_activations`), which onnxslim does not do.
 
 onnxslim is a maintained library that does all of this in standard ONNX operators, which is what TensorRT's
 parser needs; ONNX Runtime's own offline optimiser would write com.microsoft fused ops TensorRT cannot read.
@@ -18,6 +19,7 @@ from trtpipe import console
 from trtpipe.errors import TrtpipeError, VerificationFailed
 from trtpipe.onnx_info import name_nodes, op_counts
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.conv_affine import fold_conv_affine
 from trtpipe.optimize.passes.hard_activations import fuse_hard_activations
 from trtpipe.optimize.passes.registry import GraphPass
 
@@ -58,8 +60,9 @@ def simplify(model: onnx.ModelProto) -> tuple[onnx.ModelProto, FusionReport]:
     size_before = model.ByteSize()
     with contextlib.redirect_stdout(io.StringIO()):
         slimmed = onnxslim.slim(model)
+    slimmed, affine = fold_conv_affine(slimmed)
     slimmed, activations = fuse_hard_activations(slimmed)
-    if any(activations.values()):
+    if affine or any(activations.values()):
         _drop_unread_initializers(slimmed.graph)
     foreign = sorted({f"{n.domain}::{n.op_type}" for n in slimmed.graph.node if n.domain not in STANDARD_DOMAINS})
     if foreign:

@@ -17,8 +17,9 @@ from trtpipe.comparison import Comparison
 from trtpipe.inputs import count, first, take
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
-from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.optimize.int8.calibrate import Ranges, calibrate
 from trtpipe.optimize.int8.placement import float_nodes, placement_record
+from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, integer_preactivations, worth_keeping
 from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
@@ -64,6 +65,10 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     section["recipe"] = {"quality": str(recipe.quality) if recipe else None,
                          "steps": recipe.steps() if recipe else [], "measured": [_step("placement and graph passes",
                                                                                       check)]}
+    preactivations = integer_preactivations(fp32, profile)
+    if preactivations:
+        quantized, check = _choose_preactivations(fp32, ranges, profile, preactivations, (quantized, check), context,
+                                                  judge, section)
     if options.adaround or (recipe is not None and recipe.adaround):
         quantized, check = _keep_if_better("adaround", (quantized, check),
                                            _learn_rounding(fp32, quantized, context, judge, profile), judge, section)
@@ -179,6 +184,32 @@ def _keep_if_better(step: str, before: tuple[onnx.ModelProto, Comparison],
     console.warn(f"{name[0].upper()}{name[1:]} made INT8 worse on {judge.source} ({figure}); the model without it "
                  "is kept")
     return before
+
+
+def _choose_preactivations(fp32: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, activations: list[str],
+                           integer: tuple[onnx.ModelProto, Comparison], context: PassContext, judge: Dataset,
+                           section: dict[str, Any]) -> tuple[onnx.ModelProto, Comparison]:
+    """INT8 with its HardSwish pre-activations in uint8 (ONNX Runtime's integer convolutions) or in float, as
+    measured on ``judge`` (preactivations.py); both figures and the decision go in the manifest."""
+    with console.step("Measuring INT8 with float pre-activations..."):
+        floated = quantize(fp32, ranges, profile, exclude=activations)
+        float_check = context.compare(fp32, floated, judge, profile.evaluation_optimization)
+    kept = worth_keeping(integer[1], float_check)
+    section["integer_preactivations"] = {"activations": len(activations), "kept": kept,
+                                         "tolerance_pp": TOLERANCE_PP, "integer": integer[1].to_dict(),
+                                         "float": float_check.to_dict()}
+    section["recipe"]["measured"].append(_step("float pre-activations", float_check) | {"kept": not kept})
+    figures = f"{integer[1].line()}; with them float: {float_check.line()}"
+    if kept:
+        console.note(f"{len(activations)} HardSwish pre-activations in uint8, so ONNX Runtime runs their "
+                     f"convolutions in integer ({figures})")
+        return integer
+    console.warn(f"uint8 pre-activations cost more than {TOLERANCE_PP} point(s): the {len(activations)} "
+                 f"convolutions before a HardSwish keep float outputs ({figures})")
+    section["placement"]["float-preactivation"] = {
+        "why": f"uint8 pre-activations measured more than {TOLERANCE_PP} point(s) below float ones",
+        "nodes": activations}
+    return floated, float_check
 
 
 def _step(name: str, check: Comparison) -> dict[str, Any]:

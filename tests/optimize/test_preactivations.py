@@ -1,0 +1,106 @@
+"""A convolution before a HardSwish on the cpu target: its pre-activation quantized over the interval HardSwish
+responds to, so ONNX Runtime runs the convolution in integer, with outputs checked against the FP32 reference;
+and the saturation intervals each activation type gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.optimize.conftest import run
+from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.optimize.int8.preactivations import integer_preactivations
+from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.saturation import responsive_intervals, saturated_ranges
+from trtpipe.vocab import CalibMethod, Target
+
+RNG = np.random.default_rng(5)
+
+
+def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
+
+
+def _conv_hardswish(bias_shift: float = -20.0) -> onnx.ModelProto:
+    """Conv -> HardSwish -> Conv, the first convolution's bias pushing most pre-activations far below -3 (where
+    HardSwish gives 0), as BatchNorm-folded convolutions in PP-LCNet do: min/max calibration spans [-40, 10]."""
+    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * 0.5, "w1"),
+             _init(np.full(8, bias_shift) + np.arange(8) * 4, "b1"),
+             _init(RNG.standard_normal((4, 8, 1, 1)) * 0.5, "w2"), _init(np.zeros(4), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["pre"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["pre"], ["act"], name="hswish"),
+             helper.make_node("Conv", ["act", "w2", "b2"], ["y"], name="conv2")]
+    graph = helper.make_graph(nodes, "conv_hswish", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                   [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _calibrated(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
+    batches = [RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) * 2 for _ in range(16)]
+    return calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
+
+
+def _integer_ops(model: onnx.ModelProto, tmp_path) -> list[str]:  # type: ignore[no-untyped-def]
+    """The operators ONNX Runtime's CPU provider runs after its graph optimizations (its QDQ fusions)."""
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [node.op_type for node in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
+
+
+def test_the_pre_activation_range_is_narrowed_to_where_hardswish_responds() -> None:
+    model = _conv_hardswish()
+    ranges = _calibrated(model)
+    assert ranges["pre"][0] < -10  # what min/max saw
+    narrowed = saturated_ranges(model, ranges)
+    assert narrowed["pre"] == (-3.0, ranges["pre"][1])
+    assert narrowed["act"] == ranges["act"]  # a convolution reads it: every value counts
+
+
+def test_cpu_runs_the_convolution_before_a_hardswish_in_integer_and_stays_close_to_fp32(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = _conv_hardswish()
+    ranges = _calibrated(model)
+    profile = profile_for(Target.CPU)
+    assert integer_preactivations(model, profile) == ["hswish"]
+    quantized = quantize(model, ranges, profile)
+    # conv2 writes the graph's float output, so it runs as a float Conv on dequantized inputs either way.
+    assert _integer_ops(quantized, tmp_path).count("QLinearConv") == 1
+    floated = quantize(model, ranges, profile, exclude=["hswish"])
+    assert _integer_ops(floated, tmp_path).count("QLinearConv") == 0  # conv1's float output: a float Conv
+    x = RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) * 2
+    reference = run(model, x)
+    error = np.abs(run(quantized, x) - reference).mean()
+    assert error < 0.02 * np.abs(reference).mean(), error
+    # The pre-activation's step is (max + 3) / 255, not (max + 40) / 255: what HardSwish reads, in full resolution.
+    constants = {t.name: numpy_helper.to_array(t) for t in quantized.graph.initializer}
+    dq = next(n for n in quantized.graph.node if n.op_type == "DequantizeLinear" and n.output[0] in
+              next(h for h in quantized.graph.node if h.op_type == "HardSwish").input)
+    assert float(constants[dq.input[1]]) == pytest.approx((ranges["pre"][1] + 3.0) / 255, rel=0.02)
+
+
+@pytest.mark.parametrize("target", [Target.TENSORRT, Target.OPENVINO])
+def test_other_targets_leave_hardswish_inputs_alone(target: Target) -> None:
+    """TensorRT and OpenVINO fuse a HardSwish into the convolution before it and run it with a float output."""
+    assert integer_preactivations(_conv_hardswish(), profile_for(target)) == []
+
+
+def test_each_saturating_activation_gives_its_interval() -> None:
+    consts = [_init(np.array(0.0), "zero"), _init(np.array(6.0), "six")]
+    nodes = [helper.make_node("Relu", ["a"], ["ra"]),
+             helper.make_node("HardSigmoid", ["b"], ["hb"], alpha=0.2, beta=0.5),
+             helper.make_node("Clip", ["c", "zero", "six"], ["cc"]),
+             helper.make_node("HardSwish", ["d"], ["hd"]), helper.make_node("Relu", ["d"], ["rd"]),
+             helper.make_node("HardSwish", ["e"], ["he"]), helper.make_node("Add", ["e", "e"], ["ae"])]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in "abcde"]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in ("ra", "hb", "cc", "hd", "rd",
+                                                                                  "he", "ae")]
+    model = helper.make_model(helper.make_graph(nodes, "acts", inputs, outputs, consts))
+    found = responsive_intervals(model)
+    assert found["a"] == (0.0, np.inf) and found["b"] == pytest.approx((-2.5, 2.5)) and found["c"] == (0.0, 6.0)
+    assert found["d"] == (-3.0, np.inf)  # a HardSwish and a Relu: the union of what they respond to
+    assert "e" not in found  # an Add reads every value

@@ -1,0 +1,41 @@
+"""Integer pre-activations (cpu target): whether a convolution writes its output in uint8 ahead of its HardSwish.
+
+ONNX Runtime runs a convolution in integer (QLinearConv) only when its output is quantized too; it has no integer
+HardSwish, so a convolution whose output only a HardSwish reads runs in float unless that pre-activation gets a
+Q/DQ of its own. The pre-activation's range is narrowed to where HardSwish responds first (saturation.py), so its
+step is close to the activation's; it is still a second rounding, and what that costs depends on the model.
+Measured (Intel Xeon AVX-512 VNNI, 2 threads, ONNX Runtime 1.24, 16 calibration samples judged on themselves):
+PP-OCRv4's text detector ran 86.8 -> 56.3 ms (the peer quantize_static after quant_pre_process: 57.3 ms) with
+F1@0.3 vs FP32 97.39 -> 97.82 %; PP-PicoDet ran 150 -> 81 ms but lost mAP@0.5 98.33 -> 93.63 %, most of it in
+the neck (quantizing only the first half of its HardSwish inputs cost 0.14 points). So the pass measures both
+and keeps the integer pre-activations unless they cost more than TOLERANCE_PP of the task's measure.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from trtpipe.comparison import Comparison
+from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
+
+ACTIVATIONS = ("HardSwish",)
+TOLERANCE_PP = 1.0  # task-measure points the integer pre-activations may cost against float ones
+COSINE_TOLERANCE = 1e-3  # the same, where the task has no measure but the outputs' cosine
+
+
+def integer_preactivations(model: onnx.ModelProto, profile: QuantProfile) -> list[str]:
+    """The activations whose input ``profile`` quantizes and a weighted op writes: excluding them from
+    quantization leaves those convolutions' outputs float."""
+    if not profile.op_types:
+        return []
+    producer = {output: node.op_type for node in model.graph.node for output in node.output}
+    return [node.name for node in model.graph.node
+            if node.op_type in ACTIVATIONS and node.op_type in profile.op_types
+            and producer.get(node.input[0]) in WEIGHTED_OPS]
+
+
+def worth_keeping(integer: Comparison, float_: Comparison) -> bool:
+    """Whether integer pre-activations measured within the tolerance of float ones (task measure, else cosine)."""
+    if integer.agreement is not None and float_.agreement is not None:
+        return 100.0 * (float_.agreement - integer.agreement) <= TOLERANCE_PP
+    return integer.cosine >= float_.cosine - COSINE_TOLERANCE

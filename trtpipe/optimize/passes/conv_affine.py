@@ -1,0 +1,91 @@
+"""A convolution's output scaled and shifted by constants, folded into its weights and bias (part of ``fuse``).
+
+MobileOne-style blocks (PP-LCNetV3, the backbone of PP-OCRv4's detector) follow each convolution with learned
+scalars, ``w0 * conv(x) + w1``, ahead of the activation. onnxslim folds a Mul or Add into a convolution only when
+the constant is the second operand and holds one value per channel, so these stay as two elementwise ops over the
+whole feature map, and in an INT8 graph they also stand between the convolution and its activation: ONNX
+Runtime's QLinearConv can then not take the activation, and OpenVINO and TensorRT fuse them only as extra
+epilogue work. Folding is exact up to float rounding: ``a * (W * x + b) + c == (a W) * x + (a b + c)`` for a
+constant ``a``, ``c`` per output channel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+FOLDABLE = ("Mul", "Add", "Sub", "Div")
+
+
+def _channel_vector(value: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
+    """``value`` as one number per output channel, when it broadcasts against an [N, C, spatial...] tensor of
+    ``rank`` dimensions without touching any dimension but C; else None."""
+    if value.ndim > rank or value.dtype.kind != "f":
+        return None
+    shape = (1,) * (rank - value.ndim) + value.shape
+    if any(size != 1 for axis, size in enumerate(shape) if axis != 1) or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1), (channels,)).astype(np.float64)
+
+
+def fold_conv_affine(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """``model`` with every Mul, Add, Sub (``conv - c``) or Div (``conv / c``) by a per-channel or scalar constant
+    that is a Conv's only reader folded into that Conv, repeatedly (a Mul then an Add both fold); and how many
+    nodes it removed (the initializers they read stay, for the caller to drop). A Conv whose weights or bias
+    are computed at run time, or whose output a graph output or a second reader needs, is left alone."""
+    graph = model.graph
+    initializers = {t.name: t for t in graph.initializer}
+    outputs = {o.name for o in graph.output}
+    folded = 0
+    changed = True
+    while changed:
+        changed = False
+        readers: dict[str, list[onnx.NodeProto]] = {}
+        for node in graph.node:
+            for name in node.input:
+                readers.setdefault(name, []).append(node)
+        for conv in graph.node:
+            if conv.op_type != "Conv" or conv.output[0] in outputs or conv.input[1] not in initializers:
+                continue
+            users = readers.get(conv.output[0], [])
+            if len(users) != 1 or users[0].op_type not in FOLDABLE:
+                continue
+            op = users[0]
+            constant = op.input[1] if op.input[0] == conv.output[0] else op.input[0]
+            if constant not in initializers or constant == conv.output[0] \
+                    or (op.op_type in ("Sub", "Div") and op.input[0] != conv.output[0]):
+                continue
+            weight = numpy_helper.to_array(initializers[conv.input[1]])
+            bias_name = conv.input[2] if len(conv.input) > 2 and conv.input[2] else ""
+            if bias_name and bias_name not in initializers:
+                continue
+            channels = weight.shape[0]
+            vector = _channel_vector(numpy_helper.to_array(initializers[constant]), weight.ndim, channels)
+            if vector is None or (op.op_type == "Div" and not np.all(vector)):
+                continue
+            bias = numpy_helper.to_array(initializers[bias_name]).astype(np.float64) if bias_name \
+                else np.zeros(channels)
+            scale = {"Mul": vector, "Div": 1.0 / vector}.get(op.op_type)
+            if scale is not None:
+                weight = weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
+                bias = bias * scale
+            else:
+                bias = bias + (vector if op.op_type == "Add" else -vector)
+            dtype = numpy_helper.to_array(initializers[conv.input[1]]).dtype
+            new_weight = numpy_helper.from_array(weight.astype(dtype), f"{op.output[0]}_weight")
+            new_bias = numpy_helper.from_array(bias.astype(dtype), f"{op.output[0]}_bias")
+            graph.initializer.extend([new_weight, new_bias])
+            initializers[new_weight.name], initializers[new_bias.name] = new_weight, new_bias
+            del conv.input[1:]
+            conv.input.extend([new_weight.name, new_bias.name])
+            conv.output[0] = op.output[0]
+            stale = [info for info in graph.value_info if info.name == op.input[0] or info.name == op.input[1]]
+            for info in stale:
+                if info.name not in initializers:
+                    graph.value_info.remove(info)
+            graph.node.remove(op)
+            folded += 1
+            changed = True
+            break
+    return model, folded
