@@ -4,6 +4,8 @@ and the saturation intervals each activation type gives."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -104,3 +106,21 @@ def test_each_saturating_activation_gives_its_interval() -> None:
     assert found["a"] == (0.0, np.inf) and found["b"] == pytest.approx((-2.5, 2.5)) and found["c"] == (0.0, 6.0)
     assert found["d"] == (-3.0, np.inf)  # a HardSwish and a Relu: the union of what they respond to
     assert "e" not in found  # an Add reads every value
+
+
+def test_the_int8_pass_measures_both_and_records_its_choice(tmp_path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Through `trtpipe optimize --target cpu`: INT8 is measured with uint8 and with float pre-activations, the
+    manifest holds both figures and the decision, and the decision follows them (no task measure here: the
+    outputs' cosine, within 1e-3)."""
+    source, out = tmp_path / "hswish.onnx", tmp_path / "int8.onnx"
+    onnx.save(_conv_hardswish(), source)
+    result = run_cli("optimize", source, "-o", out, "--precision", "int8", "--target", "cpu", "--calib", "random",
+                     "--calib-samples", "16")
+    assert result.exit_code == 0, result.output
+    section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]
+    record = section["integer_preactivations"]
+    assert record["activations"] == 1
+    assert record["kept"] == (record["integer"]["cosine"] >= record["float"]["cosine"] - 1e-3)
+    step = next(s for s in section["recipe"]["measured"] if s["step"] == "uint8 pre-activations")
+    assert step["kept"] == record["kept"] and step["cosine"] == record["integer"]["cosine"]
+    assert ("float-preactivation" in section["placement"]) == (not record["kept"])

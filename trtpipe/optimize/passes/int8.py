@@ -198,7 +198,7 @@ def _choose_preactivations(fp32: onnx.ModelProto, ranges: Ranges, profile: Quant
     section["integer_preactivations"] = {"activations": len(activations), "kept": kept,
                                          "tolerance_pp": TOLERANCE_PP, "integer": integer[1].to_dict(),
                                          "float": float_check.to_dict()}
-    section["recipe"]["measured"].append(_step("float pre-activations", float_check) | {"kept": not kept})
+    section["recipe"]["measured"].append(_step("uint8 pre-activations", integer[1]) | {"kept": kept})
     figures = f"{integer[1].line()}; with them float: {float_check.line()}"
     if kept:
         console.note(f"{len(activations)} HardSwish pre-activations in uint8, so ONNX Runtime runs their "
