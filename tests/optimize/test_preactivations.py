@@ -119,8 +119,39 @@ def test_the_int8_pass_measures_both_and_records_its_choice(tmp_path, run_cli) -
     assert result.exit_code == 0, result.output
     section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]
     record = section["integer_preactivations"]
-    assert record["activations"] == 1
-    assert record["kept"] == (record["integer"]["cosine"] >= record["float"]["cosine"] - 1e-3)
-    step = next(s for s in section["recipe"]["measured"] if s["step"] == "uint8 pre-activations")
-    assert step["kept"] == record["kept"] and step["cosine"] == record["integer"]["cosine"]
-    assert ("float-preactivation" in section["placement"]) == (not record["kept"])
+    assert record["activations"] == 1 and record["uint8"] in ([], ["hswish"])
+    measured = {(entry["uint8_from"], entry["uint8_to"]): entry["cosine"] for entry in record["measured"]}
+    assert set(measured) == {(0, 0), (0, 1)}
+    kept = bool(record["uint8"])
+    assert kept == (measured[(0, 1)] >= measured[(0, 0)] - 1e-3)
+    step = next(s for s in section["recipe"]["measured"] if s["step"].startswith("uint8 pre-activations"))
+    assert step["kept"] == kept and step["cosine"] == measured[(0, 1) if kept else (0, 0)]
+    assert ("float-preactivation" in section["placement"]) == (not kept)
+
+
+@pytest.mark.parametrize(("count", "costly", "expected"), [
+    (94, set(), (0, 94)),  # nothing costs: all of them
+    (94, set(range(47, 94)), (0, 47)),  # the second half costs: the run from the first
+    (94, {0, 1, 2}, (3, 94)),  # the stem costs (PP-PicoDet): the run to the last
+    (94, {0, 93}, (0, 0)),  # both ends cost: no run from either end avoids them, so none (all float)
+    (94, {30, 80}, (0, 30)),  # the longer of the two runs (from the first: 30; to the last: 13)
+    (3, {1}, (2, 3)),
+])
+def test_the_longest_run_within_the_tolerance_is_kept(count: int, costly: set[int],
+                                                      expected: tuple[int, int]) -> None:
+    """Each pre-activation in ``costly`` costs 3 points in uint8, the others nothing: the run chosen avoids them,
+    is about as long as the longest such run from either end, and takes a handful of measurements."""
+    from trtpipe.comparison import Comparison
+    from trtpipe.optimize.int8.preactivations import longest_run
+
+    def figure(run: slice) -> Comparison:
+        agreement = 0.98 - 0.03 * len(costly & set(range(count)[run]))
+        return Comparison(0.0, 0.0, 0.0, 0.99, None, 1.0, 16, agreement=agreement, agreement_name="mAP")
+
+    calls: list[slice] = []
+    chosen, _ = longest_run(count, lambda run: calls.append(run) or figure(run), figure(slice(0, count)),
+                                figure(slice(0, 0)))
+    assert not costly & set(range(count)[chosen])
+    length, best = chosen.stop - chosen.start, expected[1] - expected[0]
+    assert best - max(1, count // 8) <= length <= best
+    assert len(calls) <= 2 * 4

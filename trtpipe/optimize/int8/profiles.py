@@ -31,7 +31,7 @@
   float.
 - cpu also quantizes the input of a HardSwish a convolution writes (its pre-activation, over [-3, max]:
   saturation.py), since ONNX Runtime has no integer HardSwish and runs a convolution in integer only with a uint8
-  output; the int8 pass keeps that only where it measures within a point of float pre-activations
+  output; the int8 pass keeps as many of them as measure within a point of float pre-activations
   (preactivations.py). OpenVINO and TensorRT fuse the HardSwish into the convolution with a float output, so their
   flavours never quantize it.
 """

@@ -19,7 +19,7 @@ from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
 from trtpipe.optimize.int8.calibrate import Ranges, calibrate
 from trtpipe.optimize.int8.placement import float_nodes, placement_record
-from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, integer_preactivations, worth_keeping
+from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, integer_preactivations, longest_run
 from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
@@ -189,27 +189,39 @@ def _keep_if_better(step: str, before: tuple[onnx.ModelProto, Comparison],
 def _choose_preactivations(fp32: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, activations: list[str],
                            integer: tuple[onnx.ModelProto, Comparison], context: PassContext, judge: Dataset,
                            section: dict[str, Any]) -> tuple[onnx.ModelProto, Comparison]:
-    """INT8 with its HardSwish pre-activations in uint8 (ONNX Runtime's integer convolutions) or in float, as
-    measured on ``judge`` (preactivations.py); both figures and the decision go in the manifest."""
-    with console.step("Measuring INT8 with float pre-activations..."):
-        floated = quantize(fp32, ranges, profile, exclude=activations)
-        float_check = context.compare(fp32, floated, judge, profile.evaluation_optimization)
-    kept = worth_keeping(integer[1], float_check)
-    section["integer_preactivations"] = {"activations": len(activations), "kept": kept,
-                                         "tolerance_pp": TOLERANCE_PP, "integer": integer[1].to_dict(),
-                                         "float": float_check.to_dict()}
-    section["recipe"]["measured"].append(_step("uint8 pre-activations", integer[1]) | {"kept": kept})
-    figures = f"{integer[1].line()}; with them float: {float_check.line()}"
-    if kept:
-        console.note(f"{len(activations)} HardSwish pre-activations in uint8, so ONNX Runtime runs their "
-                     f"convolutions in integer ({figures})")
-        return integer
-    console.warn(f"uint8 pre-activations cost more than {TOLERANCE_PP} point(s): the {len(activations)} "
-                 f"convolutions before a HardSwish keep float outputs ({figures})")
-    section["placement"]["float-preactivation"] = {
-        "why": f"uint8 pre-activations measured more than {TOLERANCE_PP} point(s) below float ones",
-        "nodes": activations}
-    return floated, float_check
+    """INT8 with as many of its HardSwish pre-activations in uint8 (ONNX Runtime's integer convolutions) as stay
+    within the tolerance of float ones on ``judge`` (preactivations.py); every figure and the choice go in the
+    manifest."""
+    count = len(activations)
+    built: dict[tuple[int, int], onnx.ModelProto] = {(0, count): integer[0]}
+
+    def measure(run: slice) -> Comparison:
+        built[(run.start, run.stop)] = quantize(fp32, ranges, profile,
+                                                exclude=activations[:run.start] + activations[run.stop:])
+        return context.compare(fp32, built[(run.start, run.stop)], judge, profile.evaluation_optimization)
+
+    with console.step("Measuring INT8 with float and with uint8 pre-activations..."):
+        float_check = measure(slice(0, 0))
+        chosen, tried = longest_run(count, measure, integer[1], float_check)
+    key = (chosen.start, chosen.stop)
+    uint8 = chosen.stop - chosen.start
+    section["integer_preactivations"] = {
+        "activations": count, "uint8": activations[chosen], "tolerance_pp": TOLERANCE_PP,
+        "measured": [{"uint8_from": start, "uint8_to": stop} | tried[(start, stop)].to_dict()
+                     for start, stop in sorted(tried)]}
+    section["recipe"]["measured"].append(_step(f"uint8 pre-activations ({uint8} of {count})", tried[key])
+                                         | {"kept": uint8 > 0})
+    figures = f"{tried[key].line()}; all float: {float_check.line()}"
+    if uint8 == count:
+        console.note(f"{count} HardSwish pre-activations in uint8, so ONNX Runtime runs their convolutions in "
+                     f"integer ({figures})")
+    else:
+        console.warn(f"uint8 pre-activations cost more than {TOLERANCE_PP} point(s) of float ones: {uint8} of {count} "
+                     f"kept in uint8, the convolutions before the others keep float outputs ({figures})")
+        section["placement"]["float-preactivation"] = {
+            "why": f"uint8 pre-activations measured more than {TOLERANCE_PP} point(s) below float ones",
+            "nodes": activations[:chosen.start] + activations[chosen.stop:]}
+    return built[key], tried[key]
 
 
 def _step(name: str, check: Comparison) -> dict[str, Any]:
