@@ -80,9 +80,8 @@ def test_cpu_runs_the_convolution_before_a_hardswish_in_integer_and_stays_close_
     assert error < 0.02 * np.abs(reference).mean(), error
     # The pre-activation's step is (max + 3) / 255, not (max + 40) / 255: what HardSwish reads, in full resolution.
     constants = {t.name: numpy_helper.to_array(t) for t in quantized.graph.initializer}
-    dq = next(n for n in quantized.graph.node if n.op_type == "DequantizeLinear" and n.output[0] in
-              next(h for h in quantized.graph.node if h.op_type == "HardSwish").input)
-    assert float(constants[dq.input[1]]) == pytest.approx((ranges["pre"][1] + 3.0) / 255, rel=0.02)
+    q = next(n for n in quantized.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "pre")
+    assert float(constants[q.input[1]]) == pytest.approx((ranges["pre"][1] + 3.0) / 255, rel=0.02)
 
 
 @pytest.mark.parametrize("target", [Target.TENSORRT, Target.OPENVINO])

@@ -59,6 +59,7 @@ class QuantProfile:
     residual_branch_only: bool = False  # on an Add fed by a weighted op, drop that input's Q/DQ
     shared_concat_scales: bool = False  # every input of a quantized Concat takes one range (placement.py)
     zero_point_free_joins: bool = False  # activations no weighted op reads get zero point 0 (zero_points.py)
+    integer_hardswish: bool = False  # HardSwish between uint8 Q/DQ as QLinearAdd/QLinearMul (integer_hardswish.py)
 
     @property
     def int8_outputs(self) -> bool:
@@ -114,7 +115,7 @@ def profile_for(target: Target) -> QuantProfile:
             "this CPU lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products",
             op_types=OPENVINO_OP_TYPES if openvino else CPU_OP_TYPES, evaluation_optimization=GraphOptimization.ALL,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
-            zero_point_free_joins=openvino,
+            zero_point_free_joins=openvino, integer_hardswish=not openvino,
         )
     raise BadInput(f"No INT8 profile for target '{target}'.")
 

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
+from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
 from trtpipe.optimize.int8.saturation import saturated_ranges
@@ -72,6 +73,8 @@ def quantize(
                                    or (chosen and n.name not in chosen)})
     if profile.zero_point_free_joins:
         zero_point_free_joins(quantized)
+    if profile.integer_hardswish:
+        integer_hardswish(quantized)
     return quantized
 
 
