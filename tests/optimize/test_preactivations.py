@@ -154,3 +154,62 @@ def test_the_longest_run_within_the_tolerance_is_kept(count: int, costly: set[in
     length, best = chosen.stop - chosen.start, expected[1] - expected[0]
     assert best - max(1, count // 8) <= length <= best
     assert len(calls) <= 2 * 4
+
+
+def _costs(names: list[str], costly: set[str]):  # type: ignore[no-untyped-def]
+    """A measure where each pre-activation in ``costly`` costs 3 points in uint8 and the others nothing."""
+    from trtpipe.comparison import Comparison
+
+    def figure(uint8: list[str]) -> Comparison:
+        agreement = 0.98 - 0.03 * len(costly & set(uint8))
+        return Comparison(0.0, 0.0, 0.0, 0.99, None, 1.0, 16, agreement=agreement, agreement_name="mAP")
+    return figure
+
+
+def test_pre_activations_without_a_channel_gain_stay_uint8_when_the_gained_ones_carry_the_cost() -> None:
+    """PP-PicoDet's pattern: the costly pre-activations are among those a channel gain reads (here the first
+    stage's, which a run from either end cannot isolate from the cheap ones around them): every other one stays
+    uint8 and the search runs over the gained ones only."""
+    from trtpipe.optimize.int8.preactivations import choose
+
+    names = [f"hs{i}" for i in range(94)]
+    gains = [n for i, n in enumerate(names) if i % 3 == 0]  # every third: pointwise before depthwise
+    costly = {"hs0", "hs3", "hs6"}
+    figure = _costs(names, costly)
+    calls: list[list[str]] = []
+    chosen, tried = choose(names, gains, lambda uint8: calls.append(uint8) or figure(uint8), figure(names),
+                           figure([]))
+    assert not costly & set(chosen)
+    assert set(names) - set(gains) <= set(chosen)  # all 62 without a gain
+    assert len(set(chosen) & set(gains)) >= len(gains) - 3 - max(1, len(gains) // 8)
+    assert chosen == [n for n in names if n in set(chosen)]  # graph order
+    assert len(calls) <= 1 + 2 * 4 and {m.over for m in tried} == {"all", "gained"}
+
+
+def test_without_gains_or_when_the_others_cost_too_the_search_is_over_all_of_them() -> None:
+    from trtpipe.optimize.int8.preactivations import choose
+
+    names = [f"hs{i}" for i in range(40)]
+    costly = {"hs1", "hs2"}  # not gained: the others alone cost 6 points, so the run to the last is searched
+    figure = _costs(names, costly)
+    for gains in ([], ["hs10", "hs20"]):
+        chosen, tried = choose(names, gains, figure, figure(names), figure([]))
+        assert not costly & set(chosen) and chosen == names[len(names) - len(chosen):]  # the run to the last
+        assert len(chosen) >= 40 - 3 - 5
+        assert sum(m.over == "gained" for m in tried) == (1 if gains else 0)  # the others alone, measured once
+
+
+def test_gained_finds_the_activations_a_channel_gain_reads() -> None:
+    from trtpipe.optimize.int8.preactivations import gained
+    from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX
+
+    consts = [_init(np.ones((1, 4, 1, 1)), "g")]
+    nodes = [helper.make_node("HardSwish", ["a"], ["ha"], name="hs_a"),
+             helper.make_node("HardSwish", ["b"], ["hb"], name="hs_b"),
+             helper.make_node("Mul", ["ha", "g"], ["ga"], name=f"ha{GAIN_SUFFIX}"),
+             helper.make_node("Mul", ["hb", "g"], ["gb"], name="some_other_mul")]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 2, 2]) for n in "ab"]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 2, 2]) for n in ("ga", "gb")]
+    model = helper.make_model(helper.make_graph(nodes, "gains", inputs, outputs, consts))
+    assert gained(model, ["hs_a", "hs_b"]) == ["hs_a"]
+    assert gained(model, ["hs_b"]) == []

@@ -19,7 +19,7 @@ from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
 from trtpipe.optimize.int8.calibrate import Ranges, calibrate
 from trtpipe.optimize.int8.placement import float_nodes, placement_record
-from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, integer_preactivations, longest_run
+from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, choose, gained, integer_preactivations
 from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
@@ -193,35 +193,38 @@ def _choose_preactivations(fp32: onnx.ModelProto, ranges: Ranges, profile: Quant
     within the tolerance of float ones on ``judge`` (preactivations.py); every figure and the choice go in the
     manifest."""
     count = len(activations)
-    built: dict[tuple[int, int], onnx.ModelProto] = {(0, count): integer[0]}
+    built: dict[frozenset[str], tuple[onnx.ModelProto, Comparison]] = {frozenset(activations): integer}
 
-    def measure(run: slice) -> Comparison:
-        built[(run.start, run.stop)] = quantize(fp32, ranges, profile,
-                                                exclude=activations[:run.start] + activations[run.stop:])
-        return context.compare(fp32, built[(run.start, run.stop)], judge, profile.evaluation_optimization)
+    def measure(uint8: list[str]) -> Comparison:
+        key = frozenset(uint8)
+        if key not in built:
+            model = quantize(fp32, ranges, profile, exclude=[a for a in activations if a not in key])
+            built[key] = model, context.compare(fp32, model, judge, profile.evaluation_optimization)
+        return built[key][1]
 
+    gains = gained(fp32, activations)
     with console.step("Measuring INT8 with float and with uint8 pre-activations..."):
-        float_check = measure(slice(0, 0))
-        chosen, tried = longest_run(count, measure, integer[1], float_check)
-    key = (chosen.start, chosen.stop)
-    uint8 = chosen.stop - chosen.start
+        float_check = measure([])
+        chosen, tried = choose(activations, gains, measure, integer[1], float_check)
+    quantized, check = built[frozenset(chosen)]
+    uint8 = len(chosen)
     section["integer_preactivations"] = {
-        "activations": count, "uint8": activations[chosen], "tolerance_pp": TOLERANCE_PP,
-        "measured": [{"uint8_from": start, "uint8_to": stop} | tried[(start, stop)].to_dict()
-                     for start, stop in sorted(tried)]}
-    section["recipe"]["measured"].append(_step(f"uint8 pre-activations ({uint8} of {count})", tried[key])
+        "activations": count, "uint8": chosen, "tolerance_pp": TOLERANCE_PP, "gained": gains,
+        "measured": [{"over": m.over, "uint8_from": m.start, "uint8_to": m.stop} | m.check.to_dict() for m in tried]}
+    section["recipe"]["measured"].append(_step(f"uint8 pre-activations ({uint8} of {count})", check)
                                          | {"kept": uint8 > 0})
-    figures = f"{tried[key].line()}; all float: {float_check.line()}"
+    figures = f"{check.line()}; all float: {float_check.line()}"
     if uint8 == count:
         console.note(f"{count} HardSwish pre-activations in uint8, so ONNX Runtime runs their convolutions in "
                      f"integer ({figures})")
     else:
         console.warn(f"uint8 pre-activations cost more than {TOLERANCE_PP} point(s) of float ones: {uint8} of {count} "
-                     f"kept in uint8, the convolutions before the others keep float outputs ({figures})")
+                     f"kept in uint8 ({len(gains)} with a channel gain after them), the convolutions before the "
+                     f"others keep float outputs ({figures})")
         section["placement"]["float-preactivation"] = {
             "why": f"uint8 pre-activations measured more than {TOLERANCE_PP} point(s) below float ones",
-            "nodes": activations[:chosen.start] + activations[chosen.stop:]}
-    return built[key], tried[key]
+            "nodes": [a for a in activations if a not in set(chosen)]}
+    return quantized, check
 
 
 def _step(name: str, check: Comparison) -> dict[str, Any]:
