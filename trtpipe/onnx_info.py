@@ -17,6 +17,20 @@ QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMa
                  "MatMulInteger", "DynamicQuantizeLinear"}
 
 
+def producers_of(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    """Each tensor a node writes -> that node: what a graph rewrite looks up to walk from a tensor to its source."""
+    return {output: node for node in graph.node for output in node.output}
+
+
+def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Each tensor a node reads -> the nodes that read it, in graph order."""
+    found: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            found.setdefault(name, []).append(node)
+    return found
+
+
 def load_onnx(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
     """Load an ONNX file; anything that is not one gives a clear BadInput. Its external-data locations are
     checked before any weight is read (see :func:`check_external_data`)."""

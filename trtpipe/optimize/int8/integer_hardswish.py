@@ -27,6 +27,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.onnx_info import producers_of, readers_of
+
 PREFIX = "trtpipe_hardswish"
 LEVELS = 255.0
 
@@ -36,11 +38,8 @@ def integer_hardswish(model: onnx.ModelProto) -> int:
     QLinearMul-shaped Q/DQ (module docstring); returns how many it rewrote."""
     graph = model.graph
     constants = {t.name: t for t in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    producer = producers_of(graph)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
 
     def rewritable(node: onnx.NodeProto) -> onnx.NodeProto | None:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import onnx
 
+from trtpipe.onnx_info import readers_of
 from trtpipe.optimize.int8.calibrate import Ranges
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
 from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX
@@ -60,21 +61,13 @@ class Rule:
     find: Callable[[onnx.GraphProto], list[str]]
 
 
-def _readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
-    return readers
-
-
 def _constants(graph: onnx.GraphProto) -> set[str]:
     return {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
 
 
 def post_processing(graph: onnx.GraphProto) -> list[str]:
     """Nodes no weighted op can be reached from (walking readers), in graph order; constants aside."""
-    readers = _readers(graph)
+    readers = readers_of(graph)
     feeds_weighted: dict[str, bool] = {}
     for node in reversed(list(graph.node)):  # graph order is topological: readers are decided first
         feeds_weighted[node.name] = any(
@@ -122,7 +115,7 @@ def squeeze_excitation(graph: onnx.GraphProto) -> list[str]:
     """The nodes of each squeeze-and-excitation branch: what is computed from a global pooling's output alone
     (weighted ops, activations, layout), up to the Mul that gates the feature map with it. The pool and the gate
     stay as the quantizer places them."""
-    readers = _readers(graph)
+    readers = readers_of(graph)
     constants = _constants(graph)
     outputs = {o.name for o in graph.output}
     nodes = list(graph.node)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from trtpipe.onnx_info import producers_of, readers_of
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
 from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
@@ -91,11 +92,8 @@ def float_reads(model: onnx.ModelProto, fp32: onnx.ModelProto, float_nodes: set[
     Returns how many pairs it removed."""
     graph = model.graph
     fp32_producer = {out: node.op_type for node in fp32.graph.node for out in node.output}
-    producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    producer = producers_of(graph)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
     weights = {t.name for t in graph.initializer}
     freed = 0
@@ -138,7 +136,7 @@ def float_graph_outputs(model: onnx.ModelProto) -> int:
     and OpenVINO otherwise runs the final dequantization as two extra ops. Returns how many outputs it freed.
     """
     graph = model.graph
-    producer = {out: node for node in graph.node for out in node.output}
+    producer = producers_of(graph)
     readers: dict[str, int] = {}
     for node in graph.node:
         for name in node.input:
@@ -189,7 +187,7 @@ def keep_residual_branch_only(model: onnx.ModelProto) -> int:
     and the shortcut keeps its Q/DQ as the residual input. Returns how many inputs it rewired.
     """
     graph = model.graph
-    producer = {out: node for node in graph.node for out in node.output}
+    producer = producers_of(graph)
     position = {id(node): index for index, node in enumerate(graph.node)}
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:

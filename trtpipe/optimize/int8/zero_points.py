@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.onnx_info import producers_of, readers_of
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS
 
 # Ops that hand on their input's values (a subset of them, rearranged or repeated): quantized alike on both sides.
@@ -34,11 +35,8 @@ def zero_point_free_joins(model: onnx.ModelProto) -> int:
     point 0 over the same range; returns how many pairs it rewrote."""
     graph = model.graph
     constants = {t.name: t for t in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    producer = producers_of(graph)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
 
     pairs: dict[str, tuple[onnx.NodeProto, list[onnx.NodeProto]]] = {}  # Q output -> (Q, its DQs)

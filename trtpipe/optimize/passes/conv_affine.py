@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.onnx_info import readers_of
+
 FOLDABLE = ("Mul", "Add", "Sub", "Div")
 
 
@@ -41,10 +43,7 @@ def fold_conv_affine(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     changed = True
     while changed:
         changed = False
-        readers: dict[str, list[onnx.NodeProto]] = {}
-        for node in graph.node:
-            for name in node.input:
-                readers.setdefault(name, []).append(node)
+        readers = readers_of(graph)
         for conv in graph.node:
             if conv.op_type != "Conv" or conv.output[0] in outputs or conv.input[1] not in initializers:
                 continue

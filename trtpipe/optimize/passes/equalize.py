@@ -32,7 +32,7 @@ from onnx import helper, numpy_helper
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import attribute, clip_bounds
+from trtpipe.onnx_info import attribute, clip_bounds, readers_of
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import GraphPass
 from trtpipe.vocab import Target
@@ -60,10 +60,7 @@ def find_pairs(model: onnx.ModelProto) -> list[Pair]:
     depthwise)."""
     graph = model.graph
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
 
     def only_reader(tensor: str) -> onnx.NodeProto | None:

@@ -16,6 +16,7 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
+from trtpipe.onnx_info import readers_of
 from trtpipe.optimize.activations import observe
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import PrecisionPass
@@ -113,10 +114,7 @@ def remove_fp16_round_trips(model: onnx.ModelProto) -> int:
     of such a round trip are rewired to the FP32 tensor, and both casts go. Returns how many round trips it removed.
     """
     graph = model.graph
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
 
     def cast_to(node: onnx.NodeProto) -> int | None:

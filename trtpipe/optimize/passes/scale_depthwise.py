@@ -30,7 +30,7 @@ from onnx import helper, numpy_helper
 
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
-from trtpipe.onnx_info import attribute
+from trtpipe.onnx_info import attribute, producers_of, readers_of
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.equalize import channel_ranges
 from trtpipe.optimize.passes.registry import GraphPass
@@ -98,11 +98,8 @@ def scale_depthwise(model: onnx.ModelProto, peaks: dict[str, np.ndarray]) -> tup
     result.CopyFrom(model)
     graph = result.graph
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    producer = {o: node for node in graph.node for o in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    producer = producers_of(graph)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
     initializer = {t.name: t for t in graph.initializer}
     applied: dict[str, float] = {}

@@ -20,6 +20,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.onnx_info import producers_of, readers_of
+
 FLOAT_CONVOLUTIONS = ("Conv", "ConvTranspose")
 
 
@@ -52,11 +54,8 @@ def _float_convolution_reads(model: onnx.ModelProto) -> Iterator[tuple[onnx.Node
     in float (see the module's docstring) reads through a DequantizeLinear of an initializer."""
     graph = model.graph
     initializers = {t.name for t in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    producer = producers_of(graph)
+    readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
     for node in graph.node:
         if node.op_type not in FLOAT_CONVOLUTIONS or _integer_output(node, readers, outputs):
