@@ -6,8 +6,8 @@ Q/DQ of its own. The pre-activation's range is narrowed to where HardSwish respo
 step is close to the activation's; it is still a second rounding, and what that costs depends on the model.
 Measured (Intel Xeon AVX-512 VNNI, 2 threads, ONNX Runtime 1.24, 16 calibration samples judged on themselves):
 PP-OCRv4's text detector ran 86.8 -> 56.3 ms (the peer quantize_static after quant_pre_process: 57.3 ms) with
-F1@0.3 vs FP32 97.39 -> 97.82 %; PP-PicoDet ran 150 -> 81 ms but lost mAP@0.5 98.33 -> 93.63 %, most of it in
-the neck (quantizing only the first half of its HardSwish inputs cost 0.14 points). So the pass measures both
+F1@0.3 vs FP32 97.39 -> 97.82 %; PP-PicoDet ran 150 -> 81 ms but lost mAP@0.5 98.33 -> 93.63 %. So the pass
+measures both
 and keeps the integer pre-activations unless they cost more than TOLERANCE_PP of the task's measure; where they
 do, it looks by bisection for the longest run of them from the input on (graph order) and for the longest run
 ending at the outputs that stays within it, and keeps the longer. Where the cost sits differs by model: on
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import onnx
 
 from trtpipe.comparison import Comparison
+from trtpipe.onnx_info import producers_of
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
 from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX
 
@@ -45,10 +46,10 @@ def integer_preactivations(model: onnx.ModelProto, profile: QuantProfile) -> lis
     quantization leaves those convolutions' outputs float."""
     if not profile.op_types:
         return []
-    producer = {output: node.op_type for node in model.graph.node for output in node.output}
+    producer = producers_of(model.graph)
     return [node.name for node in model.graph.node
             if node.op_type in ACTIVATIONS and node.op_type in profile.op_types
-            and producer.get(node.input[0]) in WEIGHTED_OPS]
+            and node.input[0] in producer and producer[node.input[0]].op_type in WEIGHTED_OPS]
 
 
 def gained(model: onnx.ModelProto, activations: list[str]) -> list[str]:
@@ -86,14 +87,17 @@ def choose(activations: list[str], gains: list[str], measure: Callable[[list[str
         tried.append(Measured("gained", 0, 0, alone))
         if worth_keeping(alone, float_):
             run, found = longest_run(len(gains), lambda part: measure(rest + gains[part]), integer, float_)
-            tried += [Measured("gained", start, stop, check) for (start, stop), check in sorted(found.items())
-                      if (start, stop) not in ((0, 0), (0, len(gains)))]
+            tried += _searched("gained", found, len(gains))
             chosen = set(rest + gains[run])
             return [a for a in activations if a in chosen], tried
     run, found = longest_run(len(activations), lambda part: measure(activations[part]), integer, float_)
-    tried += [Measured("all", start, stop, check) for (start, stop), check in sorted(found.items())
-              if (start, stop) not in ((0, 0), (0, len(activations)))]
-    return activations[run], tried
+    return activations[run], tried + _searched("all", found, len(activations))
+
+
+def _searched(over: str, found: dict[tuple[int, int], Comparison], count: int) -> list[Measured]:
+    """The runs ``longest_run`` measured itself (not the all-uint8 and all-float mixes it was handed)."""
+    return [Measured(over, start, stop, check) for (start, stop), check in sorted(found.items())
+            if (start, stop) not in ((0, 0), (0, count))]
 
 
 def worth_keeping(integer: Comparison, float_: Comparison) -> bool:

@@ -221,9 +221,10 @@ def _choose_preactivations(fp32: onnx.ModelProto, ranges: Ranges, profile: Quant
         console.warn(f"uint8 pre-activations cost more than {TOLERANCE_PP} point(s) of float ones: {uint8} of {count} "
                      f"kept in uint8 ({len(gains)} with a channel gain after them), the convolutions before the "
                      f"others keep float outputs ({figures})")
+        uint8_set = set(chosen)
         section["placement"]["float-preactivation"] = {
             "why": f"uint8 pre-activations measured more than {TOLERANCE_PP} point(s) below float ones",
-            "nodes": [a for a in activations if a not in set(chosen)]}
+            "nodes": [a for a in activations if a not in uint8_set]}
     return quantized, check
 
 
