@@ -28,7 +28,9 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   requantizations around them cost more than they do (measured on PP-OCRv4's detector: ten such branches ran as
   FakeQuantize and Convert/Subtract ops that NNCF's graph does not have).
 - ``channel-gain``: the per-channel Mul that ``scale_depthwise`` put before a depthwise convolution stays float
-  (a per-tensor scale on gains up to 1024x apart would undo them).
+  (a per-tensor scale on gains up to 1024x apart would undo them), and so does the ``Mul(1/g)`` before a HardSwish
+  whose gain it carried into the convolution (cpu); on cpu both go into integer ops after quantization
+  (``integer_hardswish.py``).
 - ``concat-shared-scale`` (tensorrt): every input of a quantized Concat gets the union of their ranges, so one
   scale serves all and TensorRT concatenates INT8 in place instead of requantizing each input (ModelOpt does
   the same).
@@ -41,10 +43,10 @@ from dataclasses import dataclass
 
 import onnx
 
-from trtpipe.onnx_info import readers_of
+from trtpipe.onnx_info import producers_of, readers_of
 from trtpipe.optimize.int8.calibrate import Ranges
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
-from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX
+from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX, preactivation_writer
 from trtpipe.vocab import Target
 
 ARITHMETIC = ("Add", "Sub", "Mul", "Div")
@@ -101,9 +103,9 @@ def constant_arithmetic(graph: onnx.GraphProto) -> list[str]:
 def lone_activations(graph: onnx.GraphProto) -> list[str]:
     """Relu, Clip and HardSwish nodes whose input no weighted op writes (ONNX Runtime folds a Relu or Clip only into
     its producer, and quantizes a HardSwish's input only so that its producer can run in integer)."""
-    producer = {o: node for node in graph.node for o in node.output}
+    producer = producers_of(graph)
     return [n.name for n in graph.node if n.op_type in ("Relu", "Clip", "HardSwish")
-            and getattr(producer.get(n.input[0]), "op_type", None) not in WEIGHTED_OPS]
+            and getattr(preactivation_writer(producer, n.input[0]), "op_type", None) not in WEIGHTED_OPS]
 
 
 SQUEEZE_OPS = ("GlobalAveragePool", "ReduceMean")

@@ -75,7 +75,7 @@ def quantize(
     if profile.zero_point_free_joins:
         zero_point_free_joins(quantized)
     if profile.integer_hardswish:
-        integer_hardswish(quantized)
+        integer_hardswish(quantized, ranges)
     return quantized
 
 

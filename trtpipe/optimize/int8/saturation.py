@@ -7,6 +7,11 @@ calibrated range and nothing its readers compute changes: the clamped values giv
 they replace. The steps get finer by the ratio of the ranges. It matters for a convolution's pre-activation, which
 ONNX Runtime's QLinearConv must write in uint8 to run in integer: a HardSwish pre-activation spans down to about
 -40 in PP-LCNet's backbone while HardSwish reads only [-3, max].
+
+Through a Mul by a positive constant per channel (a carried gain's ``Mul(1/g)`` before a HardSwish) each channel
+responds on its own interval, [-3 g_c, max]; one bound for the tensor from those alone would have to reach the
+lowest -3 g, so the INT8 pass takes the channels' own lowest and highest values on the calibration data inside
+their intervals (``narrowed_per_channel``).
 """
 
 from __future__ import annotations
@@ -40,7 +45,23 @@ def responsive_range(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> 
 
 def responsive_intervals(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
     """{tensor: the interval its readers respond to} for each tensor that only saturating activations read (as
-    their data input); graph outputs are left out, since a user reads every value of those."""
+    their data input), or only Muls by a positive constant whose outputs are such tensors (a carried gain's
+    ``Mul(1/g)`` before a HardSwish: the union over the channels, ``channel_intervals`` has each); graph outputs
+    are left out, since a user reads every value of those."""
+    found, scaled = _intervals(model)
+    for tensor, (bottom, top) in scaled.items():
+        found[tensor] = (float(bottom.min()), float(top.max()))
+    return found
+
+
+def channel_intervals(model: onnx.ModelProto) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{tensor: per-channel (bottom, top)} for each tensor that only Muls by a positive constant read, each into a
+    tensor only saturating activations read: channel c responds on [bottom / c_c, top / c_c]."""
+    return _intervals(model)[1]
+
+
+def _intervals(model: onnx.ModelProto) -> tuple[dict[str, tuple[float, float]],
+                                                dict[str, tuple[np.ndarray, np.ndarray]]]:
     graph = model.graph
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -57,7 +78,49 @@ def responsive_intervals(model: onnx.ModelProto) -> dict[str, tuple[float, float
         intervals = [responsive_range(user, constants) for user in users]
         if all(interval is not None for interval in intervals):
             found[tensor] = (min(i[0] for i in intervals), max(i[1] for i in intervals))  # type: ignore[index]
-    return found
+    scaled: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for tensor, users in readers.items():
+        if tensor in other_reads or tensor in found:
+            continue
+        through = [_through_scale(user, constants, found) for user in users]
+        if through and all(interval is not None for interval in through):
+            scaled[tensor] = (np.min([i[0] for i in through], axis=0),  # type: ignore[index]
+                              np.max([i[1] for i in through], axis=0))  # type: ignore[index]
+    return found, scaled
+
+
+def _through_scale(node: onnx.NodeProto, constants: dict[str, np.ndarray],
+                   found: dict[str, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per channel (axis 1), the interval of a Mul's first input that maps into its output's responsive interval,
+    where the Mul scales by a positive constant that is one value or one per channel."""
+    if node.op_type != "Mul" or len(node.input) != 2 or node.input[1] not in constants or node.output[0] not in found:
+        return None
+    scale = constants[node.input[1]].astype(np.float64)
+    per_channel = scale.ndim >= 2 and scale.size == scale.shape[1]
+    if scale.size == 0 or not np.all(scale > 0) or (scale.size > 1 and not per_channel):
+        return None
+    scale = scale.reshape(-1)
+    bottom, top = found[node.output[0]]
+    return bottom / scale, top / scale
+
+
+def narrowed_per_channel(ranges: Ranges, intervals: dict[str, tuple[np.ndarray, np.ndarray]],
+                         bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> Ranges:
+    """``ranges`` with each tensor of ``intervals`` (``channel_intervals``) narrowed to what its channels took
+    (``bounds``: per-channel lowest and highest on the calibration data) inside their own responsive intervals.
+    One bound for the whole tensor would have to reach the lowest channel's -3 g: with a carried gain's spread of
+    255 that is hundreds of times the range any channel uses."""
+    narrowed = dict(ranges)
+    for tensor, (bottom, top) in intervals.items():
+        if tensor not in ranges or tensor not in bounds:
+            continue
+        lowest, highest = bounds[tensor]
+        low = float(np.min(np.maximum(lowest, bottom)))
+        high = float(np.max(np.minimum(highest, top)))
+        low, high = max(ranges[tensor][0], low), min(ranges[tensor][1], high)
+        if low < high:
+            narrowed[tensor] = (low, high)
+    return narrowed
 
 
 def saturated_ranges(model: onnx.ModelProto, ranges: Ranges) -> Ranges:

@@ -198,6 +198,13 @@ def channel_ranges(model: onnx.ModelProto, names: list[str], batches: list[Batch
                    positive: set[str] = frozenset()) -> dict[str, np.ndarray]:  # type: ignore[assignment]
     """Per-channel (axis 1) max |value| of each tensor in ``names`` over all batches, in FP32 (for the names in
     ``positive``: max of the positive part)."""
+    return {name: np.maximum(high, 0) if name in positive else np.maximum(-low, high)
+            for name, (low, high) in channel_bounds(model, names, batches).items()}
+
+
+def channel_bounds(model: onnx.ModelProto, names: list[str],
+                   batches: list[Batch]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per-channel (axis 1) lowest and highest value of each tensor in ``names`` over all batches, in FP32."""
     if not names:  # ONNX Runtime would hand back every graph output for an empty list
         return {}
     import onnxruntime as ort
@@ -208,13 +215,15 @@ def channel_ranges(model: onnx.ModelProto, names: list[str], batches: list[Batch
     options.log_severity_level = 3
     session = ort.InferenceSession(with_outputs(model, names).SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
-    ranges: dict[str, np.ndarray] = {}
+    bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for batch in batches:
         for name, value in zip(names, session.run(names, feeds(session, batch)), strict=True):
-            value = np.maximum(value, 0) if name in positive else np.abs(value)
-            peak = np.moveaxis(value, 1, 0).reshape(value.shape[1], -1).max(axis=1)
-            ranges[name] = np.maximum(ranges.get(name, peak), peak)
-    return ranges
+            flat = np.moveaxis(value, 1, 0).reshape(value.shape[1], -1)
+            low, high = flat.min(axis=1), flat.max(axis=1)
+            if name in bounds:
+                low, high = np.minimum(bounds[name][0], low), np.maximum(bounds[name][1], high)
+            bounds[name] = (low, high)
+    return bounds
 
 
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:

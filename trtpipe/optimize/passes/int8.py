@@ -22,8 +22,10 @@ from trtpipe.optimize.int8.placement import float_nodes, placement_record
 from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, choose, gained, integer_preactivations
 from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.equalize import channel_bounds
 from trtpipe.optimize.passes.registry import PrecisionPass
 from trtpipe.vocab import Precision
 
@@ -47,6 +49,9 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     else:
         ranges = calibrate(fp32, context.batches(calib), options.calib_method, symmetric=profile.symmetric_activations)
         save_ranges(cache, key, ranges)
+    intervals = channel_intervals(fp32)
+    if intervals:  # per-channel responsive intervals (a carried gain's pre-activation): per-channel bounds needed
+        ranges = narrowed_per_channel(ranges, intervals, channel_bounds(fp32, list(intervals), context.batches(calib)))
     with console.step("Writing Q/DQ nodes..."):
         quantized = quantize(fp32, ranges, profile)
     judge = evaluation or calib
