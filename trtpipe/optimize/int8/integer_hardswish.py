@@ -103,24 +103,15 @@ def _plain(model: onnx.ModelProto) -> int:
             rewritten.append(node)
             continue
         stem = _unique(f"{PREFIX}_{index}", names)
+        zero = const["zero"]
         rewritten += [
-            helper.make_node("DequantizeLinear", [const["three_q"], const["three_scale"], const["zero"]],
-                             [f"{stem}_three"], name=f"{stem}_three_dq"),
-            helper.make_node("Add", [node.input[0], f"{stem}_three"], [f"{stem}_plus3"], name=f"{stem}_add"),
-            helper.make_node("QuantizeLinear", [f"{stem}_plus3", const["six_scale"], const["zero"]],
-                             [f"{stem}_clipped_q"], name=f"{stem}_clip_q"),
-            helper.make_node("DequantizeLinear", [f"{stem}_clipped_q", const["six_scale"], const["zero"]],
-                             [f"{stem}_clipped"], name=f"{stem}_clip_dq"),
-            helper.make_node("DequantizeLinear", [const["sixth_q"], const["sixth_scale"], const["zero"]],
-                             [f"{stem}_sixth"], name=f"{stem}_sixth_dq"),
-            helper.make_node("Mul", [f"{stem}_clipped", f"{stem}_sixth"], [f"{stem}_gate"], name=f"{stem}_div6"),
-            helper.make_node("QuantizeLinear", [f"{stem}_gate", const["one_scale"], const["zero"]],
-                             [f"{stem}_gate_q"], name=f"{stem}_gate_q"),
-            helper.make_node("DequantizeLinear", [f"{stem}_gate_q", const["one_scale"], const["zero"]],
-                             [f"{stem}_gate_dq"], name=f"{stem}_gate_dq"),
+            _dequantize(const["three_q"], const["three_scale"], zero, f"{stem}_three"),
+            *_quantized("Add", [node.input[0], f"{stem}_three"], f"{stem}_clipped", const["six_scale"], zero),
+            _dequantize(const["sixth_q"], const["sixth_scale"], zero, f"{stem}_sixth"),
+            *_quantized("Mul", [f"{stem}_clipped", f"{stem}_sixth"], f"{stem}_gate", const["one_scale"], zero),
             # A DQ of its own for each reader: ONNX Runtime fuses a node unit from the DQ nodes only it reads.
-            helper.make_node("DequantizeLinear", list(dq.input), [f"{stem}_x"], name=f"{stem}_x_dq"),
-            helper.make_node("Mul", [f"{stem}_x", f"{stem}_gate_dq"], [node.output[0]],
+            _dequantize(*dq.input, f"{stem}_x"),
+            helper.make_node("Mul", [f"{stem}_x", f"{stem}_gate"], [node.output[0]],
                              name=node.name or f"{stem}_mul"),
         ]
     del graph.node[:]
@@ -204,26 +195,17 @@ def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
         add(numpy_helper.from_array(np.array(zero, np.uint8), f"{stem}_x_zero"))
         add(numpy_helper.from_array(site.steps.astype(np.uint8), f"{stem}_c_q"))
         x_params = [f"{stem}_x_scale", f"{stem}_x_zero"]
+        zero = shared["zero"]
         rewritten += [
             helper.make_node("QuantizeLinear", [scaled, *x_params], [f"{stem}_x_q"], name=f"{stem}_x_q"),
             # A DQ of its own for each reader: ONNX Runtime fuses a node unit from the DQ nodes only it reads.
-            helper.make_node("DequantizeLinear", [f"{stem}_x_q", *x_params], [f"{stem}_x_u"], name=f"{stem}_x_dq_u"),
-            helper.make_node("DequantizeLinear", [f"{stem}_c_q", shared["c_scale"], shared["zero"]], [f"{stem}_c"],
-                             name=f"{stem}_c_dq"),
-            helper.make_node("Mul", [f"{stem}_x_u", f"{stem}_c"], [f"{stem}_u"], name=f"{stem}_div6g"),
-            helper.make_node("QuantizeLinear", [f"{stem}_u", shared["u_scale"], shared["u_zero"]], [f"{stem}_u_q"],
-                             name=f"{stem}_u_q"),
-            helper.make_node("DequantizeLinear", [f"{stem}_u_q", shared["u_scale"], shared["u_zero"]],
-                             [f"{stem}_u_dq"], name=f"{stem}_u_dq"),
-            helper.make_node("DequantizeLinear", [shared["half_q"], shared["u_scale"], shared["zero"]],
-                             [f"{stem}_half"], name=f"{stem}_half_dq"),
-            helper.make_node("Add", [f"{stem}_u_dq", f"{stem}_half"], [f"{stem}_gate"], name=f"{stem}_add_half"),
-            helper.make_node("QuantizeLinear", [f"{stem}_gate", shared["gate_scale"], shared["zero"]],
-                             [f"{stem}_gate_q"], name=f"{stem}_gate_q"),
-            helper.make_node("DequantizeLinear", [f"{stem}_gate_q", shared["gate_scale"], shared["zero"]],
-                             [f"{stem}_gate_dq"], name=f"{stem}_gate_dq"),
-            helper.make_node("DequantizeLinear", [f"{stem}_x_q", *x_params], [f"{stem}_x_y"], name=f"{stem}_x_dq_y"),
-            helper.make_node("Mul", [f"{stem}_x_y", f"{stem}_gate_dq"], [site.gain.output[0]], name=f"{stem}_mul"),
+            _dequantize(f"{stem}_x_q", *x_params, f"{stem}_x_u"),
+            _dequantize(f"{stem}_c_q", shared["c_scale"], zero, f"{stem}_c"),
+            *_quantized("Mul", [f"{stem}_x_u", f"{stem}_c"], f"{stem}_u", shared["u_scale"], shared["u_zero"]),
+            _dequantize(shared["half_q"], shared["u_scale"], zero, f"{stem}_half"),
+            *_quantized("Add", [f"{stem}_u", f"{stem}_half"], f"{stem}_gate", shared["gate_scale"], zero),
+            _dequantize(f"{stem}_x_q", *x_params, f"{stem}_x_y"),
+            helper.make_node("Mul", [f"{stem}_x_y", f"{stem}_gate"], [site.gain.output[0]], name=f"{stem}_mul"),
         ]
     del graph.node[:]
     graph.node.extend(rewritten)
@@ -231,6 +213,18 @@ def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
     for tensor in [t for t in graph.initializer if t.name not in read]:
         graph.initializer.remove(tensor)
     return len(sites)
+
+
+def _dequantize(quantized: str, scale: str, zero: str, output: str) -> onnx.NodeProto:
+    return helper.make_node("DequantizeLinear", [quantized, scale, zero], [output], name=f"{output}_dq")
+
+
+def _quantized(op: str, inputs: list[str], output: str, scale: str, zero: str) -> list[onnx.NodeProto]:
+    """``op`` on dequantized inputs with its result through Q/DQ on (``scale``, ``zero``), which ONNX Runtime fuses
+    into QLinear<op>; ``output`` names the dequantized result."""
+    return [helper.make_node(op, inputs, [f"{output}_float"], name=f"{output}_{op.lower()}"),
+            helper.make_node("QuantizeLinear", [f"{output}_float", scale, zero], [f"{output}_q"], name=f"{output}_q"),
+            _dequantize(f"{output}_q", scale, zero, output)]
 
 
 def _constants(graph: onnx.GraphProto, names: set[str]) -> dict[str, str]:
