@@ -215,6 +215,29 @@ def test_the_gain_folds_into_a_divisor_other_nodes_share() -> None:
     np.testing.assert_allclose(run(scaled, batches[0]), run(model, batches[0]), rtol=1e-4, atol=1e-4)
 
 
+def test_the_gain_folds_into_a_learnable_affine_after_the_activation() -> None:
+    """PP-LCNetV3 writes ``act * alpha + beta`` (scalars) in front of its depthwise layers: the gains scale both
+    constants, and the graph gains no node."""
+    model = _hardswish_depthwise(project=False)
+    graph = model.graph
+    depthwise = next(n for n in graph.node if n.name == "depthwise")
+    depthwise.input[0] = "affine"
+    position = list(graph.node).index(depthwise)
+    graph.node.insert(position, helper.make_node("Add", ["scaled", "beta"], ["affine"], name="affine_add"))
+    graph.node.insert(position, helper.make_node("Mul", ["hs", "alpha"], ["scaled"], name="affine_mul"))
+    graph.initializer.extend([_init(np.array(0.7), "alpha"), _init(np.array(0.2), "beta")])
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
+    assert [s.tensor for s in find_sites(model)] == ["affine"]
+    scaled, applied = scale_depthwise(model, channel_ranges(model, ["affine"], batches))
+    assert applied["affine"] > 100
+    assert len(scaled.graph.node) == len(model.graph.node)
+    constants = {t.name: numpy_helper.to_array(t) for t in scaled.graph.initializer}
+    assert {"alpha", "beta"}.isdisjoint(constants)  # each node has its per-channel constant now
+    np.testing.assert_allclose(run(scaled, batches[0]), run(model, batches[0]), rtol=1e-4, atol=1e-4)
+    after = channel_ranges(scaled, ["affine"], batches)["affine"]
+    assert after.max() / after.min() < 10
+
+
 def test_a_gain_that_cannot_fold_is_a_float_mul() -> None:
     """A depthwise input that another node also reads keeps its value for that reader: the gain goes into a Mul
     on the depthwise convolution's edge, which every target leaves in float."""

@@ -195,7 +195,7 @@ def scale_depthwise(model: onnx.ModelProto, peaks: dict[str, np.ndarray],
         shape = (1, -1, *([1] * (rank - 2)))
         source = producer.get(site.tensor)
         only_convs = all(r in site.convs for r in readers.get(site.tensor, [])) and site.tensor not in outputs
-        if source is not None and only_convs and _fold(graph, source, gain, shape, constants, readers):
+        if source is not None and only_convs and _fold(graph, source, gain, shape, constants, readers, producer):
             applied[site.tensor] = float(gain.max() / gain.min())
             continue
         if carry is None and float(gain.max() / gain.min()) < MIN_SPREAD_FOR_MUL:
@@ -249,25 +249,49 @@ def _restore(initializer: dict[str, onnx.TensorProto], constants: dict[str, np.n
 
 
 def _fold(graph: onnx.GraphProto, node: onnx.NodeProto, gain: np.ndarray, shape: tuple[int, ...],
-          constants: dict[str, np.ndarray], readers: dict[str, list[onnx.NodeProto]]) -> bool:
-    """Fold the gains into ``node`` when it multiplies or divides by a scalar constant: the node gets a per-channel
-    constant of its own (simplifiers share one ``6`` among every HardSwish of a network), and the scalar goes
-    once no node reads it."""
-    if node.op_type not in ("Mul", "Div") or len(node.input) != 2:
+          constants: dict[str, np.ndarray], readers: dict[str, list[onnx.NodeProto]],
+          producer: dict[str, onnx.NodeProto]) -> bool:
+    """Fold the gains into ``node`` when it multiplies or divides by a scalar constant, or adds or subtracts one
+    to such a product that nothing else reads (PP-LCNetV3's learnable affine ``act * w0 + w1``: both constants
+    are scaled): each node gets a per-channel constant of its own (simplifiers share one ``6`` among every
+    HardSwish of a network), and a scalar goes once no node reads it."""
+    scaled = [(node, _scalar_operand(node, constants))]
+    if node.op_type in ("Add", "Sub"):
+        index = scaled[0][1]
+        product = producer.get(node.input[1 - index]) if index is not None else None
+        if product is None or readers.get(product.output[0]) != [node] or product.op_type not in ("Mul", "Div"):
+            return False
+        scaled.append((product, _scalar_operand(product, constants)))
+    if any(index is None for _, index in scaled):
         return False
-    index = 1 if node.input[1] in constants else 0 if node.op_type == "Mul" and node.input[0] in constants else None
-    if index is None or constants[node.input[index]].size != 1:
-        return False
+    for target, index in scaled:
+        _scale_operand(graph, target, index, gain, shape, constants, readers)  # type: ignore[arg-type]
+    return True
+
+
+def _scalar_operand(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> int | None:
+    """Which input of a two-input Mul, Div, Add or Sub is a scalar constant the gains can scale (a divisor or a
+    term, or either factor); None where none is."""
+    if node.op_type not in ("Mul", "Div", "Add", "Sub") or len(node.input) != 2:
+        return None
+    either = node.op_type in ("Mul", "Add", "Sub")
+    index = 1 if node.input[1] in constants else 0 if either and node.input[0] in constants else None
+    return index if index is not None and constants[node.input[index]].size == 1 else None
+
+
+def _scale_operand(graph: onnx.GraphProto, node: onnx.NodeProto, index: int, gain: np.ndarray,
+                   shape: tuple[int, ...], constants: dict[str, np.ndarray],
+                   readers: dict[str, list[onnx.NodeProto]]) -> None:
+    """Give ``node`` its own per-channel constant: its scalar operand times the gains (divided, for a divisor)."""
     original = node.input[index]
     value = constants[original].astype(np.float64).reshape(())
-    folded = value * gain if node.op_type == "Mul" else value / gain
+    folded = value / gain if node.op_type == "Div" else value * gain
     name = f"{node.output[0]}{GAIN_SUFFIX}"
     graph.initializer.append(numpy_helper.from_array(folded.astype(constants[original].dtype).reshape(shape), name))
     node.input[index] = name
     readers[original] = [r for r in readers.get(original, []) if r is not node]
     if not readers[original]:
         graph.initializer.remove(next(t for t in graph.initializer if t.name == original))
-    return True
 
 
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
