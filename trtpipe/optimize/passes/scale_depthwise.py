@@ -14,7 +14,8 @@ per output channel, so ``dwconv(x * g, w / g) == dwconv(x, w)`` for any per-chan
 exactly as well as w. This pass multiplies each channel of the input by g_c = max_k(a_k) / a_c (a: the channel's
 largest magnitude on the probe data, the calibration data when given) and divides the weights by it, so all
 channels share the widest one's range. Where the tensor is made by a Mul or Div by a constant that nothing else
-reads (the trailing ``/ 6`` of an exported HardSwish), the gain is folded into that constant and the graph gains
+reads (the trailing ``/ 6`` of an exported HardSwish), or by an Add or Sub of a constant to such a product
+(PP-LCNetV3's learnable affine ``act * w0 + w1``), the gain is folded into those constants and the graph gains
 no node; otherwise one Mul by a per-channel constant goes before the convolution, which TensorRT fuses into the
 producer's pointwise epilogue and the INT8 pass leaves in float (placement rule ``channel-gain``). The function is
 unchanged, which is checked on the probe data. Run it after ``fuse`` (BatchNorm folded).
