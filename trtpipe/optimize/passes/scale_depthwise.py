@@ -21,12 +21,12 @@ producer's pointwise epilogue and the INT8 pass leaves in float (placement rule 
 unchanged, which is checked on the probe data. Run it after ``fuse`` (BatchNorm folded).
 
 On the cpu target a HardSwish's gain is carried back into the convolution that writes its input, where only the
-HardSwish reads that input and only depthwise convolutions its output: ``g * hardswish(x)`` is ``g * hardswish((g *
-x) / g)``, with ``g * x`` the convolution's output once its weights and bias are scaled per output channel
-(per-channel weight quantization is blind to that). ONNX Runtime runs that convolution in integer only if its output
-(the pre-activation) is uint8 with one scale, and the pre-activation's channels span ranges as far apart as the
-activation's (PP-PicoDet's stem: median channel 3 of 8 bits); ``g * x`` has them level (7 of 8). The gains come from
-the pre-activation's per-channel interval that HardSwish responds to ([-3, max]), and the same gains serve the
+HardSwish reads that input and only depthwise convolutions its output: ``g * hardswish(x)`` equals ``g *
+hardswish(x' / g)``, with ``x' = g * x`` the convolution's output once its weights and bias are scaled per output
+channel (per-channel weight quantization is blind to that). ONNX Runtime runs that convolution in integer only if
+its output (the pre-activation) is uint8 with one scale, and the pre-activation's channels span ranges as far apart
+as the activation's (PP-PicoDet's stem: median channel 3 of 8 bits); ``x'`` has them level (7 of 8). The gains come
+from the pre-activation's per-channel interval that HardSwish responds to ([-3, max]), and the same gains serve the
 depthwise input: with both tensors in uint8, the activation's median per-channel SQNR on PP-PicoDet was higher with
 them than with gains made for the activation alone at 26 of its 33 sites. They are snapped to 255 / k (k a whole
 number, at most 255), so that 1 / (6 g), which the INT8 pass's integer HardSwish multiplies by, is exact in uint8
