@@ -21,8 +21,8 @@ producer's pointwise epilogue and the INT8 pass leaves in float (placement rule 
 unchanged, which is checked on the probe data. Run it after ``fuse`` (BatchNorm folded).
 
 On the cpu target a HardSwish's gain is carried back into the convolution that writes its input, where only the
-HardSwish reads that input and only depthwise convolutions its output: ``g * hardswish(x)`` equals ``g *
-hardswish(x' / g)``, with ``x' = g * x`` the convolution's output once its weights and bias are scaled per output
+HardSwish reads that input and only depthwise convolutions its output: ``g*hardswish(x)`` equals
+``g*hardswish(x'/g)``, with ``x' = g*x`` the convolution's output once its weights and bias are scaled per output
 channel (per-channel weight quantization is blind to that). ONNX Runtime runs that convolution in integer only if
 its output (the pre-activation) is uint8 with one scale, and the pre-activation's channels span ranges as far apart
 as the activation's (PP-PicoDet's stem: median channel 3 of 8 bits); ``x'`` has them level (7 of 8). The gains come
