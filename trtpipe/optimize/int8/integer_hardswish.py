@@ -189,10 +189,10 @@ def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
         stem = _unique(f"{PREFIX}_gained_{index}", names)
         scaled = site.inverse.input[0]
         low, high = ranges[scaled]
-        zero, scale = compute_scale_zp(np.array(low, np.float32), np.array(high, np.float32),
-                                       np.array(0, np.uint8), np.array(255, np.uint8))
-        add(numpy_helper.from_array(np.array(scale, np.float32), f"{stem}_x_scale"))
-        add(numpy_helper.from_array(np.array(zero, np.uint8), f"{stem}_x_zero"))
+        x_zero, x_scale = compute_scale_zp(np.array(low, np.float32), np.array(high, np.float32),
+                                           np.array(0, np.uint8), np.array(255, np.uint8))
+        add(numpy_helper.from_array(np.array(x_scale, np.float32), f"{stem}_x_scale"))
+        add(numpy_helper.from_array(np.array(x_zero, np.uint8), f"{stem}_x_zero"))
         add(numpy_helper.from_array(site.steps.astype(np.uint8), f"{stem}_c_q"))
         x_params = [f"{stem}_x_scale", f"{stem}_x_zero"]
         zero = shared["zero"]
@@ -208,10 +208,7 @@ def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
             helper.make_node("Mul", [f"{stem}_x_y", f"{stem}_gate"], [site.gain.output[0]], name=f"{stem}_mul"),
         ]
     del graph.node[:]
-    graph.node.extend(rewritten)
-    read = {i for n in graph.node for i in n.input}
-    for tensor in [t for t in graph.initializer if t.name not in read]:
-        graph.initializer.remove(tensor)
+    graph.node.extend(rewritten)  # the gains' constants, now unread, go with the caller's prune_unread
     return len(sites)
 
 

@@ -74,8 +74,8 @@ def quantize(
                                    or (chosen and n.name not in chosen)})
     if profile.zero_point_free_joins:
         zero_point_free_joins(quantized)
-    if profile.integer_hardswish:
-        integer_hardswish(quantized, ranges)
+    if profile.integer_hardswish and integer_hardswish(quantized, ranges):
+        prune_unread(quantized.graph)
     return quantized
 
 
