@@ -28,7 +28,8 @@ optimize's default options besides precision, target and calibration data, so th
 recipe is (the manifest's record of what ran is shown beside them). Dense rows show p50 latency at batch 1 on both
 CPU runtimes (ONNX Runtime and OpenVINO, 2 threads); the speed verdict times trtpipe's default cpu INT8 against
 NNCF's on OpenVINO and against quantize_static U8S8 on ONNX Runtime in interleaved rounds, so that noise from
-anything else on the machine falls on both sides of each ratio.
+anything else on the machine falls on both sides of each ratio, and times the peer's file against a second session
+of itself the same way: how far that ratio is from 1.00 is what the machine alone moves a ratio by.
 
 `scripts/peers.py MODEL --only TEXT` re-runs the recipes whose name contains TEXT (``--only '!TEXT'``: not those)
 and merges them into the last report; `--samples CAL,EVAL` sets the dense models' calibration and eval counts
@@ -525,10 +526,10 @@ def p50(path: Path, runtime: CpuRuntime, sample: np.ndarray, notes: list[str]) -
         return None
 
 
-def interleaved(runtime: CpuRuntime, first: Path, second: Path, sample: np.ndarray) -> tuple[float, float]:
-    """Median over SPEED_ROUNDS rounds of each file's median latency, both open at once and timed in alternating
-    order (A B, B A, A B...): whatever else loads the machine meanwhile falls on both sides, and a slow drift does
-    not favour the one timed first."""
+def interleaved(runtime: CpuRuntime, first: Path, second: Path, sample: np.ndarray) -> tuple[float, float, float]:
+    """Each file's median latency over SPEED_ROUNDS rounds, both open at once and timed in alternating order (A B,
+    B A, A B...), and the median of the rounds' ratios first / second: whatever else loads the machine meanwhile
+    falls on both sides of each round's ratio, and a slow drift does not favour the one timed first."""
     with runtime.open(first) as a, runtime.open(second) as b:
         calls = (a.bind(sample), b.bind(sample))
         for call in calls:
@@ -538,7 +539,8 @@ def interleaved(runtime: CpuRuntime, first: Path, second: Path, sample: np.ndarr
             for side in (0, 1) if round_ % 2 == 0 else (1, 0):
                 samples = measure(calls[side], warmup=1, iters=None, duration_s=SPEED_ROUND_S)
                 medians[side].append(float(np.median(samples)))
-    return float(np.median(medians[0])), float(np.median(medians[1]))
+    ratios = [mine / theirs for mine, theirs in zip(*medians, strict=True)]
+    return float(np.median(medians[0])), float(np.median(medians[1])), float(np.median(ratios))
 
 
 def speed_pairs(made: dict[tuple[str, str], Path], sample: np.ndarray) -> list[dict[str, Any]]:
@@ -555,23 +557,28 @@ def speed_pairs(made: dict[tuple[str, str], Path], sample: np.ndarray) -> list[d
                   "run)")
             continue
         try:
-            mine_ms, theirs_ms = interleaved(runtime, mine, theirs, sample)
+            mine_ms, theirs_ms, ratio = interleaved(runtime, mine, theirs, sample)
+            # The same protocol on the peer's file against a second session of itself: a ratio this far from 1.00
+            # measures nothing but the machine (which session opened first, what else ran meanwhile).
+            _, _, same = interleaved(runtime, theirs, theirs, sample)
         except (MissingDependency, BadInput) as error:
             print(f"  speed on {runtime.name}: not measured ({getattr(error, 'message', error)})", flush=True)
             continue
         pair = {"runtime": runtime.name, "trtpipe": f"{TRTPIPE_INT8} ({target})", "peer": peer, "trtpipe_ms": mine_ms,
-                "peer_ms": theirs_ms, "ratio": mine_ms / theirs_ms, "rounds": SPEED_ROUNDS, "round_s": SPEED_ROUND_S,
-                "threads": THREADS, "machine": cpu_model()}
+                "peer_ms": theirs_ms, "ratio": ratio, "peer_vs_itself": same, "rounds": SPEED_ROUNDS,
+                "round_s": SPEED_ROUND_S, "threads": THREADS, "machine": cpu_model()}
         print(f"  {speed_line(pair)}", flush=True)
         pairs.append(pair)
     return pairs
 
 
 def speed_line(pair: dict[str, Any]) -> str:
+    same = pair.get("peer_vs_itself")  # reports written before the noise floor was measured lack it
+    floor = f"; the peer against itself: {same:.3f}" if same is not None else ""
     return (f"Speed on {pair['runtime']} CPU ({pair['threads']} threads, batch 1): {pair['trtpipe']} "
             f"{pair['trtpipe_ms']:.1f} ms vs {pair['peer']} {pair['peer_ms']:.1f} ms p50, ratio "
-            f"{pair['ratio']:.2f} (trtpipe / peer; below 1: trtpipe faster), median of {pair['rounds']} interleaved "
-            f"rounds on {pair['machine']}")
+            f"{pair['ratio']:.3f} (trtpipe / peer, median of {pair['rounds']} interleaved rounds' ratios; below 1: "
+            f"trtpipe faster{floor}) on {pair['machine']}")
 
 
 def verdicts(rows: list[Row]) -> list[str]:

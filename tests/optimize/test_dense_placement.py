@@ -238,6 +238,41 @@ def test_the_gain_folds_into_a_learnable_affine_after_the_activation() -> None:
     assert after.max() / after.min() < 10
 
 
+def test_a_gain_folds_past_a_convolution_that_also_reads_the_tensor() -> None:
+    """PP-LCNetV3's affine output feeds a depthwise layer and a neck's 1x1 convolution: the gains still fold into
+    the affine's constants, and the other convolution's weights are divided by them along its input channels, so
+    both outputs are unchanged and no Mul is added (which would requantize the tensor on its way to the depthwise
+    layer)."""
+    model = _hardswish_depthwise(project=False)
+    graph = model.graph
+    depthwise = next(n for n in graph.node if n.name == "depthwise")
+    depthwise.input[0] = "affine"
+    position = list(graph.node).index(depthwise)
+    graph.node.insert(position, helper.make_node("Add", ["scaled", "beta"], ["affine"], name="affine_add"))
+    graph.node.insert(position, helper.make_node("Mul", ["hs", "alpha"], ["scaled"], name="affine_mul"))
+    graph.node.append(helper.make_node("Conv", ["affine", "w_neck"], ["neck"], name="neck", pads=[1, 1, 1, 1]))
+    graph.output.append(helper.make_tensor_value_info("neck", TensorProto.FLOAT, ["n", 4, 8, 8]))
+    graph.initializer.extend([_init(np.array(0.7), "alpha"), _init(np.array(0.2), "beta"),
+                              _init(RNG.standard_normal((4, 8, 3, 3)), "w_neck")])
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
+    scaled, applied = scale_depthwise(model, channel_ranges(model, ["affine"], batches))
+    assert applied["affine"] > 100
+    assert len(scaled.graph.node) == len(model.graph.node)
+    weights = {t.name: numpy_helper.to_array(t) for t in scaled.graph.initializer}
+    original = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "w_neck"))
+    per_input = original.sum(axis=(0, 2, 3)) / weights["w_neck"].sum(axis=(0, 2, 3))  # the gain of each channel
+    assert per_input.max() / per_input.min() > 100
+    for before, after in zip(_all_outputs(model, batches[0]), _all_outputs(scaled, batches[0]), strict=True):
+        np.testing.assert_allclose(after, before, rtol=1e-4, atol=1e-4 * np.abs(before).max())
+
+
+def _all_outputs(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})
+
+
 def test_a_gain_that_cannot_fold_is_a_float_mul() -> None:
     """A depthwise input that another node also reads keeps its value for that reader: the gain goes into a Mul
     on the depthwise convolution's edge, which every target leaves in float."""

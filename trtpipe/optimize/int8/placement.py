@@ -34,6 +34,9 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
 - ``concat-shared-scale`` (tensorrt): every input of a quantized Concat gets the union of their ranges, so one
   scale serves all and TensorRT concatenates INT8 in place instead of requantizing each input (ModelOpt does
   the same).
+- ``concat-in-place`` (openvino): after quantization, a Concat whose inputs are zero-point-free Q/DQ pairs takes
+  the widest input's scale on all of them and loses the Q/DQ on its output, as in NNCF's graphs; OpenVINO otherwise
+  requantizes each input twice (``concat_in_place.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import onnx
 
 from trtpipe.onnx_info import producers_of, readers_of
 from trtpipe.optimize.int8.calibrate import Ranges
+from trtpipe.optimize.int8.concat_in_place import concatenated_in_place
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
 from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX, preactivation_writer
 from trtpipe.vocab import Target
@@ -211,8 +215,10 @@ def share_concat_scales(model: onnx.ModelProto, ranges: Ranges, quantized: Itera
     return {concat: tensors for concat, *tensors in groups}
 
 
-def placement_record(model: onnx.ModelProto, profile: QuantProfile) -> dict[str, dict[str, object]]:
-    """The manifest's ``int8.placement``: per rule that placed anything, why, and the nodes it kept in float."""
+def placement_record(model: onnx.ModelProto, profile: QuantProfile,
+                     quantized: onnx.ModelProto | None = None) -> dict[str, dict[str, object]]:
+    """The manifest's ``int8.placement``: per rule that placed anything, why, and the nodes it kept in float; with
+    ``quantized`` (the result), the Concats it quantizes in place too (openvino)."""
     placed = float_nodes(model, profile)
     record: dict[str, dict[str, object]] = {}
     for rule in RULES:
@@ -224,4 +230,7 @@ def placement_record(model: onnx.ModelProto, profile: QuantProfile) -> dict[str,
         if concats:
             record["concat-shared-scale"] = {"why": "one scale for all inputs: TensorRT concatenates INT8 in place",
                                              "nodes": concats}
+    if profile.concat_in_place and quantized is not None and (concats := concatenated_in_place(quantized)):
+        record["concat-in-place"] = {"why": "one scale for all inputs and no Q/DQ after: OpenVINO concatenates INT8 "
+                                            "without requantizing each input twice", "nodes": concats}
     return record

@@ -28,7 +28,9 @@
   Measured on PP-OCRv4's DBNet (Intel Xeon AVX-512 VNNI, 2 threads, interleaved rounds): the openvino flavour ran
   OpenVINO 1.10-1.27x faster than cpu's (1.03x NNCF's time in `make peers`, where cpu's had been 1.06x); on ONNX
   Runtime it ran 1.10-1.15x slower than cpu's, as eight convolutions whose outputs only joins read fell back to
-  float.
+  float. A Concat's inputs take one scale and its output no Q/DQ of its own where OpenVINO allows it
+  (concat_in_place.py): with the quantizer's own scales, OpenVINO requantized each input of DBNet's FPN fusion
+  twice, the one structural difference left from NNCF's graph.
 - cpu also quantizes the input of a HardSwish a convolution writes (its pre-activation, over [-3, max]:
   saturation.py), since ONNX Runtime has no integer HardSwish and runs a convolution in integer only with a uint8
   output; the int8 pass keeps as many of them as measure within a point of float pre-activations
@@ -59,6 +61,7 @@ class QuantProfile:
     residual_branch_only: bool = False  # on an Add fed by a weighted op, drop that input's Q/DQ
     shared_concat_scales: bool = False  # every input of a quantized Concat takes one range (placement.py)
     zero_point_free_joins: bool = False  # activations no weighted op reads get zero point 0 (zero_points.py)
+    concat_in_place: bool = False  # one scale into each quantized Concat, none after it (concat_in_place.py)
     integer_hardswish: bool = False  # HardSwish between uint8 Q/DQ as QLinearAdd/QLinearMul (integer_hardswish.py)
 
     @property
@@ -115,7 +118,7 @@ def profile_for(target: Target) -> QuantProfile:
             "this CPU lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products",
             op_types=OPENVINO_OP_TYPES if openvino else CPU_OP_TYPES, evaluation_optimization=GraphOptimization.ALL,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
-            zero_point_free_joins=openvino, integer_hardswish=not openvino,
+            zero_point_free_joins=openvino, concat_in_place=openvino, integer_hardswish=not openvino,
         )
     raise BadInput(f"No INT8 profile for target '{target}'.")
 

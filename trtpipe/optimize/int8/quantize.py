@@ -16,6 +16,7 @@ import onnx
 
 from trtpipe.onnx_info import producers_of, readers_of
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
+from trtpipe.optimize.int8.concat_in_place import concatenate_in_place
 from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
@@ -74,6 +75,8 @@ def quantize(
                                    or (chosen and n.name not in chosen)})
     if profile.zero_point_free_joins:
         zero_point_free_joins(quantized)
+    if profile.concat_in_place and concatenate_in_place(quantized):
+        prune_unread(quantized.graph)
     if profile.integer_hardswish and integer_hardswish(quantized, ranges):
         prune_unread(quantized.graph)
     return quantized

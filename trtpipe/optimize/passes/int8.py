@@ -103,6 +103,7 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if high is Precision.FP16:
         quantized, check = _fp16_elsewhere(fp32, quantized, check, context, judge, profile, section)
     section["final"] = check.to_dict()
+    section["placement"] = placement_record(fp32, profile, quantized)
     context.details["int8"] = section
     return quantized
 

@@ -16,9 +16,14 @@ largest magnitude on the probe data, the calibration data when given) and divide
 channels share the widest one's range. Where the tensor is made by a Mul or Div by a constant that nothing else
 reads (the trailing ``/ 6`` of an exported HardSwish), or by an Add or Sub of a constant to such a product
 (PP-LCNetV3's learnable affine ``act * w0 + w1``), the gain is folded into those constants and the graph gains
-no node; otherwise one Mul by a per-channel constant goes before the convolution, which TensorRT fuses into the
-producer's pointwise epilogue and the INT8 pass leaves in float (placement rule ``channel-gain``). The function is
-unchanged, which is checked on the probe data. Run it after ``fuse`` (BatchNorm folded).
+no node. Where convolutions other than the depthwise ones read that tensor too (PP-OCRv4's detector: a neck's 1x1
+convolution on a backbone stage's output), the gains still fold, and each such convolution's weights are divided by
+them along its input channels, which undoes them exactly; those layers then read the tensor's narrow channels at a
+finer step as well. Otherwise one Mul by a per-channel constant goes before the depthwise convolution, which TensorRT
+fuses into the producer's pointwise epilogue and the INT8 pass leaves in float (placement rule ``channel-gain``);
+where the tensor is quantized for its other readers as well, that Mul requantizes it on the way (OpenVINO: a
+Convert, a Reorder and a FakeQuantize on PP-OCRv4's detector, which the fold removed and NNCF's graph did not have).
+The function is unchanged, which is checked on the probe data. Run it after ``fuse`` (BatchNorm folded).
 
 On the cpu target a HardSwish's gain is carried back into the convolution that writes its input, where only the
 HardSwish reads that input and only depthwise convolutions its output: ``g*hardswish(x)`` equals
@@ -194,8 +199,11 @@ def scale_depthwise(model: onnx.ModelProto, peaks: dict[str, np.ndarray],
         rank = len(constants[site.convs[0].input[1]].shape)  # the convolution's input has the weight's rank
         shape = (1, -1, *([1] * (rank - 2)))
         source = producer.get(site.tensor)
-        only_convs = all(r in site.convs for r in readers.get(site.tensor, [])) and site.tensor not in outputs
-        if source is not None and only_convs and _fold(graph, source, gain, shape, constants, readers, producer):
+        others = [r for r in readers.get(site.tensor, []) if r not in site.convs]
+        undoable = site.tensor not in outputs and all(_compensable(r, site.tensor, constants, readers)
+                                                     for r in others)
+        if source is not None and undoable and _fold(graph, source, gain, shape, constants, readers, producer):
+            _compensate(others, gain, constants, initializer)
             applied[site.tensor] = float(gain.max() / gain.min())
             continue
         if carry is None and float(gain.max() / gain.min()) < MIN_SPREAD_FOR_MUL:
@@ -240,6 +248,25 @@ def preactivation_writer(producer: dict[str, onnx.NodeProto], tensor: str) -> on
     if node is not None and node.op_type == "Mul" and node.name.endswith(INVERSE_SUFFIX):
         return producer.get(node.input[0])
     return node
+
+
+def _compensable(node: onnx.NodeProto, tensor: str, constants: dict[str, np.ndarray],
+                 readers: dict[str, list[onnx.NodeProto]]) -> bool:
+    """A convolution (one group) that reads ``tensor`` as its data input through a constant weight only it reads:
+    dividing the weight's input channels by the gains undoes them exactly (zero padding stays zero)."""
+    return (node.op_type == "Conv" and len(node.input) >= 2 and node.input[0] == tensor
+            and node.input[1] in constants and readers.get(node.input[1]) == [node]
+            and int(attribute(node, "group", 1)) == 1)
+
+
+def _compensate(convs: list[onnx.NodeProto], gain: np.ndarray, constants: dict[str, np.ndarray],
+                initializer: dict[str, onnx.TensorProto]) -> None:
+    """Divide each convolution's weight [C_out, C_in, ...] by the gains along its input channels."""
+    for conv in convs:
+        weight = constants[conv.input[1]]
+        per_input = gain.reshape(1, -1, *([1] * (weight.ndim - 2)))
+        initializer[conv.input[1]].CopyFrom(numpy_helper.from_array(
+            (weight.astype(np.float64) / per_input).astype(weight.dtype), conv.input[1]))
 
 
 def _restore(initializer: dict[str, onnx.TensorProto], constants: dict[str, np.ndarray], site: Site) -> None:

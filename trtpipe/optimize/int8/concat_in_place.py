@@ -1,0 +1,93 @@
+"""One scale into each quantized Concat and no requantization after it (the openvino target).
+
+ONNX Runtime's quantizer gives each input of a Concat its own scale and the Concat's output another (the union of
+theirs), so the graph reads ``DQ(a), DQ(b) -> Concat -> Q -> DQ -> Conv``. OpenVINO's low-precision transformations
+move that output FakeQuantize back onto every input, where each input's own FakeQuantize already is: two
+requantizations per input, fused into whatever writes it (an upsampling, a residual join). On PP-OCRv4's DBNet
+(AMD EPYC AVX-512 VNNI, 2 threads) that was the one structural difference left from NNCF's graph, whose Concat
+inputs share one scale and whose Concat output is not quantized again; with the same parameters on the inputs and
+on the output, OpenVINO still requantized each input twice.
+
+So where every input of a Concat is a Q/DQ pair with zero point 0 (``zero_points.py`` makes them so where no
+weighted op reads them) read by that Concat alone, and only a Q reads its output, the inputs take the widest
+input's scale and the output's Q/DQ goes: its readers read the Concat of the dequantized inputs, which is exact in
+that one scale. Nothing is lost that the output's quantization did not already lose: its scale covered the union of
+the inputs' ranges, so it was at least as coarse as the widest input's (up to the step between its asymmetric
+range and the symmetric one). A Resize before a Concat input keeps its input's scale and requantizes to the shared
+one, as in NNCF's graphs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from trtpipe.onnx_info import producers_of, readers_of
+
+
+def concatenate_in_place(model: onnx.ModelProto) -> list[str]:
+    """Rewrite each Concat that qualifies (module docstring) in place; returns the names of those rewritten."""
+    graph = model.graph
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    producer = producers_of(graph)
+    readers = readers_of(graph)
+    outputs = {o.name for o in graph.output}
+    rewritten: list[str] = []
+    dropped: list[onnx.NodeProto] = []
+    for concat in [n for n in graph.node if n.op_type == "Concat"]:
+        pairs = [_input_pair(name, concat, constants, producer, readers) for name in concat.input]
+        after = readers.get(concat.output[0], [])
+        if not pairs or any(p is None for p in pairs) or concat.output[0] in outputs or not after \
+                or any(r.op_type != "QuantizeLinear" for r in after):
+            continue
+        widest = max(pairs, key=lambda p: float(constants[p[0].input[1]]))  # type: ignore[index]
+        scale, zero = widest[0].input[1], widest[0].input[2]  # type: ignore[index]
+        if len({constants[p[0].input[2]].dtype for p in pairs}) != 1:  # type: ignore[index]
+            continue  # uint8 and int8 inputs: no one zero-point type serves both
+        for quantize, dequantize in pairs:  # type: ignore[misc]
+            for node in (quantize, dequantize):
+                node.input[1], node.input[2] = scale, zero
+        for quantize in after:
+            for dequantize in readers.get(quantize.output[0], []):
+                for reader in readers.get(dequantize.output[0], []):
+                    reader.input[:] = [concat.output[0] if i == dequantize.output[0] else i for i in reader.input]
+                dropped.append(dequantize)
+            dropped.append(quantize)
+        rewritten.append(concat.name)
+    for node in dropped:
+        graph.node.remove(node)
+    return rewritten
+
+
+def concatenated_in_place(model: onnx.ModelProto) -> list[str]:
+    """The Concats of a quantized ``model`` that run as ``concatenate_in_place`` leaves them: every input dequantized
+    with the same scale and zero point, and no Q reading the output (for the manifest's placement record)."""
+    producer, readers = producers_of(model.graph), readers_of(model.graph)
+    found = []
+    for concat in (n for n in model.graph.node if n.op_type == "Concat"):
+        sources = [producer.get(name) for name in concat.input]
+        if all(s is not None and s.op_type == "DequantizeLinear" for s in sources) \
+                and len({tuple(s.input[1:3]) for s in sources}) == 1 \
+                and not any(r.op_type == "QuantizeLinear" for r in readers.get(concat.output[0], [])):
+            found.append(concat.name)
+    return found
+
+
+def _input_pair(name: str, concat: onnx.NodeProto, constants: dict[str, np.ndarray],
+                producer: dict[str, onnx.NodeProto], readers: dict[str, list[onnx.NodeProto]],
+                ) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+    """The (Q, DQ) pair in front of ``concat``'s input ``name``: per tensor, zero point 0, nothing else reading it;
+    None otherwise."""
+    dequantize = producer.get(name)
+    if dequantize is None or dequantize.op_type != "DequantizeLinear" or readers.get(name) != [concat]:
+        return None
+    quantize = producer.get(dequantize.input[0])
+    if quantize is None or quantize.op_type != "QuantizeLinear" or quantize.input[0] in constants \
+            or readers.get(quantize.output[0]) != [dequantize] or len(quantize.input) < 3:
+        return None
+    scale, zero = (constants.get(quantize.input[i]) for i in (1, 2))
+    if scale is None or zero is None or scale.size != 1 or zero.size != 1 or int(zero) != 0 \
+            or list(dequantize.input[1:3]) != list(quantize.input[1:3]):
+        return None
+    return quantize, dequantize
