@@ -1,6 +1,6 @@
-"""The openvino INT8 flavour on a tiny FPN fusion (DBNet's neck: a lateral map and an upsampled one, concatenated
-and read by a convolution): one scale into the Concat and no Q/DQ after it, the outputs against the FP32 reference,
-and the cases left alone."""
+"""The openvino INT8 flavour on a tiny FPN fusion (``fpn_models.fpn`` with a Concat: DBNet's neck, a lateral map
+and an upsampled one concatenated and read by a convolution): one scale into the Concat and no Q/DQ after it, the
+outputs against the FP32 reference, and the cases left alone."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from dataclasses import replace
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
 from tests.optimize.conftest import run
+from tests.optimize.fpn_models import fpn
 from trtpipe.onnx_info import producers_of, readers_of
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.concat_in_place import concatenate_in_place
@@ -20,38 +21,6 @@ from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.vocab import CalibMethod, Target
 
 RNG = np.random.default_rng(5)
-
-
-def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
-
-
-def _fusion(lateral_read_by_a_convolution: bool = False) -> onnx.ModelProto:
-    """stem Conv -> (lateral 1x1 Conv, strided Conv 8x wider -> nearest Resize x2) -> Concat -> head Conv. With
-    ``lateral_read_by_a_convolution`` a second output convolves the lateral map too."""
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * 0.4, "w_stem"), _init(RNG.standard_normal(8), "b_stem"),
-             _init(RNG.standard_normal((4, 8, 1, 1)) * 0.2, "w_lat"), _init(RNG.standard_normal(4), "b_lat"),
-             _init(RNG.standard_normal((4, 8, 3, 3)) * 1.6, "w_down"), _init(RNG.standard_normal(4), "b_down"),
-             _init(RNG.standard_normal((2, 8, 3, 3)) * 0.2, "w_head"), _init(np.zeros(2), "b_head"),
-             _init(np.array([1.0, 1.0, 2.0, 2.0]), "scales")]
-    nodes = [
-        helper.make_node("Conv", ["x", "w_stem", "b_stem"], ["stem"], name="stem", pads=[1, 1, 1, 1]),
-        helper.make_node("Conv", ["stem", "w_lat", "b_lat"], ["lateral"], name="lateral"),
-        helper.make_node("Conv", ["stem", "w_down", "b_down"], ["down"], name="down", pads=[1, 1, 1, 1],
-                         strides=[2, 2]),
-        helper.make_node("Resize", ["down", "", "scales"], ["up"], name="upsample", mode="nearest"),
-        helper.make_node("Concat", ["lateral", "up"], ["fused"], name="fuse", axis=1),
-        helper.make_node("Conv", ["fused", "w_head", "b_head"], ["y"], name="head", pads=[1, 1, 1, 1]),
-    ]
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 16, 16])]
-    if lateral_read_by_a_convolution:
-        nodes.append(helper.make_node("Conv", ["lateral", "w_lateral_head", "b_head"], ["y_lateral"],
-                                      name="lateral_head", pads=[1, 1, 1, 1]))
-        inits.append(_init(RNG.standard_normal((2, 4, 3, 3)) * 0.2, "w_lateral_head"))
-        outputs.append(helper.make_tensor_value_info("y_lateral", TensorProto.FLOAT, [1, 2, 16, 16]))
-    graph = helper.make_graph(nodes, "fusion", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              outputs, inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 def _quantized(model: onnx.ModelProto, target: Target, *, rewrite: bool = True) -> onnx.ModelProto:
@@ -72,13 +41,13 @@ def _concat_io(model: onnx.ModelProto) -> tuple[list[tuple[str, str]], list[str]
 
 
 def test_the_inputs_share_one_scale_and_nothing_requantizes_after_the_concat() -> None:
-    model = _fusion()
+    model = fpn(RNG, join="Concat", down_scale=1.6)
     quantized = _quantized(model, Target.OPENVINO)
     inputs, after = _concat_io(quantized)
     assert len(inputs) == 2 and len(set(inputs)) == 1, inputs  # both inputs dequantized with the same parameters
     assert after == ["Conv"]  # the head reads the Concat itself: no Q/DQ between them
     record = placement_record(model, profile_for(Target.OPENVINO), quantized)["concat-in-place"]
-    assert record["nodes"] == ["fuse"]
+    assert record["nodes"] == ["join"]
     constants = {t.name: numpy_helper.to_array(t) for t in quantized.graph.initializer}
     scale, zero = (constants[name] for name in inputs[0])
     assert zero.dtype == np.int8 and int(zero) == 0
@@ -101,7 +70,8 @@ def test_the_inputs_share_one_scale_and_nothing_requantizes_after_the_concat() -
 def test_a_concat_input_a_convolution_also_reads_is_left_alone() -> None:
     """The lateral map keeps its uint8 zero point for the convolution that reads it besides the Concat, so the
     inputs cannot share one zero-point-free scale: the Concat keeps its own Q/DQ, and the rewrite changes nothing."""
-    quantized = _quantized(_fusion(lateral_read_by_a_convolution=True), Target.OPENVINO, rewrite=False)
+    model = fpn(RNG, join="Concat", down_scale=1.6, side_reader="lateral")
+    quantized = _quantized(model, Target.OPENVINO, rewrite=False)
     before = quantized.SerializeToString()
     assert concatenate_in_place(quantized) == []
     assert quantized.SerializeToString() == before
@@ -110,4 +80,4 @@ def test_a_concat_input_a_convolution_also_reads_is_left_alone() -> None:
 
 def test_the_cpu_flavour_keeps_the_q_dq_after_the_concat() -> None:
     """ONNX Runtime runs the head as a QLinearConv only with a Q/DQ right before it."""
-    assert _concat_io(_quantized(_fusion(), Target.CPU))[1] == ["QuantizeLinear"]
+    assert _concat_io(_quantized(fpn(RNG, join="Concat", down_scale=1.6), Target.CPU))[1] == ["QuantizeLinear"]

@@ -215,10 +215,9 @@ def test_the_gain_folds_into_a_divisor_other_nodes_share() -> None:
     np.testing.assert_allclose(run(scaled, batches[0]), run(model, batches[0]), rtol=1e-4, atol=1e-4)
 
 
-def test_the_gain_folds_into_a_learnable_affine_after_the_activation() -> None:
-    """PP-LCNetV3 writes ``act * alpha + beta`` (scalars) in front of its depthwise layers: the gains scale both
-    constants, and the graph gains no node."""
-    model = _hardswish_depthwise(project=False)
+def _with_learnable_affine(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (from ``_hardswish_depthwise``) with ``hs * 0.7 + 0.2`` between the HardSwish and the depthwise
+    layer, as PP-LCNetV3 writes it."""
     graph = model.graph
     depthwise = next(n for n in graph.node if n.name == "depthwise")
     depthwise.input[0] = "affine"
@@ -226,6 +225,13 @@ def test_the_gain_folds_into_a_learnable_affine_after_the_activation() -> None:
     graph.node.insert(position, helper.make_node("Add", ["scaled", "beta"], ["affine"], name="affine_add"))
     graph.node.insert(position, helper.make_node("Mul", ["hs", "alpha"], ["scaled"], name="affine_mul"))
     graph.initializer.extend([_init(np.array(0.7), "alpha"), _init(np.array(0.2), "beta")])
+    return model
+
+
+def test_the_gain_folds_into_a_learnable_affine_after_the_activation() -> None:
+    """PP-LCNetV3 writes ``act * alpha + beta`` (scalars) in front of its depthwise layers: the gains scale both
+    constants, and the graph gains no node."""
+    model = _with_learnable_affine(_hardswish_depthwise(project=False))
     batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
     assert [s.tensor for s in find_sites(model)] == ["affine"]
     scaled, applied = scale_depthwise(model, channel_ranges(model, ["affine"], batches))
@@ -243,17 +249,11 @@ def test_a_gain_folds_past_a_convolution_that_also_reads_the_tensor() -> None:
     the affine's constants, and the other convolution's weights are divided by them along its input channels, so
     both outputs are unchanged and no Mul is added (which would requantize the tensor on its way to the depthwise
     layer)."""
-    model = _hardswish_depthwise(project=False)
+    model = _with_learnable_affine(_hardswish_depthwise(project=False))
     graph = model.graph
-    depthwise = next(n for n in graph.node if n.name == "depthwise")
-    depthwise.input[0] = "affine"
-    position = list(graph.node).index(depthwise)
-    graph.node.insert(position, helper.make_node("Add", ["scaled", "beta"], ["affine"], name="affine_add"))
-    graph.node.insert(position, helper.make_node("Mul", ["hs", "alpha"], ["scaled"], name="affine_mul"))
     graph.node.append(helper.make_node("Conv", ["affine", "w_neck"], ["neck"], name="neck", pads=[1, 1, 1, 1]))
     graph.output.append(helper.make_tensor_value_info("neck", TensorProto.FLOAT, ["n", 4, 8, 8]))
-    graph.initializer.extend([_init(np.array(0.7), "alpha"), _init(np.array(0.2), "beta"),
-                              _init(RNG.standard_normal((4, 8, 3, 3)), "w_neck")])
+    graph.initializer.append(_init(RNG.standard_normal((4, 8, 3, 3)), "w_neck"))
     batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
     scaled, applied = scale_depthwise(model, channel_ranges(model, ["affine"], batches))
     assert applied["affine"] > 100

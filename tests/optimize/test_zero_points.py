@@ -9,9 +9,10 @@ from dataclasses import replace
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
 from tests.optimize.conftest import run
+from tests.optimize.fpn_models import fpn
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
@@ -21,41 +22,9 @@ from trtpipe.vocab import CalibMethod, Target
 RNG = np.random.default_rng(11)
 
 
-def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
-
-
-def _fpn(down_read_by_a_convolution: bool = False) -> onnx.ModelProto:
-    """stem Conv -> (lateral 1x1 Conv, strided Conv -> nearest Resize x2) -> Add -> head Conv: the lateral's output
-    and the upsampled map are read by the Add alone, the Add's output by the head convolution. With
-    ``down_read_by_a_convolution`` a second output convolves the strided map too (an FPN level's own head)."""
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * 0.4, "w_stem"), _init(RNG.standard_normal(8), "b_stem"),
-             _init(RNG.standard_normal((8, 8, 1, 1)) * 0.4, "w_lat"), _init(RNG.standard_normal(8), "b_lat"),
-             _init(RNG.standard_normal((8, 8, 3, 3)) * 0.2, "w_down"), _init(RNG.standard_normal(8), "b_down"),
-             _init(RNG.standard_normal((4, 8, 3, 3)) * 0.2, "w_head"), _init(np.zeros(4), "b_head"),
-             _init(np.array([1.0, 1.0, 2.0, 2.0]), "scales")]
-    nodes = [
-        helper.make_node("Conv", ["x", "w_stem", "b_stem"], ["stem"], name="stem", pads=[1, 1, 1, 1]),
-        helper.make_node("Conv", ["stem", "w_lat", "b_lat"], ["lateral"], name="lateral"),
-        helper.make_node("Conv", ["stem", "w_down", "b_down"], ["down"], name="down", pads=[1, 1, 1, 1],
-                         strides=[2, 2]),
-        helper.make_node("Resize", ["down", "", "scales"], ["up"], name="upsample", mode="nearest"),
-        helper.make_node("Add", ["lateral", "up"], ["joined"], name="join"),
-        helper.make_node("Conv", ["joined", "w_head", "b_head"], ["y"], name="head", pads=[1, 1, 1, 1]),
-    ]
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])]
-    if down_read_by_a_convolution:
-        nodes.append(helper.make_node("Conv", ["down", "w_head", "b_head"], ["y_small"], name="small_head",
-                                      pads=[1, 1, 1, 1]))
-        outputs.append(helper.make_tensor_value_info("y_small", TensorProto.FLOAT, [1, 4, 8, 8]))
-    graph = helper.make_graph(nodes, "fpn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              outputs, inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-
-
 def _quantized(target: Target, model: onnx.ModelProto | None = None, *,
                rewrite: bool = True) -> tuple[onnx.ModelProto, onnx.ModelProto]:
-    model = model or _fpn()
+    model = model or fpn(RNG)
     batches = [RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) for _ in range(16)]
     profile = profile_for(target)
     if not rewrite:
@@ -111,11 +80,11 @@ def test_a_tensor_a_convolution_reads_is_never_rewritten_nor_its_upsampled_copy(
     """The strided map is read by a convolution and by the Resize: its pair stays uint8, and so does the pair on
     the Resize's output (one group: OpenVINO drops the requantization only while both sides agree), while the
     lateral's output, which only the Add reads, is rewritten."""
-    _, quantized = _quantized(Target.OPENVINO, _fpn(down_read_by_a_convolution=True), rewrite=False)
+    _, quantized = _quantized(Target.OPENVINO, fpn(RNG, side_reader="down"), rewrite=False)
     before = _dequantized_inputs(quantized)
     assert zero_point_free_joins(quantized) == 1
     after = _dequantized_inputs(quantized)
-    for name in ("small_head", "upsample", "head", "lateral", "down"):
+    for name in ("side_head", "upsample", "head", "lateral", "down"):
         assert after[name] == before[name], name
     changed = [entry for entry in after["join"] if entry not in before["join"]]
     assert len(changed) == 1 and changed[0][0] == TensorProto.INT8 and changed[0][2] == 0
