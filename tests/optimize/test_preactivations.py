@@ -213,3 +213,22 @@ def test_gained_finds_the_activations_a_channel_gain_reads() -> None:
     model = helper.make_model(helper.make_graph(nodes, "gains", inputs, outputs, consts))
     assert gained(model, ["hs_a", "hs_b"]) == ["hs_a"]
     assert gained(model, ["hs_b"]) == []
+
+
+def test_the_float_preactivations_stay_in_the_manifests_placement_record(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With no tolerance at all the pass keeps the pre-activation float; the manifest's placement record names it
+    beside the rules' own entries (which are written from the final model at the end of the pass)."""
+    from trtpipe.optimize.int8 import preactivations
+    from trtpipe.optimize.options import OptimizeOptions
+    from trtpipe.optimize.stage import optimize
+    from trtpipe.vocab import Precision, Target
+
+    monkeypatch.setattr(preactivations, "TOLERANCE_PP", -1.0)
+    monkeypatch.setattr(preactivations, "COSINE_TOLERANCE", -1.0)
+    source, out = tmp_path / "hswish.onnx", tmp_path / "int8.onnx"
+    onnx.save(_conv_hardswish(), source)
+    optimize(source, out, OptimizeOptions(precision=Precision.INT8, target=Target.CPU, calib="random",
+                                          calib_samples=16))
+    section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]
+    assert section["integer_preactivations"]["uint8"] == []
+    assert section["placement"]["float-preactivation"]["nodes"] == ["hswish"]

@@ -42,16 +42,17 @@ def concatenate_in_place(model: onnx.ModelProto) -> list[str]:
     rewritten: list[str] = []
     dropped: list[onnx.NodeProto] = []
     for concat in [n for n in graph.node if n.op_type == "Concat"]:
-        pairs = [_input_pair(name, concat, constants, producer, readers) for name in concat.input]
+        found = [_input_pair(name, concat, constants, producer, readers) for name in concat.input]
+        pairs = [pair for pair in found if pair is not None]
         after = readers.get(concat.output[0], [])
-        if not pairs or any(p is None for p in pairs) or concat.output[0] in outputs or not after \
+        if not pairs or len(pairs) != len(found) or concat.output[0] in outputs or not after \
                 or any(r.op_type != "QuantizeLinear" for r in after):
             continue
-        widest = max(pairs, key=lambda p: float(constants[p[0].input[1]]))  # type: ignore[index]
-        scale, zero = widest[0].input[1], widest[0].input[2]  # type: ignore[index]
-        if len({constants[p[0].input[2]].dtype for p in pairs}) != 1:  # type: ignore[index]
+        if len({constants[quantize.input[2]].dtype for quantize, _ in pairs}) != 1:
             continue  # uint8 and int8 inputs: no one zero-point type serves both
-        for quantize, dequantize in pairs:  # type: ignore[misc]
+        widest, _ = max(pairs, key=lambda pair: float(constants[pair[0].input[1]]))
+        scale, zero = widest.input[1], widest.input[2]
+        for quantize, dequantize in pairs:
             for node in (quantize, dequantize):
                 node.input[1], node.input[2] = scale, zero
         for quantize in after:

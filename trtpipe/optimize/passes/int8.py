@@ -60,7 +60,7 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     console.note(f"INT8 ({context.target}) vs FP32 on {judge.source}: {check.line()}")
     section: dict[str, Any] = {
         "profile": profile.to_dict(),
-        "placement": placement_record(fp32, profile),
+        "placement": {},  # the rules' record joins the choices made on the way, from the final model at the end
         "calibration": {"method": options.calib_method, "source": calib.source, "samples": len(calib),
                         "sha256": calib.sha256, "cache": str(cache), "tensors": len(ranges)},
         "full_int8": check.to_dict(),
@@ -103,7 +103,7 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if high is Precision.FP16:
         quantized, check = _fp16_elsewhere(fp32, quantized, check, context, judge, profile, section)
     section["final"] = check.to_dict()
-    section["placement"] = placement_record(fp32, profile, quantized)
+    section["placement"] = {**placement_record(fp32, profile, quantized), **section["placement"]}  # + the choices
     context.details["int8"] = section
     return quantized
 
