@@ -30,9 +30,9 @@
   Runtime it ran 1.10-1.15x slower than cpu's, as eight convolutions whose outputs only joins read fell back to
   float. A Concat's inputs take one scale and its output no Q/DQ of its own where OpenVINO allows it
   (concat_in_place.py): with the quantizer's own scales, OpenVINO requantized each input of DBNet's FPN fusion
-  twice, where NNCF's graph does not. ONNX Runtime fuses a convolution into QLinearConv
-  only with a Q/DQ right before it, so there the convolutions after such Concats run in float (the text detector's
-  openvino file: 1.085x its earlier time on ONNX Runtime): the openvino file is the OpenVINO one.
+  twice, where NNCF's graph does not. ONNX Runtime fuses a convolution into QLinearConv only with a Q/DQ right
+  before it, so there the convolutions after such Concats run in float (the text detector's openvino file: 1.085x
+  its earlier time on ONNX Runtime): the openvino file is the OpenVINO one.
 - cpu also quantizes the input of a HardSwish a convolution writes (its pre-activation, over [-3, max]:
   saturation.py), since ONNX Runtime has no integer HardSwish and runs a convolution in integer only with a uint8
   output; the int8 pass keeps as many of them as measure within a point of float pre-activations

@@ -289,10 +289,11 @@ def _fold(graph: onnx.GraphProto, node: onnx.NodeProto, gain: np.ndarray, shape:
         if product is None or readers.get(product.output[0]) != [node] or product.op_type not in ("Mul", "Div"):
             return False
         scaled.append((product, _scalar_operand(product, constants)))
-    if any(index is None for _, index in scaled):
+    operands = [(target, index) for target, index in scaled if index is not None]
+    if len(operands) != len(scaled):
         return False
-    for target, index in scaled:
-        _scale_operand(graph, target, index, gain, shape, constants, readers)  # type: ignore[arg-type]
+    for target, index in operands:
+        _scale_operand(graph, target, index, gain, shape, constants, readers)
     return True
 
 
