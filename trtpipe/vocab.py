@@ -128,6 +128,30 @@ class Baseline(StrEnum):
 
     COMPILE = "compile"  # torch.compile (Inductor), FP32
     AUTOCAST = "autocast"  # eager under autocast: BF16 on a CPU with AVX512-BF16/AMX, FP16 on a GPU
+    # GPU: torch.compile(mode="reduce-overhead") on an FP16 channels_last copy (Inductor's CUDA graphs); on a CPU,
+    # where reduce-overhead has no graphs to use, torch.compile on the BF16 copy where the CPU has BF16 kernels.
+    COMPILE_HALF = "compile-half"
+    GRAPH_HALF = "graph-half"  # GPU: eager FP16 channels_last replayed from a CUDA graph captured by hand
+    MAX_AUTOTUNE = "max-autotune"  # torch.compile(mode="max-autotune") FP16 channels_last: minutes per shape
+
+    @classmethod
+    def defaults(cls, device: Device) -> tuple[Baseline, ...]:
+        """What bench adds when no baseline is named: on a GPU, the rows a PyTorch user gets in one line
+        (max-autotune only when asked: it can take many minutes per shape)."""
+        return (cls.COMPILE_HALF, cls.GRAPH_HALF) if device is Device.CUDA else ()
+
+
+class CudnnSearch(StrEnum):
+    """ONNX Runtime CUDA's ``cudnn_conv_algo_search``: try every convolution algorithm once per shape
+    (exhaustive), take cuDNN's heuristic pick, or its default algorithm."""
+
+    EXHAUSTIVE = "exhaustive"
+    HEURISTIC = "heuristic"
+    DEFAULT = "default"
+
+    @property
+    def onnxruntime_name(self) -> str:
+        return self.value.upper()
 
 
 class BackendKind(StrEnum):
@@ -137,6 +161,7 @@ class BackendKind(StrEnum):
     ONNXRUNTIME = "onnxruntime"
     OPENVINO = "openvino"  # optional extra [openvino]: ONNX artifacts on Intel's CPU runtime
     TENSORRT = "tensorrt"
+    AOTI = "aoti"  # AOTInductor packages (.pt2): torch.export, compiled ahead of time by Inductor, run by torch
 
     @property
     def implementation(self) -> str:
@@ -145,8 +170,8 @@ class BackendKind(StrEnum):
 
     @property
     def library(self) -> str:
-        """The Python package the backend runs on (each is named after its package)."""
-        return self.value
+        """The Python package the backend runs on (each is named after its package, but AOTInductor's is torch)."""
+        return _BACKEND_LIBRARIES.get(self, self.value)
 
     @property
     def thread_safe(self) -> bool:
@@ -155,7 +180,9 @@ class BackendKind(StrEnum):
 
 
 _BACKEND_CLASSES = {BackendKind.TORCH: "TorchBackend", BackendKind.ONNXRUNTIME: "OnnxRuntimeBackend",
-                    BackendKind.OPENVINO: "OpenVinoBackend", BackendKind.TENSORRT: "TensorRTBackend"}
+                    BackendKind.OPENVINO: "OpenVinoBackend", BackendKind.TENSORRT: "TensorRTBackend",
+                    BackendKind.AOTI: "AotiBackend"}
+_BACKEND_LIBRARIES = {BackendKind.AOTI: "torch"}
 
 
 class ArtifactKind(StrEnum):
@@ -163,6 +190,7 @@ class ArtifactKind(StrEnum):
 
     ONNX = "onnx"
     TENSORRT_ENGINE = "tensorrt_engine"
+    AOTI = "aoti"  # an AOTInductor package (native code: loaded only when its manifest vouches for it)
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -229,6 +257,9 @@ _ARTIFACTS = {
                                       "model.onnx", "manifest", (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO)),
     ArtifactKind.TENSORRT_ENGINE: _ArtifactFacts((".plan", ".engine"), BackendKind.TENSORRT, "tensorrt_plan",
                                                  "KIND_GPU", "model.plan", "sidecar", (BackendKind.TENSORRT,)),
+    # Triton has no AOTInductor platform (""): its export runs the package through the Python backend.
+    ArtifactKind.AOTI: _ArtifactFacts((".pt2",), BackendKind.AOTI, "", "KIND_CPU", "model.pt2", "manifest",
+                                      (BackendKind.AOTI,)),
 }
 
 

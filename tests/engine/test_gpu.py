@@ -85,8 +85,11 @@ def test_digits_engine_matches_onnxruntime(digits_variants: dict[str, Path], tmp
     assert result.sidecar.precision == precision and cache.is_file()
     assert json.loads(result.layer_info.read_text())["Layers"]
     split = load_split("digits", "eval")
+    from trtpipe.runtime.options import RunOptions
+
     optimization = "disable" if precision == "int8" else "all"  # TensorRT arithmetic for Q/DQ
-    with OnnxRuntimeBackend(source, optimization=optimization) as ort, TensorRTBackend(result.engine) as engine:
+    with OnnxRuntimeBackend(source, RunOptions(optimization=optimization)) as ort, \
+            TensorRTBackend(result.engine) as engine:
         for batch in (1, 8, 32):
             reference, out = ort.run(split.images[:batch])[0], engine.run(split.images[:batch])[0]
             assert np.mean(reference.argmax(1) == out.argmax(1)) >= (1.0 if precision == "fp32" else 0.9)
@@ -197,9 +200,11 @@ def test_onnxruntime_gpu_providers_really_run(digits_onnx: Path, tmp_path: Path,
         pytest.skip("onnxruntime-gpu lists its TensorRT provider, but TensorRT 10's libnvinfer.so.10 is not here")
     from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
     from trtpipe.runtime.onnxruntime.providers import provider_list
+    from trtpipe.runtime.options import RunOptions
     from trtpipe.vocab import OnnxExecution
 
-    with OnnxRuntimeBackend(digits_onnx, providers=provider_list(OnnxExecution(backend))) as session:
+    providers = tuple(provider_list(OnnxExecution(backend)))
+    with OnnxRuntimeBackend(digits_onnx, RunOptions(providers=providers)) as session:
         assert session.session.get_providers()[0] == wanted
     json_path = tmp_path / "bench.json"
     result = run_cli("bench", "digits_resnet", digits_onnx, "--backend", backend, "--device", "cuda", "--batch", "8",
@@ -218,9 +223,14 @@ def test_cuda_rows_carry_device_memory_and_autocast_runs_in_fp16(tmp_path: Path,
     rows = json.loads(json_path.read_text())["results"]
     assert {r["variant"] for r in rows} >= {"pytorch-fp32", "pytorch-tf32", "pytorch-fp16-autocast",
                                             "pytorch-fp32-compile"}
-    assert all(r["device"] == "cuda" and r["device_memory_mb"] and r["device_memory_mb"] > 0 for r in rows)
+    for row in rows:  # one assertion per row, naming it, so a failure on a GPU machine says which row and figure
+        assert row["device"] == "cuda", row
+        assert row["device_memory_mb"] is not None and row["device_memory_mb"] > 0, (row["variant"], row["batch"],
+                                                                                     row["device_memory_mb"])
     autocast = [r for r in rows if r["variant"].startswith("pytorch-fp16-autocast")]
-    assert all(r["precision"] == "fp16" and r["top1_agreement"] > 0.98 for r in autocast)
+    for row in autocast:
+        assert row["precision"] == "fp16" and row["top1_agreement"] > 0.98, (row["variant"], row["batch"],
+                                                                             row["precision"], row["top1_agreement"])
 
 
 @needs_tensorrt

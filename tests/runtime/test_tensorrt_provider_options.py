@@ -46,5 +46,8 @@ def test_onnxruntime_applies_the_workspace(digits_onnx: Path, tmp_path: Path) ->
         pytest.skip("ONNX Runtime's TensorRT provider is not installed here (onnxruntime-gpu and TensorRT 10)")
     providers = provider_list(OnnxExecution.TENSORRT, trt_workspace=1 << 30, trt_cache_dir=tmp_path)
     session = onnxruntime.InferenceSession(str(digits_onnx), providers=providers)
+    if "TensorrtExecutionProvider" not in session.get_provider_options():
+        # onnxruntime-gpu lists the provider whether or not TensorRT's libraries load; it then falls back unseen.
+        pytest.skip("ONNX Runtime lists its TensorRT provider, but TensorRT 10's libraries did not load here")
     applied = session.get_provider_options()["TensorrtExecutionProvider"]
     assert int(applied["trt_max_workspace_size"]) == 1 << 30 and applied["trt_engine_cache_path"] == str(tmp_path)

@@ -46,3 +46,13 @@ def _optional_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return found
+
+
+def device_name(gpu: bool) -> str:
+    """The device a figure was measured on: the first CUDA GPU's name, else the CPU's model."""
+    if gpu:
+        import torch
+
+        if torch.cuda.is_available():
+            return str(torch.cuda.get_device_name(0))
+    return cpu_model()

@@ -10,8 +10,8 @@ from trtpipe.shapes import format_size, parse_batch_sizes, parse_size
 from trtpipe.vocab import BENCH_DURATION_S, BENCH_WARMUP, DEFAULT_BATCHES, Baseline, Device, OnnxExecution
 
 
-def _format_list(batches: tuple[int, ...]) -> str:
-    return ",".join(map(str, batches))
+def _format_list(values: tuple[object, ...] | None) -> str:
+    return "none" if values == () else ",".join(map(str, values or ()))
 
 
 def _parse_executions(text: str) -> tuple[OnnxExecution, ...]:
@@ -23,7 +23,7 @@ def _parse_executions(text: str) -> tuple[OnnxExecution, ...]:
 
 
 def _parse_baselines(text: str) -> tuple[Baseline, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    names = tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
     unknown = [n for n in names if n not in tuple(Baseline)]
     if unknown:
         raise ValueError(f"unknown baseline {', '.join(unknown)}: choose from {', '.join(Baseline)}")
@@ -44,9 +44,12 @@ class BenchOptions(Options):
     duration: float = option(BENCH_DURATION_S, "Seconds of timed runs per variant and batch.", type=float,
                              minimum=0.1)
     device: Device = option(Device.CPU, "Where the PyTorch baseline runs (cuda adds a TF32 row).", type=Device)
-    baselines: tuple[Baseline, ...] = option((), "More PyTorch rows beside FP32 eager: compile (torch.compile FP32), "
-                                        "autocast (BF16 on a CPU with AVX512-BF16/AMX, FP16 on a GPU).",
-                                        parse=_parse_baselines, format=_format_list, metavar="LIST")
+    baselines: tuple[Baseline, ...] | None = option(
+        None, "More PyTorch rows beside FP32 eager: compile (torch.compile FP32), autocast (BF16 on a CPU with "
+        "AVX512-BF16/AMX, FP16 on a GPU), compile-half (torch.compile mode reduce-overhead, FP16 channels_last on a "
+        "GPU; BF16 on a CPU), graph-half (FP16 channels_last replayed from a CUDA graph, GPU), max-autotune (minutes "
+        "per shape); none for no more rows. Default: compile-half,graph-half with --device cuda, none on the CPU.",
+        parse=_parse_baselines, format=_format_list, metavar="LIST")
     peers: bool = option(False, "Also bench the INT8 quantizers users would pick instead (ONNX Runtime "
                          "quantize_static; OpenVINO + NNCF where installed) on the first FP32 ONNX.", type=bool)
     backend: tuple[OnnxExecution, ...] = option((OnnxExecution.CPU,), "How ONNX artifacts run, one row set each: "
@@ -56,6 +59,10 @@ class BenchOptions(Options):
     workspace: int | None = option(None, "ONNX Runtime's TensorRT provider (onnxruntime-tensorrt): workspace memory "
                                    "limit of the engines it builds, e.g. 4GiB, as trtpipe build --workspace.",
                                    parse=parse_size, format=format_size, metavar="SIZE")
+    tune: bool = option(True, "ONNX files on ONNX Runtime CUDA: probe CUDA graph, NHWC and cuDNN search settings once "
+                        "per artifact (outputs checked against the plain run), keep the fastest and record it beside "
+                        "the artifact (model.tuned.json) for load, serve and the Triton export; an artifact with a "
+                        "record runs with it.", type=bool)
     cuda_graph: bool = option(True, "TensorRT engines: capture each batch's launch in a CUDA graph after a warm-up "
                               "run and replay it (trtexec 11's default); a capture that fails falls back to plain "
                               "launches with one warning.", type=bool)

@@ -25,7 +25,7 @@ from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.reference import REFERENCE, OnnxReference
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
-from trtpipe.bench.standing import peer_standing
+from trtpipe.bench.standing import peer_standing, pytorch_standing
 from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import compare
 from trtpipe.errors import BadInput
@@ -136,7 +136,7 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
     with console.progress() as bar, contextlib.ExitStack() as kept:
         bench = _Bench(loaded, options, threads, samples, _Schedule(options), bar, kept)
         bench.reference()
-        for baseline in options.baselines:
+        for baseline in options.baselines if options.baselines is not None else Baseline.defaults(options.device):
             bench.baseline(baseline)
         for run in runs:
             bench.artifact(run)
@@ -157,6 +157,7 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         "agreement_inputs": _agreement_inputs(samples, rows, bench.task),
         "results": [r.to_dict() for r in rows],
         "standing": peer_standing([r.to_dict() for r in rows]),
+        "standing_pytorch": pytorch_standing([r.to_dict() for r in rows]),
     } | ({"layer_timing": bench.layer_timing} if options.profile_layers else {})
 
 
@@ -208,11 +209,12 @@ def _plan_runs(descriptions: list[ArtifactDescription], executions: list[OnnxExe
 
 
 def _speedups(rows: list[BenchRow]) -> None:
-    """Like with like: a row without host-device copies is compared with PyTorch's row without them; a
-    simulation's latency is not the target's, so it gets none."""
-    baseline = {(r.batch, r.includes_transfers): r.p50_ms for r in rows if r.is_reference}
+    """Like with like: a row without host-device copies is compared with PyTorch's row without them, and only on
+    the reference's device (a CPU row against a GPU reference is no speedup); a simulation's latency is not the
+    target's, so it gets none."""
+    baseline = {(r.batch, r.includes_transfers, r.device): r.p50_ms for r in rows if r.is_reference}
     for row in rows:
-        base = baseline.get((row.batch, row.includes_transfers))
+        base = baseline.get((row.batch, row.includes_transfers, row.device))
         if base and row.p50_ms > 0 and not row.simulated:
             row.speedup_vs_torch_fp32 = base / row.p50_ms
 
@@ -285,36 +287,41 @@ class _Bench:
             self.rows += tf32
 
     def _onnx_reference(self) -> None:
+        """The FP32 ONNX file as the reference, where the run is: on ONNX Runtime CUDA with ``--device cuda`` (a GPU
+        row compared with a CPU one would be no speedup), else on ONNX Runtime CPU."""
         path = Path(self.loaded.path)
         settings = RunOptions(threads=self.threads)
-        alone = self._host_memory_alone(BackendKind.ONNXRUNTIME, path, settings, "reference")
+        execution = OnnxExecution.CUDA if self.options.device is Device.CUDA else OnnxExecution.CPU
+        alone = None
+        if execution.on_gpu:
+            from trtpipe.runtime.onnxruntime.providers import provider_list
+
+            settings = replace(settings, providers=tuple(provider_list(execution)))
+        else:
+            alone = self._host_memory_alone(BackendKind.ONNXRUNTIME, path, settings, "reference")
         with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
             backend = self._hold(open_artifact(path, settings, runtime=BackendKind.ONNXRUNTIME), own)
-            rows, self.reference_outputs = self._variant(backend, f"onnxruntime-fp32 ({self.loaded.name}, reference)",
+            rows, self.reference_outputs = self._variant(backend, f"{execution}-fp32 ({self.loaded.name}, reference)",
                                                          memory, host_alone=alone)
         for row in rows:
             row.reference, row.note = True, f"the reference: {REFERENCE}"
         self.rows += rows
 
     def baseline(self, baseline: Baseline) -> None:
-        """A PyTorch row users would deploy instead: torch.compile FP32, or eager under BF16/FP16 autocast."""
+        """A PyTorch row users would deploy instead (:func:`_baseline_setup` says which and how); a row this machine
+        cannot run is skipped with one line saying why."""
         if self.loaded.module is None:
             console.warn(f"pytorch-{baseline} skipped: the model was given as an ONNX file, with no PyTorch module.")
             return
         device = self.options.device
-        cuda = device is Device.CUDA
-        autocast = None
-        if baseline is Baseline.AUTOCAST:
-            autocast = Precision.FP16 if cuda else Precision.BF16
-            if not cuda and not has_bf16():
-                console.warn("pytorch-bf16-autocast skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would "
-                             "be emulated, slower than FP32).")
-                return
-        label = f"pytorch-{autocast}-autocast" if autocast else "pytorch-fp32-compile"
+        setup = _baseline_setup(baseline, device)
+        if isinstance(setup, str):
+            console.warn(setup)
+            return
+        label, keywords = setup
         with MemoryProbe(device) as memory, contextlib.ExitStack() as own:
             backend = self._hold(TorchBackend(self.loaded.module, self.loaded.inputs, device=device,
-                                              threads=self.threads, compile=baseline is Baseline.COMPILE,
-                                              autocast=autocast), own)
+                                              threads=self.threads, **keywords), own)
             rows = self._variant(backend, label, memory, extra_host_mb=self.torch_weights_mb)[0]
         for row in rows:
             row.baseline = baseline
@@ -337,6 +344,7 @@ class _Bench:
                 trt_profile = _trt_profile(description, self.loaded.inputs, self.options)
                 asked = replace(asked, providers=tuple(provider_list(execution, trt_profile=trt_profile,
                                                                      trt_workspace=self.options.workspace)))
+                description = self._tuned(description, execution, asked)
         settings = description.settings_for(runtime, asked)
         alone = None  # a GPU row: its device figure is the one that matters, taken below with the host one
         if not execution.on_gpu and description.kind is ArtifactKind.ONNX:
@@ -344,6 +352,22 @@ class _Bench:
         with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
             backend = self._hold(_open(description, settings, runtime), own)
             self.rows += self._variant(backend, run.label, memory, description=description, host_alone=alone)[0]
+
+    def _tuned(self, description: ArtifactDescription, execution: OnnxExecution,
+               asked: RunOptions) -> ArtifactDescription:
+        """``description`` with the settings a probe chose for ``execution``: recorded beside the artifact already,
+        else probed now on the largest batch the run times (``--tune``; bench/tune.py)."""
+        from trtpipe.bench.tune import candidates, tune_artifact
+
+        if description.tuned.get(execution) is not None or not self.options.tune or description.path is None \
+                or not candidates(execution):
+            return description
+        first = description.inputs[0].shape[0] if description.inputs and description.inputs[0].shape else None
+        batch = first if isinstance(first, int) else max(self.options.batches)  # a static batch: its own size
+        if batch not in self.samples.timing:
+            return description
+        run = tune_artifact(description, execution, self.samples.timing[batch], base=asked)
+        return replace(description, tuned={**description.tuned, execution: run.settings})
 
     def peers(self, descriptions: list[ArtifactDescription]) -> None:
         """Rows of the quantizers users would pick instead, made from the first FP32 ONNX artifact."""
@@ -411,6 +435,9 @@ class _Bench:
         batch's layer times, taken after its timed runs (and after its memory was read) on a context of their own."""
         from trtpipe.runtime.tensorrt.backend import TensorRTBackend
 
+        if backend.kind is BackendKind.ONNXRUNTIME and backend.device is Device.CUDA:
+            for entry in entries:
+                entry.row.cuda_graph = bool(getattr(backend, "replays_graph", False))
         if not isinstance(backend, TensorRTBackend):
             return
         feeds = backend.feeds(self.samples.timing[batch])
@@ -541,6 +568,33 @@ def _artifact_fields(description: ArtifactDescription | None) -> dict[str, Any]:
         "note": description.note, "model_size_mb": description.size_bytes / 1e6,
         "build_seconds": description.build_seconds,
     }
+
+
+def _baseline_setup(baseline: Baseline, device: Device) -> tuple[str, dict[str, Any]] | str:
+    """A PyTorch baseline's row name and TorchBackend keywords on ``device``, or why it is skipped here.
+
+    On a GPU the half-precision rows are FP16 channels_last, as a PyTorch user tunes a CNN for Tensor Cores; on a
+    CPU they are BF16 where it has BF16 kernels (AVX512-BF16 or AMX), else skipped (emulated BF16 is slower)."""
+    cuda = device is Device.CUDA
+    half = Precision.FP16 if cuda else Precision.BF16
+    if baseline is Baseline.COMPILE:
+        return "pytorch-fp32-compile", {"compile": True}
+    if not cuda and not has_bf16():
+        return (f"pytorch {baseline} skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would be emulated, "
+                "slower than FP32).")
+    if baseline is Baseline.AUTOCAST:
+        return f"pytorch-{half}-autocast", {"autocast": half}
+    if baseline is Baseline.GRAPH_HALF:
+        if not cuda:
+            return "pytorch-graph-half skipped: a CUDA graph needs --device cuda."
+        return f"pytorch-{half}-cl-cudagraph", {"half": half, "channels_last": True, "cuda_graph": True}
+    if baseline is Baseline.MAX_AUTOTUNE:
+        return f"pytorch-{half}-cl-compile-max-autotune", {"half": half, "channels_last": cuda,
+                                                           "compile_mode": "max-autotune"}
+    # COMPILE_HALF: reduce-overhead is torch.compile's CUDA-graph mode; on a CPU it has no graphs to use.
+    mode = "reduce-overhead" if cuda else None
+    name = f"pytorch-{half}-cl-compile-reduce-overhead" if cuda else f"pytorch-{half}-compile"
+    return name, {"half": half, "channels_last": cuda, "compile_mode": mode, "compile": not cuda}
 
 
 def _installed(module: str) -> bool:

@@ -83,3 +83,41 @@ def standing_of(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The report's entries (older reports without them: computed from their rows)."""
     stored = report.get("standing")
     return stored if stored is not None else peer_standing(report["results"])
+
+
+def pytorch_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per device and batch, trtpipe's fastest artifact row against the fastest PyTorch row (FP32 eager, TF32,
+    autocast, torch.compile in any mode, a CUDA graph: whatever the run measured), as a ratio of p50s (above 1:
+    trtpipe is faster). On a GPU both sides are their rows without host-device copies where both have one, else
+    their rows with copies; simulated rows (TensorRT's arithmetic on the CPU) are not timings of anything."""
+    entries = []
+    keys = sorted({(r["device"], r["batch"]) for r in results})
+    for device, batch in keys:
+        rows = [r for r in results if r["device"] == device and r["batch"] == batch and not r.get("simulated")
+                and r.get("p50_ms", 0) > 0]
+        for transfers in (False, True):
+            same = [r for r in rows if bool(r.get("includes_transfers", True)) is transfers]
+            torch_rows = [r for r in same if r["backend"] == "torch"]
+            ours = [r for r in same if r.get("artifact") and not r.get("peer")]
+            if torch_rows and ours:
+                best, fastest = min(ours, key=lambda r: r["p50_ms"]), min(torch_rows, key=lambda r: r["p50_ms"])
+                entries.append({"device": device, "batch": batch, "includes_transfers": transfers,
+                                "trtpipe": best["variant"], "trtpipe_p50_ms": best["p50_ms"],
+                                "trtpipe_agreement": best.get("agreement"), "pytorch": fastest["variant"],
+                                "pytorch_p50_ms": fastest["p50_ms"], "pytorch_agreement": fastest.get("agreement"),
+                                **_against(best, fastest)})
+                break
+    return entries
+
+
+def describe_pytorch(entry: dict[str, Any]) -> str:
+    """One line: trtpipe's fastest artifact against the fastest PyTorch row, at one batch on one device."""
+    copies = "" if entry["device"] == Device.CPU else (
+        ", with host-device copies" if entry["includes_transfers"] else ", device-resident")
+    agreement = ""
+    if entry.get("trtpipe_agreement") is not None and entry.get("pytorch_agreement") is not None:
+        agreement = (f"; agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
+                     f"{100 * entry['pytorch_agreement']:.1f} %")
+    return (f"{entry['device']} batch {entry['batch']}{copies}: trtpipe's fastest, {entry['trtpipe']} "
+            f"({entry['trtpipe_p50_ms']:.2f} ms), runs at {entry['ratio']:.2f}x the speed of the fastest PyTorch "
+            f"row, {entry['pytorch']} ({entry['pytorch_p50_ms']:.2f} ms){agreement}")

@@ -54,7 +54,11 @@ class OptimizeOptions(Options):
         "image:0..255,scale:0.5..2 (default: the source's manifest, else uint8/int8's full range, else N(0, 1)).",
         parse=parse_input_ranges, format=format_input_ranges, metavar="[NAME:]LOW..HIGH,...")
     keep_io_fp32: bool = option(True, "FP16, and INT8 with --high-precision fp16: keep graph inputs and "
-                                      "outputs FP32.", type=bool)
+                                      "outputs FP32 (--no-keep-io-fp32: FP16 inputs and outputs, for a caller "
+                                      "that feeds FP16 on the GPU).", type=bool)
+    dynamic_batch: bool = option(False, "Make a static batch-1 ONNX take any batch first, where its graph allows "
+                                 "(ONNX shape inference and a batch-2 run decide; one line says why not).",
+                                 type=bool)
     calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
     calib_method: CalibMethod = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.",
                                        type=CalibMethod)

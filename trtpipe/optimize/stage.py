@@ -64,6 +64,10 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     if found is not Precision.FP32:
         kind = "quantised (it has Q/DQ or integer ops)" if found is Precision.INT8 else f"already {found}"
         raise BadInput(f"{source} is {kind}: give the FP32 ONNX that 'trtpipe convert' wrote.")
+    if options.dynamic_batch:
+        from trtpipe.optimize.dynamic_batch import make_batch_dynamic
+
+        model = make_batch_dynamic(model)
     model, opset_note = upgrade_for_precision(model, precision)  # ONNX from elsewhere: often below opset 13
     name_nodes(model)
 

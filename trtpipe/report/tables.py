@@ -11,7 +11,7 @@ from rich.table import Table
 
 from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
-from trtpipe.bench.standing import describe, standing_of
+from trtpipe.bench.standing import describe, describe_pytorch, pytorch_standing, standing_of
 from trtpipe.files import write_json_atomic, write_text_atomic
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
 from trtpipe.report.layer_timing import markdown_lines, print_layer_timing
@@ -55,9 +55,12 @@ def reference_of(report: dict[str, Any]) -> str:
 
 
 def standing_lines(report: dict[str, Any]) -> list[str]:
-    """Where trtpipe stands against the peers, a line per batch (nothing when the run had no peers)."""
-    entries = standing_of(report)
-    return [f"Against the peers, {describe(entry)}." for entry in entries]
+    """Where trtpipe stands against PyTorch's fastest row (a line per device and batch) and against the peers (a
+    line per batch; nothing when the run had no peers)."""
+    stored = report.get("standing_pytorch")
+    pytorch = stored if stored is not None else pytorch_standing(report["results"])
+    return ([f"Against PyTorch, {describe_pytorch(entry)}." for entry in pytorch]
+            + [f"Against the peers, {describe(entry)}." for entry in standing_of(report)])
 
 
 def left_out_lines(report: dict[str, Any], summary: dict[str, Any] | None = None) -> list[str]:

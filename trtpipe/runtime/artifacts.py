@@ -10,6 +10,7 @@ FP32 activations in the graph (BF16 weights behind Casts): OpenVINO runs it in B
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from trtpipe.manifest import read_manifest
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import artifact_kind
-from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, Precision, Target, Task, dtype
+from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, OnnxExecution, Precision, Target, Task, dtype
 
 if TYPE_CHECKING:
     import onnx
@@ -58,6 +59,8 @@ class ArtifactDescription:
     build_seconds: float | None = None  # how long the stage that made it took
     fp32_nodes: tuple[str, ...] = ()  # nodes kept in FP32 on purpose
     engine: EngineSidecar | None = None  # a TensorRT engine's sidecar (what it was built for)
+    # ONNX Runtime settings a probe chose for each way of running it (model.tuned.json; tuned.py)
+    tuned: Mapping[OnnxExecution, RunOptions] = field(default_factory=dict)
 
     @property
     def backend(self) -> BackendKind:
@@ -76,10 +79,15 @@ class ArtifactDescription:
 
     def settings_for(self, backend: BackendKind, asked: RunOptions) -> RunOptions:
         """What ``backend`` is opened with: the caller's settings over the ones this artifact needs, where it runs
-        on its own runtime on the CPU (a GPU provider runs Q/DQ itself; another runtime has other settings)."""
-        if backend is not self.backend or asked.on_gpu:
+        on its own runtime on the CPU (a GPU provider runs Q/DQ itself; another runtime has other settings), and
+        over the settings its probe chose for that way of running it (model.tuned.json)."""
+        if backend is not self.backend:
             return asked
-        return asked.over(self.run)
+        from trtpipe.runtime.onnxruntime.tuned import execution_of
+
+        tuned = self.tuned.get(execution_of(asked)) if backend is BackendKind.ONNXRUNTIME else None
+        required = RunOptions() if asked.on_gpu else self.run
+        return asked.over(tuned.over(required) if tuned is not None else required)
 
 
 def describe_artifact(path: Path) -> ArtifactDescription:
@@ -100,10 +108,18 @@ def describe_artifact(path: Path) -> ArtifactDescription:
     model = load_onnx(path, load_weights=False)  # trtpipe's external-data path checks come first
     manifest = read_manifest(path, on_mismatch=console.warn)
     if manifest is None:
-        return describe_model(model, path)
+        return dataclasses.replace(describe_model(model, path), tuned=_tuned(path, None))
     return _faithful(ArtifactDescription(
         path, kind, manifest.precision, manifest.target, manifest.task, *_graph_io(model),
-        size_bytes=path.stat().st_size, build_seconds=manifest.seconds, fp32_nodes=tuple(manifest.fp32_nodes)))
+        size_bytes=path.stat().st_size, build_seconds=manifest.seconds, fp32_nodes=tuple(manifest.fp32_nodes),
+        tuned=_tuned(path, manifest.sha256)))
+
+
+def _tuned(path: Path, sha256: str | None) -> dict[OnnxExecution, RunOptions]:
+    """The run settings recorded beside an ONNX file by a probe, per way of running it."""
+    from trtpipe.runtime.onnxruntime.tuned import read_tuned
+
+    return {execution: run.settings for execution, run in read_tuned(path, sha256).items()}
 
 
 def describe_model(model: onnx.ModelProto, path: Path | None = None) -> ArtifactDescription:

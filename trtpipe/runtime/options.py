@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtpipe.errors import BadInput
-from trtpipe.vocab import GPU_PROVIDERS, GraphOptimization, PerformanceHint, Precision
+from trtpipe.vocab import GPU_PROVIDERS, CudnnSearch, GraphOptimization, PerformanceHint, Precision
 
 # An ONNX Runtime execution provider: its name, or its name and its options.
 Provider = str | tuple[str, dict[str, Any]]
@@ -30,20 +30,32 @@ class RunOptions:
     providers: tuple[Provider, ...] = ()  # ONNX Runtime execution providers (empty: the CPU)
     hint: PerformanceHint = PerformanceHint.LATENCY  # OpenVINO
     inference_precision: Precision = Precision.FP32  # OpenVINO: f32, or bf16 kernels for a BF16 artifact
-    cuda_graph: bool = False  # TensorRT: capture each input shape's launch once and replay it
+    cuda_graph: bool = False  # TensorRT, ONNX Runtime CUDA: capture each input shape's launch once and replay it
     spin_wait: bool = False  # TensorRT: wait for a run by polling its CUDA event (trtexec's --useSpinWait)
+    # ONNX Runtime: inputs and outputs bound to fixed buffers (IO binding). None: on where a GPU provider runs (the
+    # outputs stay in device memory until read), off on the CPU.
+    io_binding: bool | None = None
+    prefer_nhwc: bool = False  # ONNX Runtime CUDA: NHWC convolution kernels (the provider's prefer_nhwc)
+    cudnn_search: CudnnSearch | None = None  # ONNX Runtime CUDA: cudnn_conv_algo_search (None: the provider's own)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        try:
-            set_(self, "optimization", GraphOptimization(self.optimization))
-            set_(self, "hint", PerformanceHint(self.hint))
-            set_(self, "inference_precision", Precision(self.inference_precision))
-        except ValueError as error:
-            raise BadInput(f"Run setting {error}.") from None
+        for name, enum in (("optimization", GraphOptimization), ("hint", PerformanceHint),
+                           ("inference_precision", Precision), ("cudnn_search", CudnnSearch)):
+            value = getattr(self, name)
+            if value is None and name == "cudnn_search":
+                continue
+            try:
+                set_(self, name, enum(value))
+            except ValueError:
+                raise BadInput(f"Run setting {name} is {value!r}: choose from {', '.join(enum)}.") from None
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
             raise BadInput(f"Run setting threads must be a positive integer, not {self.threads!r}.")
+        for name in ("io_binding", "prefer_nhwc", "cuda_graph", "spin_wait", "spinning", "release_memory"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise BadInput(f"Run setting {name} must be true or false, not {value!r}.")
         set_(self, "providers", tuple(self.providers))
 
     @classmethod

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtpipe.errors import BadInput
 from trtpipe.vocab import GPU_PROVIDERS, OnnxExecution
+
+if TYPE_CHECKING:
+    from trtpipe.runtime.options import RunOptions
 
 Providers = Sequence[str | tuple[str, dict[str, Any]]]
 
@@ -71,6 +74,32 @@ def with_tensorrt_options(providers: Providers, *, workspace: int | None = None,
         else:
             result.append(provider)
     return tuple(result)
+
+
+def cuda_provider_options(options: RunOptions) -> dict[str, Any]:
+    """The CUDA provider's options for a run's settings (names from ONNX Runtime's CUDA execution provider page,
+    https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html): ``enable_cuda_graph``,
+    ``prefer_nhwc``, ``cudnn_conv_algo_search`` where the run sets it, and ``cudnn_conv_use_max_workspace`` on, so
+    cuDNN may pick algorithms that need a large workspace (the fastest ones for large batches)."""
+    chosen: dict[str, Any] = {"cudnn_conv_use_max_workspace": "1",
+                              "enable_cuda_graph": "1" if options.cuda_graph else "0",
+                              "prefer_nhwc": "1" if options.prefer_nhwc else "0"}
+    if options.cudnn_search is not None:
+        chosen["cudnn_conv_algo_search"] = options.cudnn_search.onnxruntime_name
+    return chosen
+
+
+def with_run_settings(providers: Providers, options: RunOptions) -> list[str | tuple[str, dict[str, Any]]]:
+    """``providers`` with the CUDA provider's options set from the run's settings (:func:`cuda_provider_options`)
+    over the ones it was given; the other providers as they are."""
+    result: list[str | tuple[str, dict[str, Any]]] = []
+    for provider in providers:
+        name, given = (provider, {}) if isinstance(provider, str) else (provider[0], dict(provider[1]))
+        if name == "CUDAExecutionProvider":
+            result.append((name, {**given, **cuda_provider_options(options)}))
+        else:
+            result.append(provider)
+    return result
 
 
 def check_providers(providers: Providers) -> list[str]:

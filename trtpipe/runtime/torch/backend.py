@@ -1,4 +1,6 @@
-"""PyTorch eager execution: the FP32 baseline every artifact is measured and verified against."""
+"""PyTorch execution: the FP32 eager baseline every artifact is measured and verified against, and the rows a
+PyTorch user would deploy instead (torch.compile, autocast, an FP16/BF16 channels_last copy, replayed from a CUDA
+graph captured by hand or by ``torch.compile(mode="reduce-overhead")``)."""
 
 from __future__ import annotations
 
@@ -29,12 +31,23 @@ class TorchBackend(Backend):
         input_name: str = "input",
         compile: bool = False,
         autocast: Precision | None = None,
+        half: Precision | None = None,
+        channels_last: bool = False,
+        compile_mode: str | None = None,
+        cuda_graph: bool = False,
     ) -> None:
         """``inputs``: the model's inputs in ``forward``'s order (``LoadedModel.inputs``), each fed in its dtype;
         or, for a model of one float32 input, its sample shape (without the batch), the input named
-        ``input_name``."""
+        ``input_name``.
+
+        ``half``: run a copy of the model cast to FP16 or BF16 (float inputs cast on the way in, outputs returned as
+        FP32); ``channels_last``: its 4-D weights and inputs in NHWC memory order; ``compile_mode``: torch.compile's
+        mode (``reduce-overhead`` replays CUDA graphs); ``cuda_graph``: capture each input shape's forward in a CUDA
+        graph by hand and replay it (GPU only)."""
         if device is Device.CUDA and not torch.cuda.is_available():
             raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
+        if cuda_graph and device is not Device.CUDA:
+            raise BadInput("A CUDA graph needs the torch backend on cuda.")
         if threads:
             torch.set_num_threads(threads)  # process-wide; bench sets the same count for every backend
         self.device = device
@@ -42,10 +55,20 @@ class TorchBackend(Backend):
         self.module = module.eval().to(device)
         # Autocast: matmuls and convolutions in BF16/FP16, the rest in FP32, as PyTorch users deploy it.
         self._autocast = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(autocast)  # type: ignore[arg-type]
-        self.precision = autocast if autocast is not None and self._autocast is not None else Precision.FP32
-        self.compiled = compile
-        if compile:  # Inductor compiles on the first call of each new shape (the probe below, then warm-up)
-            self.module = torch.compile(self.module)
+        self._half = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(half)  # type: ignore[arg-type]
+        if self._half is not None:
+            import copy
+
+            self.module = copy.deepcopy(self.module).to(self._half)  # the caller's module stays FP32
+        self.channels_last = channels_last
+        if channels_last:
+            self.module = self.module.to(memory_format=torch.channels_last)
+        self.precision = (half if self._half is not None else autocast if self._autocast is not None
+                          else Precision.FP32)
+        self.compiled = compile or compile_mode is not None
+        if self.compiled:  # Inductor compiles on the first call of each new shape (the probe below, then warm-up)
+            self.module = torch.compile(self.module, mode=compile_mode)
+        self._graphs: dict[tuple[tuple[int, ...], ...], _CapturedGraph] | None = {} if cuda_graph else None
         specs = _specs(inputs, input_name)
         self._inputs = [TensorInfo(spec.name, spec.dtype, ("batch", *spec.sample_shape)) for spec in specs]
         zeros = [np.zeros((1, *spec.sample_shape), dtype=spec.dtype) for spec in specs]
@@ -57,7 +80,22 @@ class TorchBackend(Backend):
             for name, array in zip(names, probe, strict=True)
         ]
 
+    def _prepare(self, tensor: torch.Tensor) -> torch.Tensor:
+        """An input as the model copy takes it: float inputs in its half type, 4-D ones channels_last."""
+        if self._half is not None and tensor.is_floating_point():
+            tensor = tensor.to(self._half)
+        if self.channels_last and tensor.dim() == 4:
+            tensor = tensor.contiguous(memory_format=torch.channels_last)
+        return tensor
+
     def _call(self, *tensors: torch.Tensor) -> object:
+        tensors = tuple(self._prepare(t) for t in tensors)
+        if self._graphs is not None:
+            key = tuple(tuple(t.shape) for t in tensors)
+            graph = self._graphs.get(key)
+            if graph is None:
+                graph = self._graphs[key] = _CapturedGraph(self.module, tensors)
+            return graph.replay(tensors)
         if self._autocast is None:
             return self.module(*tensors)
         with torch.autocast(str(self.device), dtype=self._autocast):
@@ -90,6 +128,30 @@ class TorchBackend(Backend):
             torch.cuda.synchronize()
 
         return run
+
+
+class _CapturedGraph:
+    """One input shape's forward captured in a CUDA graph (PyTorch's documented recipe: warm up on a side stream,
+    capture into static tensors, then copy each call's inputs into them and replay)."""
+
+    def __init__(self, module: nn.Module, example: tuple[torch.Tensor, ...]) -> None:
+        self.inputs = tuple(t.clone() for t in example)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.inference_mode(), torch.cuda.stream(side):
+            for _ in range(3):
+                module(*self.inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.inference_mode(), torch.cuda.graph(self.graph):
+            self.outputs = module(*self.inputs)
+
+    def replay(self, tensors: tuple[torch.Tensor, ...]) -> object:
+        for static, given in zip(self.inputs, tensors, strict=True):
+            if static.data_ptr() != given.data_ptr():
+                static.copy_(given)
+        self.graph.replay()
+        return self.outputs
 
 
 def _specs(inputs: Sequence[InputSpec] | tuple[int, ...], name: str) -> list[InputSpec]:

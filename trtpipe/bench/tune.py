@@ -1,0 +1,168 @@
+"""A short probe per ONNX artifact that picks how ONNX Runtime runs it fastest, and records the choice beside it.
+
+Each candidate (on the CUDA provider: CUDA graph on/off x ``prefer_nhwc`` on/off x cuDNN exhaustive/heuristic
+search, all with IO binding; on the CPU provider: IO binding on/off) is opened, its outputs on the probe batch
+are compared with the plain run's (a candidate that computes something else is rejected whatever its speed), and
+it is timed in short rounds taken in turn across the candidates, device-resident on a GPU. The fastest accepted
+candidate is written to ``model.tuned.json`` (:mod:`trtpipe.runtime.onnxruntime.tuned`), which ``trtpipe.load``,
+``serve``, ``bench`` and the Triton export then read, so the artifact runs the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtpipe import console
+from trtpipe.bench.timing import measure
+from trtpipe.errors import BadInput
+from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
+from trtpipe.runtime.onnxruntime.tuned import TUNABLE, TunedRun, write_tuned
+from trtpipe.runtime.options import RunOptions
+from trtpipe.runtime.registry import open_artifact
+from trtpipe.vocab import BackendKind, CudnnSearch, OnnxExecution, Precision
+
+PROBE_ROUNDS = 3
+PROBE_SECONDS = 0.3  # per candidate and round
+# Outputs of a candidate may differ from the plain run's by the order of float additions (another convolution
+# algorithm, NHWC kernels), not more: a relative tolerance per precision, taken against each output's range.
+_TOLERANCE = {Precision.FP32: 1e-3, Precision.TF32: 1e-2, Precision.BF16: 3e-2, Precision.FP16: 2e-2,
+              Precision.INT8: 3e-2}
+MIN_COSINE = 0.999
+
+
+def candidates(execution: OnnxExecution) -> list[RunOptions]:
+    """The settings a probe tries for ``execution``; empty where there is nothing to choose (TensorRT's provider
+    tunes itself, OpenVINO is not ONNX Runtime)."""
+    if execution is OnnxExecution.CUDA:
+        return [RunOptions(io_binding=True, cuda_graph=graph, prefer_nhwc=nhwc, cudnn_search=search)
+                for graph, nhwc, search in itertools.product((True, False), (True, False),
+                                                             (CudnnSearch.EXHAUSTIVE, CudnnSearch.HEURISTIC))]
+    if execution is OnnxExecution.CPU:
+        return [RunOptions(io_binding=False), RunOptions(io_binding=True)]
+    return []
+
+
+@dataclass
+class _Candidate:
+    settings: RunOptions
+    call: Callable[[], object] | None = None
+    samples: list[float] = dataclasses.field(default_factory=list)
+    rejected: str | None = None
+    backend: Any = None
+
+    def record(self) -> dict[str, Any]:
+        p50 = float(np.median(self.samples)) if self.samples else None
+        return {"settings": {name: _plain(getattr(self.settings, name)) for name in TUNABLE},
+                "p50_ms": None if p50 is None else round(p50, 4), "rejected": self.rejected}
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, str) else value
+
+
+def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution, feeds: np.ndarray | dict[str, Any],
+                  *, base: RunOptions | None = None, rounds: int = PROBE_ROUNDS,
+                  seconds: float = PROBE_SECONDS) -> TunedRun:
+    """Probe ``execution``'s candidates on ``feeds`` (one batch), record the fastest accepted one beside the
+    artifact and return it. ``base``: settings every candidate keeps (threads, providers with their options)."""
+    description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
+    if description.path is None:
+        raise BadInput("Only an artifact file can be tuned (its settings are recorded beside it).")
+    if description.pinned_runtime or description.backend is not BackendKind.ONNXRUNTIME:
+        raise BadInput(f"{description.path} does not run on ONNX Runtime: there is nothing to tune.")
+    choices = candidates(execution)
+    if not choices:
+        raise BadInput(f"Nothing to tune on {execution}: the probe chooses settings for "
+                       f"{OnnxExecution.CPU} and {OnnxExecution.CUDA}.")
+    base = base or RunOptions()
+    if execution.on_gpu and not base.on_gpu:
+        from trtpipe.runtime.onnxruntime.providers import provider_list
+
+        base = dataclasses.replace(base, providers=tuple(provider_list(execution)))
+    untuned = dataclasses.replace(description, tuned={})
+    if execution.on_gpu:
+        untuned = untuned.natively()  # a GPU provider runs Q/DQ itself
+    plain_settings = dataclasses.replace(base, io_binding=False, cuda_graph=False)
+    with open_artifact(untuned, plain_settings) as plain:
+        checked = plain.feeds(feeds)
+        expected = plain.run(checked)
+    probe = [_Candidate(dataclasses.replace(base, **{n: getattr(c, n) for n in TUNABLE})) for c in choices]
+    try:
+        for candidate in probe:
+            _open(candidate, untuned, checked, expected, description.precision)
+        live = [c for c in probe if c.rejected is None]
+        if not live:
+            raise BadInput(f"No {execution} setting ran {description.path} as its plain run does: "
+                           + "; ".join(f"{c.rejected}" for c in probe))
+        for round_index in range(rounds):
+            for candidate in live if round_index % 2 == 0 else reversed(live):
+                assert candidate.call is not None
+                candidate.samples += list(measure(candidate.call, warmup=2 if round_index == 0 else 1, iters=None,
+                                                  duration_s=seconds, min_iters=3))
+    finally:
+        for candidate in probe:
+            if candidate.backend is not None:
+                candidate.backend.close()
+    best = min(live, key=lambda c: float(np.median(c.samples)))
+    import onnxruntime
+
+    from trtpipe.bench.environment import device_name
+
+    run = TunedRun(execution, RunOptions(**{n: getattr(best.settings, n) for n in TUNABLE}),
+                   device_name(execution.on_gpu), onnxruntime.__version__, _batch(checked),
+                   tuple(c.record() for c in probe))
+    write_tuned(Path(str(description.path)), run)
+    chosen = ", ".join(f"{n}={_plain(getattr(run.settings, n))}" for n in TUNABLE
+                       if getattr(run.settings, n) is not None)
+    console.note(f"{Path(str(description.path)).name} on {execution}: {chosen} was the fastest of {len(live)} "
+                 f"settings that matched the plain run ({float(np.median(best.samples)):.3f} ms at batch "
+                 f"{run.batch}); recorded in {Path(str(description.path)).with_suffix('.tuned.json').name}.")
+    return run
+
+
+def _open(candidate: _Candidate, description: ArtifactDescription, feeds: dict[str, np.ndarray],
+          expected: list[np.ndarray], precision: Precision) -> None:
+    """Open one candidate, check its outputs against the plain run's, and make its timed call (device-resident on
+    a GPU); a candidate that fails to open or computes otherwise is rejected with the reason."""
+    try:
+        with console.recording_warnings() as warned:
+            candidate.backend = open_artifact(description, candidate.settings)
+        if warned and candidate.settings.cuda_graph:
+            raise BadInput(warned[0])  # the graph fell back: that candidate is the one without a graph
+        got = candidate.backend.run(feeds)
+    except BadInput as error:
+        candidate.rejected = error.message
+        return
+    problem = _differs(expected, got, precision)
+    if problem:
+        candidate.rejected = problem
+        return
+    candidate.call = candidate.backend.device_resident_call(feeds) or candidate.backend.bind(feeds)
+
+
+def _differs(expected: list[np.ndarray], got: list[np.ndarray], precision: Precision) -> str | None:
+    """Why ``got`` is not the plain run's outputs, or None."""
+    tolerance = _TOLERANCE.get(precision, 1e-3)
+    for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+        want64, have64 = np.asarray(want, np.float64).ravel(), np.asarray(have, np.float64).ravel()
+        if want64.shape != have64.shape:
+            return f"output {index} has {have64.size} values, the plain run {want64.size}"
+        scale = float(np.max(np.abs(want64))) or 1.0
+        error = float(np.max(np.abs(want64 - have64))) / scale if want64.size else 0.0
+        norms = float(np.linalg.norm(want64) * np.linalg.norm(have64))
+        cosine = float(want64 @ have64 / norms) if norms > 0 else 1.0
+        if error > tolerance or cosine < MIN_COSINE:
+            return f"output {index} differs from the plain run (error {error:.2e} of its range, cosine {cosine:.6f})"
+    return None
+
+
+def _batch(feeds: dict[str, np.ndarray]) -> int:
+    first = next(iter(feeds.values()))
+    return int(first.shape[0]) if first.ndim else 1
