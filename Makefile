@@ -9,7 +9,7 @@ QUARK_STAMP := $(QUARK_VENV)/.installed-stamp
 MODELOPT_VENV  := .venv-modelopt
 MODELOPT_STAMP := $(MODELOPT_VENV)/.installed-stamp
 
-.PHONY: install demo test bench peers loadtest soak conformance lint format retrain clean
+.PHONY: install demo test bench peers loadtest soak conformance gpu-check lint format retrain clean
 
 install: $(STAMP)
 
@@ -108,6 +108,13 @@ $(MODELOPT_STAMP): | install
 		"$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')"
 	$(MODELOPT_VENV)/bin/python -c 'import modelopt.onnx.quantization, torch'
 	touch $@
+
+# On a GPU machine: the GPU tests and the ResNet-50 and dense-model GPU benches in one command, JSON and Markdown in
+# reports/gpu-check/ (scripts/gpu_check.py). Runs with this project's venv where there is one, else python3 (a GPU
+# machine staged as ../shared/gpu/README.md says, with the working tree on PYTHONPATH).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+gpu-check:
+	$(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 # Every registry model's TensorRT-target INT8 and FP16 ONNX through `trtpipe check` (README's conformance line).
 conformance: install

@@ -579,22 +579,24 @@ def _baseline_setup(baseline: Baseline, device: Device) -> tuple[str, dict[str, 
     half = Precision.FP16 if cuda else Precision.BF16
     if baseline is Baseline.COMPILE:
         return "pytorch-fp32-compile", {"compile": True}
+    if baseline is Baseline.GRAPH_HALF and not cuda:
+        return "pytorch-graph-half skipped: a CUDA graph needs --device cuda."
+    # reduce-overhead is torch.compile's CUDA-graph mode; on a CPU it has no graphs to use.
+    setups: dict[Baseline, tuple[str, dict[str, Any]]] = {
+        Baseline.AUTOCAST: (f"pytorch-{half}-autocast", {"autocast": half}),
+        Baseline.GRAPH_HALF: (f"pytorch-{half}-cl-cudagraph", {"half": half, "channels_last": True,
+                                                               "cuda_graph": True}),
+        Baseline.MAX_AUTOTUNE: (f"pytorch-{half}{'-cl' if cuda else ''}-compile-max-autotune",
+                                {"half": half, "channels_last": cuda, "compile_mode": "max-autotune"}),
+        Baseline.COMPILE_HALF: ((f"pytorch-{half}-cl-compile-reduce-overhead", {
+            "half": half, "channels_last": True, "compile_mode": "reduce-overhead"}) if cuda else
+            (f"pytorch-{half}-compile", {"half": half, "compile": True})),
+    }
+    name, keywords = setups[baseline]
     if not cuda and not has_bf16():
-        return (f"pytorch {baseline} skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would be emulated, "
-                "slower than FP32).")
-    if baseline is Baseline.AUTOCAST:
-        return f"pytorch-{half}-autocast", {"autocast": half}
-    if baseline is Baseline.GRAPH_HALF:
-        if not cuda:
-            return "pytorch-graph-half skipped: a CUDA graph needs --device cuda."
-        return f"pytorch-{half}-cl-cudagraph", {"half": half, "channels_last": True, "cuda_graph": True}
-    if baseline is Baseline.MAX_AUTOTUNE:
-        return f"pytorch-{half}-cl-compile-max-autotune", {"half": half, "channels_last": cuda,
-                                                           "compile_mode": "max-autotune"}
-    # COMPILE_HALF: reduce-overhead is torch.compile's CUDA-graph mode; on a CPU it has no graphs to use.
-    mode = "reduce-overhead" if cuda else None
-    name = f"pytorch-{half}-cl-compile-reduce-overhead" if cuda else f"pytorch-{half}-compile"
-    return name, {"half": half, "channels_last": cuda, "compile_mode": mode, "compile": not cuda}
+        return (f"{name} skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would be emulated, slower than "
+                "FP32).")
+    return name, keywords
 
 
 def _installed(module: str) -> bool:
