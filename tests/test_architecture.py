@@ -78,7 +78,7 @@ _COMMANDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("bench", "trtpipe.models.options:ModelOptions", ()),
     ("optimize", "trtpipe.optimize.options:OptimizeOptions", ()),
     ("build", "trtpipe.engine.options:EngineOptions", ()),
-    ("serve", "trtpipe.serve.options:ServeOptions", ("instances", "triton_backend")),  # Triton export settings
+    ("serve", "trtpipe.serve.options:ServeOptions", ("triton_backend",)),  # a Triton export setting
     ("run", "trtpipe.pipeline.options:SelectOptions", ()),
     ("debug", "trtpipe.debug.options:DebugOptions", ()),
     ("inspect", "trtpipe.engine.inspect_options:InspectOptions", ()),
@@ -206,7 +206,8 @@ def test_options_hold_the_vocabularys_types_from_every_edge() -> None:
 # Modules where a value enters from outside (the CLI's and the pipeline file's text, a Python caller's argument,
 # a JSON file or a child process's message): the only places a vocabulary enum is made from a plain value.
 _EDGES = {"vocab.py", "options.py", "runtime/options.py", "manifest.py", "runtime/tensorrt/sidecar.py",
-          "bench/rows.py", "bench/isolated.py", "bench/options.py", "serve/model.py", "serve/triton_python_model.py"}
+          "bench/rows.py", "bench/isolated.py", "bench/options.py", "serve/model.py", "serve/triton_python_model.py",
+          "runtime/onnxruntime/tuned.py"}
 
 
 def test_typed_values_are_converted_only_at_the_edge() -> None:

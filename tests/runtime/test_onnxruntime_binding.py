@@ -13,7 +13,7 @@ from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.onnxruntime.binding import BoundSession
 from trtpipe.runtime.onnxruntime.providers import with_run_settings
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import CudnnSearch
+from trtpipe.vocab import CudnnSearch, Device
 
 
 def _images(batch: int, seed: int) -> np.ndarray:
@@ -33,7 +33,7 @@ def test_fixed_buffers_per_shape_are_refilled_and_never_hand_out_their_memory(di
     """What a CUDA graph needs (a buffer set per input shape, refilled in place), on the CPU: shapes taken in turn
     keep their own buffers, and an output a caller holds is not overwritten by the next call."""
     with OnnxRuntimeBackend(digits_onnx) as plain:
-        fixed = BoundSession(plain.session, "cpu", fixed=True)
+        fixed = BoundSession(plain.session, Device.CPU, fixed=True)
         held = []
         for batch, seed in ((4, 0), (2, 1), (4, 2), (2, 3)):
             x = _images(batch, seed)
@@ -76,7 +76,7 @@ def test_cuda_graph_per_batch_shape_matches_the_plain_cuda_run(digits_onnx: Path
     providers = (("CUDAExecutionProvider", {"use_tf32": 0}),)
     with OnnxRuntimeBackend(digits_onnx, RunOptions(providers=providers, io_binding=False)) as plain, \
             OnnxRuntimeBackend(digits_onnx, RunOptions(providers=providers, cuda_graph=True)) as graphed:
-        assert graphed.replays_graph and graphed.io_binding
+        assert graphed.replays_graph and graphed.io_binding and not graphed.thread_safe
         for batch, seed in ((4, 0), (16, 1), (4, 2), (16, 3), (4, 4)):  # shapes in turn: each replays its own graph
             x = _images(batch, seed)
             np.testing.assert_allclose(graphed.run(x)[0], plain.run(x)[0], rtol=1e-4, atol=1e-4)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from trtpipe.vocab import Device
+from trtpipe.vocab import BackendKind, Device
 
 
 def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -97,7 +97,7 @@ def pytorch_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 and r.get("p50_ms", 0) > 0]
         for transfers in (False, True):
             same = [r for r in rows if bool(r.get("includes_transfers", True)) is transfers]
-            torch_rows = [r for r in same if r["backend"] == "torch"]
+            torch_rows = [r for r in same if r["backend"] == BackendKind.TORCH]
             ours = [r for r in same if r.get("artifact") and not r.get("peer")]
             if torch_rows and ours:
                 best, fastest = min(ours, key=lambda r: r["p50_ms"]), min(torch_rows, key=lambda r: r["p50_ms"])

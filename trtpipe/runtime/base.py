@@ -130,6 +130,12 @@ class Backend(ABC):
         return [np.concatenate(chunks) for chunks in zip(*parts, strict=True)]
 
     @property
+    def thread_safe(self) -> bool:
+        """Whether calls may run from several threads at once on this loaded model (its kind's rule, unless the
+        way it was opened says otherwise)."""
+        return self.kind.thread_safe
+
+    @property
     def max_batch(self) -> int | None:
         """The largest batch the backend accepts (a TensorRT profile's maximum); None: no limit."""
         return None

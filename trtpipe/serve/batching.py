@@ -1,7 +1,9 @@
 """Dynamic batching: requests that arrive close together run as one batch.
 
-One worker thread per model takes requests from a bounded queue, waits up to ``max_delay`` for more (or until
-a preferred batch size or ``max_batch_size`` is reached), runs them as one batch and hands each caller its rows.
+A worker thread takes requests from a bounded queue, waits up to ``max_delay`` for more (or until a preferred
+batch size or ``max_batch_size`` is reached), runs them as one batch and hands each caller its rows. A model with
+several instances (``--instances``) has as many workers: one gathers the next batch while the others run theirs,
+so up to that many batches run at once, each on an idle instance.
 Requests whose inputs differ past the batch axis (another image size for a model with dynamic height and width)
 run in separate batches.
 Services use it directly; the HTTP server uses it for every model with a dynamic batch axis.
@@ -15,6 +17,7 @@ batch axis) runs each request alone from then on.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -59,16 +62,24 @@ class MicroBatcher:
     """Batch calls of ``run(list_of_input_arrays) -> list_of_output_arrays`` along axis 0."""
 
     def __init__(self, run: Callable[[list[np.ndarray]], list[np.ndarray]], options: BatchingOptions,
-                 on_batch: Callable[[int], None] | None = None, name: str = "The model") -> None:
+                 on_batch: Callable[[int], None] | None = None, name: str = "The model", workers: int = 1) -> None:
         self._run = run
         self.options = options
         self.name = name  # what warnings call the model
         self._on_batch = on_batch
         self._queue: queue.Queue[_Request | None] = queue.Queue(maxsize=options.max_queue)
         self._carry: _Request | None = None
+        self._gathering = threading.Lock()  # one worker gathers a batch at a time (it owns the queue and _carry)
         self.joins = True  # False once the model's outputs were found not to keep the batch axis
-        self._thread = threading.Thread(target=self._work, name="trtpipe-batcher", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._work, name="trtpipe-batcher", daemon=True)
+                         for _ in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def workers(self) -> int:
+        """Batches that may run at once (a model's instances)."""
+        return len(self._threads)
 
     @property
     def depth(self) -> int:
@@ -90,39 +101,52 @@ class MicroBatcher:
         return self.submit(inputs).result(timeout)
 
     def close(self) -> None:
+        """Stop the workers once each has finished the batch it holds (a worker passes the stop mark on)."""
         self._queue.put(None)
-        self._thread.join(timeout=10)
+        for thread in self._threads:
+            thread.join(timeout=10)
 
     def _work(self) -> None:
-        preferred = set(self.options.preferred_batch_sizes)
         while True:
-            first = self._carry or self._queue.get()
-            self._carry = None
-            if first is None:
+            with self._gathering:
+                batch = self._gather()
+            if batch is None:
                 return
-            if first.future.cancelled():  # its caller left while it waited: drop it, unrun
+            if batch:
+                self._execute(batch)
+
+    def _gather(self) -> list[_Request] | None:
+        """The next batch (empty when its first request's caller had left); None when the batcher is closing."""
+        preferred = set(self.options.preferred_batch_sizes)
+        first = self._carry or self._queue.get()
+        self._carry = None
+        if first is None:
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait(None)  # for the next worker
+            return None
+        if first.future.cancelled():  # its caller left while it waited: drop it, unrun
+            return []
+        batch, rows = [first], first.rows
+        deadline = first.enqueued + self.options.max_delay_s
+        while self.joins and rows < self.options.max_batch_size:
+            if rows in preferred and self._queue.empty():
+                break  # a preferred size and nothing else waiting: run now
+            remaining = deadline - time.perf_counter()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:  # closing: finish this batch, then stop
+                self._queue.put(None)
+                break
+            if item.future.cancelled():
                 continue
-            batch, rows = [first], first.rows
-            deadline = first.enqueued + self.options.max_delay_s
-            while self.joins and rows < self.options.max_batch_size:
-                if rows in preferred and self._queue.empty():
-                    break  # a preferred size and nothing else waiting: run now
-                remaining = deadline - time.perf_counter()
-                try:
-                    item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:  # closing: finish this batch, then stop
-                    self._queue.put(None)
-                    break
-                if item.future.cancelled():
-                    continue
-                if rows + item.rows > self.options.max_batch_size or not _stackable(first, item):
-                    self._carry = item  # it starts the next batch
-                    break
-                batch.append(item)
-                rows += item.rows
-            self._execute(batch)
+            if rows + item.rows > self.options.max_batch_size or not _stackable(first, item):
+                self._carry = item  # it starts the next batch
+                break
+            batch.append(item)
+            rows += item.rows
+        return batch
 
     def _execute(self, batch: list[_Request]) -> None:
         live = [r for r in batch if r.future.set_running_or_notify_cancel()]  # cancelled ones are dropped here

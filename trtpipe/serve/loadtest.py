@@ -4,7 +4,9 @@ Each concurrency level runs ``concurrency`` clients that send single-item infer 
 back to back until the duration or the request cap is reached, and reports throughput and latency
 percentiles. Only loopback addresses are targeted unless ``allow_remote`` is set. Given the server's process id
 (Linux), each level also reports what the server spent: CPU seconds of it and every process under it (a Triton
-server's backend stubs included), per second and per request.
+server's backend stubs included), per second and per request. Where the server publishes trtpipe's Prometheus
+series at /metrics (``trtpipe serve``), each level also reports how it ran the load: the batches it ran and their
+mean rows, and the runs each model instance finished (how ``--instances`` spread them).
 """
 
 from __future__ import annotations
@@ -81,6 +83,49 @@ async def _level(client: Any, url: str, body: bytes, headers: dict[str, str], co
             "throughput": len(latencies) / elapsed, "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99)}
 
 
+async def _server_counts(client: Any, base: str, model: str) -> dict[str, float] | None:
+    """The model's run counters from the server's /metrics: ``batches`` and ``rows`` run, and ``instance N`` for
+    each instance's finished runs; None where the server publishes none (another server, or metrics elsewhere)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with client.get(f"{base}/metrics") as response:
+        if response.status != 200:
+            return None
+        text = await response.text()
+    counts: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.labels.get("model") != model:
+                    continue
+                if sample.name == "trtpipe_batch_size_count":
+                    counts["batches"] = counts.get("batches", 0.0) + sample.value
+                elif sample.name == "trtpipe_batch_size_sum":
+                    counts["rows"] = counts.get("rows", 0.0) + sample.value
+                elif sample.name == "trtpipe_instance_runs_total":
+                    key = f"instance {sample.labels['instance']}"
+                    counts[key] = counts.get(key, 0.0) + sample.value
+    except ValueError:  # not Prometheus text
+        return None
+    return counts or None
+
+
+def _spread(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any]:
+    """What the server ran during one level: batches, mean rows per batch and runs per instance (empty when it
+    publishes no counts)."""
+    if before is None or after is None:
+        return {}
+    done = {key: after[key] - before.get(key, 0.0) for key in after}
+    result: dict[str, Any] = {}
+    if "batches" in done:
+        result["batches"] = int(done["batches"])
+        result["mean_batch_rows"] = done.get("rows", 0.0) / done["batches"] if done["batches"] else 0.0
+    runs = sorted((key for key in done if key.startswith("instance ")), key=lambda key: int(key.split()[1]))
+    if runs:
+        result["instance_runs"] = [int(done[key]) for key in runs]
+    return result
+
+
 def process_tree_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` and every process under it, read from /proc (Linux)."""
     children: dict[int, list[int]] = {}
@@ -123,13 +168,17 @@ async def _run(base: str, model: str, levels: list[int], duration_s: float, warm
         results = []
         for concurrency in levels:
             cpu_before = cpu_seconds() if cpu_seconds else 0.0
+            counts = await _server_counts(client, base, model)
             result = await _level(client, url, body, headers, concurrency, duration_s)
+            result.update(_spread(counts, await _server_counts(client, base, model)))
             cost = ""
             if cpu_seconds:
                 spent = cpu_seconds() - cpu_before
                 result["server_cpu_cores"] = spent / result["seconds"]
                 result["server_cpu_ms_per_request"] = 1000 * spent / max(result["requests"], 1)
                 cost = f", server {result['server_cpu_cores']:.2f} cores"
+            if "instance_runs" in result:
+                cost += f", runs per instance {'/'.join(map(str, result['instance_runs']))}"
             console.note(f"{model} concurrency {concurrency:>3}: {result['throughput']:8.1f} req/s, p50 "
                          f"{result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms ({result['errors']} errors"
                          f"{cost})")
@@ -153,7 +202,10 @@ def run_loadtest(url: str, model: str, levels: list[int], *, duration_s: float =
         results = asyncio.run(_run(base, model, levels, duration_s, warmup_s, cpu_seconds))
     except (OSError, aiohttp.ClientError) as error:
         raise BadInput(f"Cannot reach {base}: {error}. Is 'trtpipe serve' running?") from None
-    return {"url": base, "model": model, "duration_s": duration_s, "results": results}
+    report: dict[str, Any] = {"url": base, "model": model, "duration_s": duration_s, "results": results}
+    if results and "instance_runs" in results[0]:
+        report["instances"] = len(results[0]["instance_runs"])
+    return report
 
 
 def print_loadtest(report: dict[str, Any]) -> None:
@@ -161,11 +213,16 @@ def print_loadtest(report: dict[str, Any]) -> None:
 
     table = Table(title=f"{report['model']} at {report['url']}", title_justify="left")
     with_cpu = all("server_cpu_cores" in r for r in report["results"])
+    with_batches = all("batches" in r for r in report["results"])
+    with_instances = all("instance_runs" in r for r in report["results"])
     headers = ("Concurrency", "Requests", "Errors", "Req/s", "p50 ms", "p90 ms", "p99 ms")
-    for header in headers + (("Server cores", "Server CPU ms/req") if with_cpu else ()):
+    for header in headers + (("Server cores", "Server CPU ms/req") if with_cpu else ()) + (
+            ("Rows/batch",) if with_batches else ()) + (("Runs per instance",) if with_instances else ()):
         table.add_column(header, justify="right")
     for r in report["results"]:
         cpu = (f"{r['server_cpu_cores']:.2f}", f"{r['server_cpu_ms_per_request']:.2f}") if with_cpu else ()
+        batches = (f"{r['mean_batch_rows']:.1f}",) if with_batches else ()
+        instances = ("/".join(map(str, r["instance_runs"])),) if with_instances else ()
         table.add_row(str(r["concurrency"]), str(r["requests"]), str(r["errors"]), f"{r['throughput']:.1f}",
-                      f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['p99_ms']:.2f}", *cpu)
+                      f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['p99_ms']:.2f}", *cpu, *batches, *instances)
     console.out.print(table)

@@ -26,7 +26,7 @@ class Model:
         self.backend = backend
         self.name = name
         self.source = source
-        self._lock = None if backend.kind.thread_safe else threading.Lock()
+        self._lock = None if backend.thread_safe else threading.Lock()
 
     @property
     def inputs(self) -> list[TensorInfo]:

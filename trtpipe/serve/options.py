@@ -1,4 +1,4 @@
-"""How a model is served: address, dynamic batching, admission and size limits. `trtpipe serve` runs with
+"""How a model is served: address, dynamic batching, instances, admission and size limits. `trtpipe serve` runs with
 these; `export-triton` and the pipeline's [serve] section write the batching part into Triton's config."""
 
 from __future__ import annotations
@@ -42,7 +42,14 @@ class ServeOptions(Options):
                             "ready=false) while requests are still served, so load balancers stop sending before "
                             "the listener closes; requests in flight then finish. 0: close at once.", type=float,
                             minimum=0)
-    instances: int = option(1, "Model instances in an exported Triton repository.", type=int, minimum=1)
+    instances: int = option(1, "Times each model is opened: each instance its own session (on a GPU its own CUDA "
+                            "stream and graphs), requests or batches going to the least busy one; also the instance "
+                            "count of an exported Triton repository. More than one is refused at start when they do "
+                            "not fit in memory.", type=int, minimum=1)
+    memory_budget_mb: float | None = option(None, "Memory, in MiB, that the server's model instances may take in all "
+                                            "(device memory on a GPU, host memory on the CPU; each instance measured "
+                                            "after loading and a warm-up run); default: what is free. Checked with "
+                                            "--instances above 1.", type=float, minimum=1)
     triton_backend: TritonBackend = option(
         TritonBackend.NATIVE, "Triton backend of an exported repository: native (Triton's onnxruntime/tensorrt "
         "backends) or python (Triton's Python backend running trtpipe's runtime).", type=TritonBackend,

@@ -14,6 +14,8 @@ from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.runtime import describe_artifact
 from trtpipe.serve.batching import BatchingOptions, MicroBatcher
+from trtpipe.serve.footprint import InstancesDoNotFit, MemoryBudget
+from trtpipe.serve.instances import ModelInstances, open_instances
 from trtpipe.serve.model import Model, batch_axis_change, open_model, serving_options, serving_runtime
 from trtpipe.serve.options import ServeOptions
 from trtpipe.vocab import ArtifactKind
@@ -28,7 +30,8 @@ class ServedModel:
     name: str
     version: str
     path: Path
-    model: Model | None = None
+    model: Model | None = None  # the first instance: its tensors describe every instance
+    instances: ModelInstances | None = None  # what runs requests: ``--instances`` copies, the least busy first
     error: str | None = None
     batcher: MicroBatcher | None = None
     max_batch_size: int | None = None
@@ -131,10 +134,16 @@ def _linked(path: Path) -> bool:
     return False
 
 
-def load_repository(repository: Path, options: ServeOptions,
-                    on_batch: object = None) -> dict[str, dict[str, ServedModel]]:
-    """Load every version of every model; returns {name: {version: ServedModel}}."""
+def load_repository(repository: Path, options: ServeOptions, on_batch: object = None,
+                    on_instance_run: object = None) -> dict[str, dict[str, ServedModel]]:
+    """Load every version of every model, ``options.instances`` times each; returns {name: {version: ServedModel}}.
+
+    ``on_batch(name, rows)`` is called after each batch a batcher ran; ``on_instance_run(name, version, index)``
+    after each run an instance finished. Instances that do not fit in memory stop the loading (InstancesDoNotFit,
+    naming how many fit), every model loaded so far closed: a server short of what it was asked for does not start.
+    """
     batching, threads, serve_options = batching_options(options), options.threads, options
+    budget = MemoryBudget(options.memory_budget_mb)
     served: dict[str, dict[str, ServedModel]] = {}
     for name, versions in discover(repository).items():
         served[name] = {}
@@ -143,26 +152,48 @@ def load_repository(repository: Path, options: ServeOptions,
             try:
                 description = describe_artifact(path)
                 runtime = serving_runtime(description, serve_options.runtime)
-                entry.model = open_model(description, serving_options(runtime, threads), runtime=runtime)
+                run_options = serving_options(runtime, threads)
+                entry.instances = open_instances(
+                    lambda description=description, run_options=run_options, runtime=runtime: open_model(
+                        description, run_options, runtime=runtime),
+                    options.instances, rows=batching.max_batch_size if batching else 1, budget=budget,
+                    label=f"{name} version {version}",
+                    on_run=((lambda index, name=name, version=version: on_instance_run(name, version, index))
+                            if callable(on_instance_run) else None))
+                entry.model = entry.instances.first
                 entry.max_batch_size = _max_batch(entry.model, batching)
                 changed = batch_axis_change(entry.model) if batching and _batches_on_axis_0(entry.model) else None
                 if changed:  # joined requests could not be given their own rows back
                     console.warn(f"{name} version {version} is served without batching: {changed}.")
                 elif batching and _batches_on_axis_0(entry.model):
-                    model = entry.model
                     entry.batcher = MicroBatcher(
-                        lambda arrays, model=model: model.predict_all(arrays),
+                        entry.instances.predict_all,
                         BatchingOptions(entry.max_batch_size or batching.max_batch_size, batching.max_delay_s,
                                         batching.preferred_batch_sizes, batching.max_queue),
                         on_batch=(lambda rows, name=name: on_batch(name, rows)) if callable(on_batch) else None,
-                        name=f"{name} version {version}",
+                        name=f"{name} version {version}", workers=len(entry.instances),
                     )
-                console.success(f"Loaded {name} version {version} ({entry.model.kind}, {entry.model.precision})")
+                copies = f", {len(entry.instances)} instances" if len(entry.instances) > 1 else ""
+                console.success(f"Loaded {name} version {version} ({entry.model.kind}, {entry.model.precision}"
+                                f"{copies})")
+            except InstancesDoNotFit:
+                close_repository(served)
+                raise
             except Exception as error:  # any failure: this model is not ready, the others still serve
                 entry.error = public_message(error, path, f"{name}/{version}/{path.name}")
                 console.warn(f"{name} version {version} is not ready: {entry.error}")
             served[name][version] = entry
     return served
+
+
+def close_repository(served: dict[str, dict[str, ServedModel]]) -> None:
+    """Stop every batcher and close every instance of ``served``."""
+    for versions in served.values():
+        for entry in versions.values():
+            if entry.batcher is not None:
+                entry.batcher.close()
+            if entry.instances is not None:
+                entry.instances.close()
 
 
 def _batches_on_axis_0(model: Model) -> bool:
@@ -178,4 +209,6 @@ def _max_batch(model: Model, batching: BatchingOptions | None) -> int | None:
     first = model.inputs[0].shape[0]
     if isinstance(first, int):
         return first
+    if batching and model.backend.max_batch:  # the largest batch the artifact takes (an AOTInductor package's range)
+        return min(batching.max_batch_size, model.backend.max_batch)
     return batching.max_batch_size if batching else None

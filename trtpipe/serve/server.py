@@ -25,8 +25,13 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 def build_app(repository: Path, options: ServeOptions | None = None) -> tuple[Any, dict[str, dict[str, ServedModel]]]:
     options = options or ServeOptions()
     metrics = Metrics()
-    models = load_repository(repository, options,
-                             on_batch=lambda name, rows: metrics.batch_size.labels(name).observe(rows))
+    models = load_repository(
+        repository, options, on_batch=lambda name, rows: metrics.batch_size.labels(name).observe(rows),
+        on_instance_run=lambda name, version, index: metrics.instance_runs.labels(name, version, str(index)).inc())
+    for versions in models.values():  # every instance in /metrics from the start, an idle one at 0
+        for entry in versions.values():
+            for index in range(len(entry.instances or ())):
+                metrics.instance_runs.labels(entry.name, entry.version, str(index))
     return create_app(models, options, metrics), models
 
 
@@ -38,8 +43,9 @@ def serve(repository: Path, options: ServeOptions | None = None) -> None:
     app, models = build_app(repository, options)
     ready = sum(e.ready for v in models.values() for e in v.values())
     total = sum(len(v) for v in models.values())
+    copies = f", {options.instances} instances each" if options.instances > 1 else ""
     console.success(f"Serving {ready}/{total} model versions from {repository} on http://{host}:{port}/v2 "
-                    f"({'dynamic batching' if batching else 'no batching'})")
+                    f"({'dynamic batching' if batching else 'no batching'}{copies})")
     if host not in LOOPBACK:
         console.warn(f"Listening on {host}: the server has no authentication; expose it only behind one.")
 

@@ -44,7 +44,9 @@ class Metrics:
     ``requests``, ``failures`` (by status code), ``latency`` and ``disconnects`` are counted per request by
     :meth:`InferenceService.accounted`, whichever transport the request came by; ``dropped`` counts the requests
     taken off the queue unrun because nobody waited for them any more (the client left, or ``--timeout-ms``
-    passed); ``batch_size`` per executed batch; ``queue_depth`` is read when /metrics is scraped.
+    passed); ``batch_size`` per executed batch; ``instance_runs`` per run each model instance finished (a batch,
+    or a request without batching: how ``--instances`` spread the load); ``queue_depth`` is read when /metrics is
+    scraped.
     """
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
@@ -63,6 +65,9 @@ class Metrics:
                                    ["model"], registry=self.registry)
         self.dropped = Counter("trtpipe_dropped_requests", "Requests dropped before they ran: their client had left "
                                "or their timeout had passed", ["model"], registry=self.registry)
+        self.instance_runs = Counter("trtpipe_instance_runs", "Runs (batches, or requests without batching) each "
+                                     "model instance finished", ["model", "version", "instance"],
+                                     registry=self.registry)
         self.queue_depth = Gauge("trtpipe_queue_depth", "Requests waiting for a batch", ["model"],
                                  registry=self.registry)
 
@@ -293,7 +298,7 @@ class InferenceService:
                 raise ProtocolError(503, error.message) from None
         else:  # a batcher reports its batches itself (load_repository's on_batch)
             self.metrics.batch_size.labels(entry.name).observe(int(arrays[0].shape[0]) if arrays[0].ndim else 1)
-            future = self.executor.submit(entry.model.predict_all, arrays)
+            future = self.executor.submit((entry.instances or entry.model).predict_all, arrays)
         wrapped = asyncio.wrap_future(future)
         try:
             return await asyncio.wait_for(wrapped, timeout) if timeout else await wrapped

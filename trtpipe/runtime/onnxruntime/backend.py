@@ -110,7 +110,7 @@ class OnnxRuntimeBackend(Backend):
         self._output_names = [o.name for o in self._outputs]
         self.io_binding = gpu if options.io_binding is None else options.io_binding
         self.prefer_nhwc, self.cudnn_search = options.prefer_nhwc, options.cudnn_search
-        self._bound = BoundSession(self.session, "cuda" if gpu else "cpu", fixed=self.cuda_graph,
+        self._bound = BoundSession(self.session, Device.CUDA if gpu else Device.CPU, fixed=self.cuda_graph,
                                    graphs=self.cuda_graph, base_run_options=self.run_options) \
             if self.io_binding else None
 
@@ -124,8 +124,13 @@ class OnnxRuntimeBackend(Backend):
         shape's CUDA graph where there is one). None on the CPU, where there are no transfers."""
         if self.device is not Device.CUDA:
             return None
-        bound = self._bound or BoundSession(self.session, "cuda", base_run_options=self.run_options)
+        bound = self._bound or BoundSession(self.session, Device.CUDA, base_run_options=self.run_options)
         return bound.resident_call(feeds)
+
+    @property
+    def thread_safe(self) -> bool:
+        """A session is, unless it runs through fixed buffers (a CUDA graph's): two calls would fill them at once."""
+        return self._bound is None or not self._bound.fixed
 
     @property
     def replays_graph(self) -> bool:

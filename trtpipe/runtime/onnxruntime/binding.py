@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-# ONNX Runtime captures a graph only after a few plain runs of the same shape (its CUDA provider's own warm-up).
-GRAPH_WARMUP_RUNS = 2
+from trtpipe.vocab import Device
 
 
 @dataclass
@@ -31,16 +30,17 @@ class _ShapeBuffers:
 
 
 class BoundSession:
-    """Runs one ONNX Runtime session through IO binding on ``device`` (``cpu`` or ``cuda``).
+    """Runs one ONNX Runtime session through IO binding on ``device``.
 
     ``fixed``: every input shape keeps its own buffers (required for CUDA graphs, whose captured launches read and
     write fixed addresses; also fewer allocations per call). ``graphs``: each shape replays its own CUDA graph.
     """
 
-    def __init__(self, session: Any, device: str, *, device_id: int = 0, fixed: bool = False, graphs: bool = False,
+    def __init__(self, session: Any, device: Device, *, device_id: int = 0, fixed: bool = False, graphs: bool = False,
                  base_run_options: Any = None, max_shapes: int = 16) -> None:
         self.session = session
-        self.device = device
+        self.device = str(device)  # ONNX Runtime's device names are the vocabulary's
+        self.cpu = device is Device.CPU
         self.device_id = device_id
         self.fixed = fixed or graphs
         self.graphs = graphs
@@ -58,7 +58,7 @@ class BoundSession:
                 buffers.inputs[name].update_inplace(np.ascontiguousarray(array))
             self._run_bound(buffers)
             # On the CPU, numpy() is a view of the fixed buffer the next call overwrites: the caller gets a copy.
-            return [value.numpy().copy() if self.device == "cpu" else value.numpy() for value in buffers.outputs]
+            return [value.numpy().copy() if self.cpu else value.numpy() for value in buffers.outputs]
         binding = self.session.io_binding()
         for name, array in feeds.items():
             binding.bind_ortvalue_input(name, self._value(np.ascontiguousarray(array)))

@@ -43,7 +43,7 @@ class TunedRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"settings": {name: _plain(getattr(self.settings, name)) for name in TUNABLE},
-                "device": self.device, "onnxruntime": self.onnxruntime, "batch": self.batch,
+                "device": self.device, "runtime_version": self.onnxruntime, "batch": self.batch,
                 "candidates": list(self.candidates)}
 
 
@@ -78,7 +78,7 @@ def _run(execution: OnnxExecution, entry: dict[str, Any]) -> TunedRun:
     if unknown:
         raise ValueError(f"unknown setting {', '.join(unknown)}")
     return TunedRun(execution, RunOptions(**settings), str(entry.get("device", "")),
-                    str(entry.get("onnxruntime", "")), int(entry.get("batch", 0)),
+                    str(entry.get("runtime_version", "")), int(entry.get("batch", 0)),
                     tuple(entry.get("candidates", ())))
 
 
