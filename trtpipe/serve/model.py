@@ -142,9 +142,16 @@ def batch_axis_change(model: Model) -> str | None:
     return None
 
 
-def serving_options(backend: BackendKind, threads: int | None) -> RunOptions:
+def serving_options(backend: BackendKind, threads: int | None, device: Device = Device.CPU) -> RunOptions:
     """What a server asks of a backend: its threads, and, from ONNX Runtime, idle pool threads that sleep rather
     than spin, leaving the CPU to the server's own threads between requests (the other runtimes have no spinning
-    pool to turn off)."""
+    pool to turn off). On ``cuda``, ONNX Runtime runs on its CUDA provider, whose memory arena is kept (a captured
+    CUDA graph replays into the buffers it was captured with)."""
     onnxruntime = backend is BackendKind.ONNXRUNTIME
+    if onnxruntime and device is Device.CUDA:
+        from trtpipe.runtime.onnxruntime.providers import provider_list
+        from trtpipe.vocab import OnnxExecution
+
+        return RunOptions(threads=threads, spinning=False,
+                          providers=tuple(provider_list(OnnxExecution.CUDA)))
     return RunOptions(threads=threads, spinning=not onnxruntime, release_memory=onnxruntime)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from trtpipe.options import Options, option
 from trtpipe.shapes import parse_batch_sizes
-from trtpipe.vocab import SERVE_MAX_BATCH, ArtifactKind, BackendKind, TritonBackend
+from trtpipe.vocab import SERVE_MAX_BATCH, ArtifactKind, BackendKind, Device, TritonBackend
 
 
 @dataclass
@@ -29,6 +29,9 @@ class ServeOptions(Options):
     max_body_mb: float = option(64.0, "Largest request body accepted, in MiB (1 MiB = 1,048,576 bytes; 413 past "
                                 "it).", type=float, minimum=0.001)
     threads: int | None = option(None, "ONNX Runtime (or OpenVINO) threads per model.", type=int, minimum=1)
+    device: Device = option(Device.CPU, "Where ONNX Runtime runs ONNX models: cpu, or cuda (its CUDA provider with "
+                            "inputs and outputs bound on the device and the artifact's tuned settings, a CUDA graph "
+                            "per batch shape where bench chose one; needs onnxruntime-gpu).", type=Device)
     runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs ONNX models: onnxruntime or openvino "
                                   "(pip install 'trtpipe[openvino]'). A BF16 file always runs on OpenVINO.",
                                   type=BackendKind, choices=ArtifactKind.ONNX.runtimes)

@@ -152,7 +152,7 @@ def load_repository(repository: Path, options: ServeOptions, on_batch: object = 
             try:
                 description = describe_artifact(path)
                 runtime = serving_runtime(description, serve_options.runtime)
-                run_options = serving_options(runtime, threads)
+                run_options = serving_options(runtime, threads, serve_options.device)
                 entry.instances = open_instances(
                     lambda description=description, run_options=run_options, runtime=runtime: open_model(
                         description, run_options, runtime=runtime),

@@ -1,9 +1,11 @@
 """Pass ``fp16``: FP16 mixed precision, decided by measurement.
 
-Nodes stay FP32 for one of two reasons, and the report says which: their operator is known to lose accuracy
-or overflow in half precision (exponentials, logarithms, powers, long reductions, normalisations), or their
-activations on calibration data came near FP16's largest finite value (65,504) — measured, not guessed. The
-conversion itself is ONNX Runtime's float16 converter, which inserts the Casts at the FP32/FP16 borders.
+Nodes stay FP32 for one of three reasons, and the report says which: they compute shape arithmetic from tensor
+sizes (an anchor grid built from the feature map's run-time size: :mod:`trtpipe.optimize.shape_subgraph`), their
+operator is known to lose accuracy or overflow in half precision (exponentials, logarithms, powers, long
+reductions, normalisations), or their activations on calibration data came near FP16's largest finite value
+(65,504) — measured, not guessed. The conversion itself is ONNX Runtime's float16 converter, which inserts the
+Casts at the FP32/FP16 borders.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from trtpipe.onnx_info import readers_of
 from trtpipe.optimize.activations import observe
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import PrecisionPass
+from trtpipe.optimize.shape_subgraph import shape_computations
 from trtpipe.vocab import Precision
 
-PASS = PrecisionPass(Precision.FP16, "FP16 with ONNX Runtime's converter; overflow-prone operators and measured hot "
-                     "nodes stay FP32")
+PASS = PrecisionPass(Precision.FP16, "FP16 with ONNX Runtime's converter; overflow-prone operators, shape arithmetic "
+                     "and measured hot nodes stay FP32")
 # FP16 keeps ~3 significant digits; a conversion below this cosine has lost more than rounding.
 MIN_COSINE = 0.999
 
@@ -49,6 +52,8 @@ UNSAFE_FP16_OPS = {
     "InstanceNormalization": "variance of large activations overflows FP16",
     "GroupNormalization": "variance of large activations overflows FP16",
 }
+SHAPE_REASON = ("shape computation from tensor sizes and constants (an anchor grid, a reshape target): kept in its "
+                "exporter's types, as FP16 rounds integers past 2048")
 
 
 @dataclass
@@ -69,6 +74,8 @@ def convert_fp16(
     """Convert ``model`` to mixed FP16; ``calibration`` batches decide which nodes overflow."""
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
 
+    if any(not node.name for node in model.graph.node):  # the converter blocks by node name
+        raise ValueError("every node needs a name before FP16 conversion")
     report = Fp16Report(keep_io_fp32, calibration=source)
     outputs_of = {o: node for node in model.graph.node for o in node.output}
     with console.progress() as bar:
@@ -77,12 +84,15 @@ def convert_fp16(
     report.max_activation = max((s.abs_max for s in stats.values()), default=0.0)
 
     blocked_nodes: list[str] = []
+    shape_nodes = {node.name for node in shape_computations(model)}
     for node in model.graph.node:
         # An output that overflows FP16 must be computed in FP32; so must a node that *reads* one, or the Cast to
         # FP16 in front of it would turn the value into infinity.
         largest_out = max((stats[o].abs_max for o in node.output if o in stats), default=0.0)
         largest_in = max((stats[i].abs_max for i in node.input if i in stats), default=0.0)
-        if node.op_type in UNSAFE_FP16_OPS:
+        if node.name in shape_nodes:
+            reason = SHAPE_REASON
+        elif node.op_type in UNSAFE_FP16_OPS:
             reason = f"operator {node.op_type}: {UNSAFE_FP16_OPS[node.op_type]}"
         elif largest_out > FP16_MAX * OVERFLOW_MARGIN:
             reason = f"activations reach {largest_out:.4g} on calibration data (FP16 max {FP16_MAX:g})"
@@ -93,16 +103,13 @@ def convert_fp16(
         blocked_nodes.append(node.name)
         report.kept_fp32.append({"node": node.name, "op": node.op_type, "reason": reason})
 
-    missing = [n.name for n in model.graph.node if not n.name]
-    if missing:  # the converter blocks by node name; unnamed nodes would be unaddressable
-        raise ValueError("every node needs a name before FP16 conversion")
     converted = convert_float_to_float16(
         model, keep_io_types=keep_io_fp32, op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | set(UNSAFE_FP16_OPS)),
         node_block_list=blocked_nodes, disable_shape_infer=False,
     )
     removed = remove_fp16_round_trips(converted)
     if removed:
-        console.note(f"FP16: {removed} FP32→FP16→FP32 round trip(s) between nodes kept in FP32 removed")
+        console.note(f"FP16: {removed} round trip(s) through FP16 between nodes kept in FP32 removed")
     return converted, report
 
 
@@ -111,11 +118,15 @@ def remove_fp16_round_trips(model: onnx.ModelProto) -> int:
 
     ONNX Runtime's float16 converter casts each FP32-kept node's output to FP16 and back before the next kept
     node, so a value FP16 cannot hold (the reason the nodes were kept) still overflows between them. The readers
-    of such a round trip are rewired to the FP32 tensor, and both casts go. Returns how many round trips it removed.
+    of such a round trip are rewired to the FP32 tensor, and both casts go. A round trip that starts from another
+    type (an integer Cast to float that the converter made a Cast to FP16, read by a node kept FP32) keeps its
+    Cast to FP32, which then reads the integer itself: only FP32 may take the FP32 tensor's place, and FP16 would
+    round integers past 2048 on the way. Returns how many round trips it removed.
     """
     graph = model.graph
     readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
+    types = _element_types(graph)
 
     def cast_to(node: onnx.NodeProto) -> int | None:
         return next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
@@ -130,6 +141,9 @@ def remove_fp16_round_trips(model: onnx.ModelProto) -> int:
             continue
         source = down.input[0]
         for up in ups:
+            if types.get(source) != onnx.TensorProto.FLOAT:
+                up.input[0] = source  # a Cast from the source's own type to FP32
+                continue
             for reader in readers.get(up.output[0], []):
                 for index, name in enumerate(reader.input):
                     if name == up.output[0]:
@@ -143,6 +157,19 @@ def remove_fp16_round_trips(model: onnx.ModelProto) -> int:
     return removed
 
 
+def _element_types(graph: onnx.GraphProto) -> dict[str, int]:
+    """The element type of each tensor ``graph`` declares or a Cast writes. The converter keeps the value infos of
+    the tensors it retypes; a tensor missing here has an unknown type."""
+    found = {value.name: value.type.tensor_type.elem_type
+             for value in [*graph.value_info, *graph.input, *graph.output] if value.type.HasField("tensor_type")}
+    found |= {tensor.name: tensor.data_type for tensor in graph.initializer}
+    for node in graph.node:
+        to = next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
+        if to is not None:
+            found[node.output[0]] = to
+    return found
+
+
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     """FP16 mixed precision of ``model``, checked against it on the eval (or calibration) data."""
     assert context.calib is not None  # OptimizeOptions.validate: FP16 needs calibration data
@@ -150,8 +177,12 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
                                      source=context.calib.source)
     kept = report.kept_fp32
     console.note(f"FP16: {len(kept)} node(s) kept in FP32" + (":" if kept else " (no overflow risk measured)"))
+    shape = [item for item in kept if item["reason"] == SHAPE_REASON]
+    if shape:  # an anchor grid is dozens of nodes: one line for all of them
+        console.note(f"  {len(shape)} node(s) ({', '.join(sorted({item['op'] for item in shape}))}): {SHAPE_REASON}")
     for item in kept:
-        console.note(f"  {item['node']} ({item['op']}): {item['reason']}")
+        if item["reason"] != SHAPE_REASON:
+            console.note(f"  {item['node']} ({item['op']}): {item['reason']}")
     check = context.compare(model, converted, context.evaluation or context.calib)
     context.details["fp16"] = report.to_dict() | {"verification": check.to_dict()}
     context.fp32_nodes += [item["node"] for item in kept]
