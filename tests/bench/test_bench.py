@@ -265,3 +265,70 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
     [single] = peer_standing([{k: v for k, v in r.items() if k != "round_p50_ms"} for r in rows])
     assert single["ratio"] == pytest.approx(2.1 / 2.0) and single["rounds"] is None  # one round: the p50s
     assert "round" not in describe(single)
+
+
+def test_the_pytorch_standing_names_the_fastest_pytorch_row_on_the_same_device() -> None:
+    """The comparison a PyTorch user makes: trtpipe's fastest artifact against whichever PyTorch row was fastest
+    (compile, a CUDA graph...), device-resident rows against device-resident ones, never a CPU row against a GPU."""
+    from trtpipe.bench.standing import describe_pytorch, pytorch_standing
+
+    def row(variant: str, p50: float, device: str = "cuda", transfers: bool = True, **extra: object) -> dict:
+        return {"variant": variant, "batch": 8, "device": device, "p50_ms": p50, "includes_transfers": transfers,
+                "backend": "torch", "agreement": 1.0} | extra
+
+    ours = {"backend": "onnxruntime", "artifact": "m.onnx"}
+    rows = [row("pytorch-fp32", 10.0), row("pytorch-fp32 [no transfers]", 8.0, transfers=False),
+            row("pytorch-fp16-cl-compile-reduce-overhead", 3.0),
+            row("pytorch-fp16-cl-compile-reduce-overhead [no transfers]", 1.5, transfers=False),
+            row("onnxruntime-cuda-fp16 (m)", 2.5, **ours),
+            row("onnxruntime-cuda-fp16 (m) [no transfers]", 1.0, transfers=False, **ours),
+            row("onnxruntime-int8-trtsim (t)", 0.1, **ours, simulated=True),
+            row("onnxruntime-fp32 (m)", 20.0, device="cpu", **ours)]
+    [entry] = pytorch_standing(rows)
+    assert entry["device"] == "cuda" and entry["includes_transfers"] is False
+    assert entry["pytorch"] == "pytorch-fp16-cl-compile-reduce-overhead [no transfers]"
+    assert entry["trtpipe"] == "onnxruntime-cuda-fp16 (m) [no transfers]" and entry["ratio"] == pytest.approx(1.5)
+    assert "cuda batch 8, device-resident: trtpipe's fastest" in describe_pytorch(entry)
+    assert "1.50x the speed of the fastest PyTorch row, pytorch-fp16-cl-compile-reduce-overhead" in \
+        describe_pytorch(entry)
+    # Only rows with copies on both sides: those are compared.
+    [copies] = pytorch_standing([r for r in rows if r["includes_transfers"]])
+    assert copies["includes_transfers"] and copies["ratio"] == pytest.approx(3.0 / 2.5)
+
+
+def test_half_precision_pytorch_rows_and_a_gpu_only_row_on_the_cpu(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """compile-half is torch.compile on a BF16 copy on a CPU with BF16 kernels (skipped with one line elsewhere);
+    graph-half needs a GPU and says so; the report names the fastest PyTorch row."""
+    from trtpipe.hardware import has_bf16
+
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", "--batch", "2", "--iters", "2", "--warmup", "1", "--rounds", "1",
+                     "--baselines", "compile-half,graph-half", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    assert "pytorch-graph-half skipped: a CUDA graph needs --device cuda." in result.output
+    report = json.loads(json_path.read_text())
+    rows = {r["variant"]: r for r in report["results"]}
+    if has_bf16():
+        half = rows["pytorch-bf16-compile"]
+        assert half["precision"] == "bf16" and half["baseline"] == "compile-half" and half["top1_agreement"] > 0.97
+    else:
+        assert "pytorch-bf16-compile skipped: this CPU has neither AVX512-BF16 nor AMX" in result.output
+    assert report["standing_pytorch"] == []  # no artifact in this run: nothing stands against PyTorch
+    result = run_cli("bench", "digits_resnet", "--batch", "2", "--iters", "2", "--warmup", "0", "--rounds", "1",
+                     "--baselines", "none", "--json", json_path)
+    assert [r["variant"] for r in json.loads(json_path.read_text())["results"]] == ["pytorch-fp32"]
+
+
+def test_speedups_compare_rows_on_the_references_device_only() -> None:
+    from trtpipe.bench.rows import BenchRow
+    from trtpipe.bench.runner import _speedups
+
+    def row(variant: str, device: str, p50: float, reference: bool = False) -> BenchRow:
+        return BenchRow(variant=variant, backend="onnxruntime", precision="fp32", device=device, batch=1, iters=1,
+                        p50_ms=p50, p90_ms=p50, p99_ms=p50, mean_ms=p50, std_ms=0.0, min_ms=p50, max_ms=p50,
+                        throughput=1.0, reference=reference)
+
+    rows = [row("onnxruntime-cuda-fp32 (ref)", "cuda", 2.0, reference=True), row("gpu fp16", "cuda", 1.0),
+            row("cpu fp16", "cpu", 0.5)]
+    _speedups(rows)
+    assert [r.speedup_vs_torch_fp32 for r in rows] == [1.0, 2.0, None]

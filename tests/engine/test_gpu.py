@@ -250,3 +250,55 @@ def test_a_second_backend_reports_its_own_tensorrt_errors(digits_onnx: Path, tmp
     with TensorRTBackend(plan), pytest.raises(TrtpipeError, match="could not deserialise") as raised:
         TensorRTBackend(broken)
     assert "TensorRT logged no error" not in raised.value.message
+
+
+def _cuda_provider_or_skip() -> None:
+    if "CUDAExecutionProvider" not in _ort_providers():
+        pytest.skip("CUDAExecutionProvider is not installed (pip install onnxruntime-gpu)")
+
+
+@needs_gpu
+def test_onnxruntime_cuda_rows_are_tuned_device_resident_and_stand_against_pytorch(  # type: ignore[no-untyped-def]
+        digits_onnx: Path, tmp_path: Path, run_cli) -> None:
+    """bench --device cuda: the ONNX file is probed once (settings recorded beside it and used by trtpipe.load),
+    timed with and without copies, beside PyTorch's strongest one-line rows; the standing line names the fastest."""
+    import shutil
+
+    import trtpipe
+    from trtpipe.runtime.onnxruntime.tuned import read_tuned
+    from trtpipe.vocab import OnnxExecution
+
+    _cuda_provider_or_skip()
+    artifact = tmp_path / "model.onnx"
+    shutil.copy(digits_onnx, artifact)
+    shutil.copy(digits_onnx.with_suffix(".manifest.json"), tmp_path / "model.manifest.json")
+    json_path = tmp_path / "bench.json"
+    result = run_cli("bench", "digits_resnet", artifact, "--backend", "onnxruntime-cuda", "--device", "cuda",
+                     "--batch", "1,8", "--iters", "20", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    report = json.loads(json_path.read_text())
+    ours = [r for r in report["results"] if r["backend"] == "onnxruntime"]
+    assert {r["includes_transfers"] for r in ours} == {True, False}
+    assert all(r["device"] == "cuda" and r["cuda_graph"] is not None and r["speedup_vs_torch_fp32"] for r in ours)
+    variants = {r["variant"] for r in report["results"]}
+    assert {"pytorch-fp16-cl-compile-reduce-overhead", "pytorch-fp16-cl-cudagraph"} <= variants
+    assert {(e["batch"], e["includes_transfers"]) for e in report["standing_pytorch"]} == {(1, False), (8, False)}
+    tuned = read_tuned(artifact)[OnnxExecution.CUDA]
+    assert sum(1 for c in tuned.candidates if c["rejected"] is None) >= 1
+    from trtpipe.runtime.onnxruntime.providers import provider_list
+
+    with trtpipe.load(artifact, providers=tuple(provider_list(OnnxExecution.CUDA))) as model:
+        assert model.backend.cuda_graph is tuned.settings.cuda_graph
+        assert model.backend.prefer_nhwc is tuned.settings.prefer_nhwc
+        np.testing.assert_allclose(model.predict(np.zeros((3, 1, 32, 32), np.float32)).shape, (3, 10))
+
+
+@needs_gpu
+def test_an_onnx_reference_runs_on_the_gpu_with_device_cuda(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    _cuda_provider_or_skip()
+    json_path = tmp_path / "bench.json"
+    result = run_cli("bench", digits_onnx, "--device", "cuda", "--backend", "onnxruntime-cuda", "--batch", "4",
+                     "--iters", "10", "--json", json_path)
+    assert result.exit_code == 0, result.output
+    [reference, *_] = [r for r in json.loads(json_path.read_text())["results"] if r["reference"]]
+    assert reference["device"] == "cuda" and reference["variant"].startswith("onnxruntime-cuda-fp32")
