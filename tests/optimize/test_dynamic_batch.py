@@ -63,3 +63,24 @@ def test_optimize_takes_dynamic_batch(tmp_path: Path, run_cli) -> None:  # type:
     assert result.exit_code == 0, result.output
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     assert session.run(None, {"x": np.zeros((5, 2, 4, 4), np.float32)})[0].shape == (5, 32)
+
+
+def test_the_packaged_batch_one_detector_takes_any_batch() -> None:
+    """PP-PicoDet's packaged file spells its batch as 1 in Constant Reshape targets: made dynamic, each image of a
+    batch gets the outputs it gets alone."""
+    from trtpipe.models.packaged import packaged_onnx
+
+    try:
+        path = packaged_onnx("picodet_layout_cdla")
+    except BadInput as missing:
+        pytest.skip(str(missing))
+    model = onnx.load(str(path))
+    dynamic = make_batch_dynamic(model)
+    session = ort.InferenceSession(dynamic.SerializeToString(), providers=["CPUExecutionProvider"])
+    original = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    images = np.random.default_rng(2).random((2, 3, 800, 608), dtype=np.float32)
+    together = session.run(None, {"image": images})
+    for index in range(2):
+        alone = original.run(None, {"image": images[index : index + 1]})
+        for joint, single in zip(together, alone, strict=True):
+            np.testing.assert_allclose(joint[index], single[0], rtol=1e-4, atol=1e-4)

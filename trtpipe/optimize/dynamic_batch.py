@@ -54,28 +54,33 @@ def _first_dim(value: onnx.ValueInfoProto) -> int | None:
 
 
 def _copy_batch_in_reshapes(model: onnx.ModelProto) -> int:
-    """Give each Reshape whose constant target shape starts with 1 a target starting with 0 (copy the input's first
-    axis); returns how many. A Reshape with ``allowzero`` set reads 0 as a size and is left alone."""
-    constants = {t.name: t for t in model.graph.initializer}
+    """Give each Reshape whose constant target shape (an initializer or a Constant node's value) starts with 1 a
+    target starting with 0 (copy the input's first axis); returns how many. A Reshape with ``allowzero`` set reads
+    0 as a size and is left alone; a target other nodes read too is copied, not changed under them."""
+    graph = model.graph
+    constants: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and len(node.output) == 1:
+            value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
+            if value is not None:
+                constants[node.output[0]] = value
     readers: dict[str, int] = {}
-    for node in model.graph.node:
+    for node in graph.node:
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
     changed = 0
-    for node in model.graph.node:
+    for node in graph.node:
         allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)
         if node.op_type != "Reshape" or len(node.input) < 2 or allowzero or node.input[1] not in constants:
             continue
         shape = numpy_helper.to_array(constants[node.input[1]]).copy()
-        if not shape.size or int(shape.ravel()[0]) != 1:
+        if shape.ndim != 1 or not shape.size or int(shape[0]) != 1:
             continue
-        shape.ravel()[0] = 0
-        name = f"{node.input[1]}_dynamic_batch" if readers.get(node.input[1], 0) > 1 else node.input[1]
-        tensor = numpy_helper.from_array(shape, name)
-        if name == node.input[1]:
-            constants[name].CopyFrom(tensor)
-        elif name not in constants:
-            model.graph.initializer.append(tensor)
+        shape[0] = 0
+        name = f"{node.input[1]}_dynamic_batch"
+        if name not in constants:
+            tensor = numpy_helper.from_array(shape, name)
+            graph.initializer.append(tensor)
             constants[name] = tensor
         node.input[1] = name
         changed += 1
