@@ -150,6 +150,22 @@ def take(batch: Batch, start: int, stop: int | None = None) -> Batch:
     return {name: array[start:stop] for name, array in batch.items()}
 
 
+def fed_as(batch: Batch, dtypes: Sequence[tuple[str, str]]) -> Batch:
+    """``batch`` with each floating-point array cast to the floating-point type its input takes (``dtypes``: each
+    input's name and numpy dtype, in order), as a caller of an FP16-input artifact feeds it; every other array as it
+    is (a wrong integer type is still the model's to refuse)."""
+    def cast(array: np.ndarray, wanted: str) -> np.ndarray:
+        target = np.dtype(wanted) if wanted in np.sctypeDict else None
+        if target is None or target == array.dtype or target.kind != "f" or array.dtype.kind != "f":
+            return array
+        return array.astype(target)
+
+    if isinstance(batch, np.ndarray):
+        return cast(batch, dtypes[0][1]) if dtypes else batch
+    wanted = dict(dtypes)
+    return {name: cast(array, wanted[name]) if name in wanted else array for name, array in batch.items()}
+
+
 def concat(parts: Sequence[Batch]) -> Batch:
     """Batches joined along the sample axis (all of the same form)."""
     if isinstance(parts[0], np.ndarray):

@@ -332,3 +332,17 @@ def test_speedups_compare_rows_on_the_references_device_only() -> None:
             row("cpu fp16", "cpu", 0.5)]
     _speedups(rows)
     assert [r.speedup_vs_torch_fp32 for r in rows] == [1.0, 2.0, None]
+
+
+def test_an_artifact_with_fp16_inputs_is_fed_fp16(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """optimize --no-keep-io-fp32 writes FP16 inputs and outputs (for a caller that feeds FP16 on a GPU): bench
+    feeds it FP16, as that caller would, and judges its FP16 outputs like any other row's."""
+    fp16 = tmp_path / "io16.onnx"
+    assert run_cli("optimize", digits_onnx, "-o", fp16, "--precision", "fp16", "--calib", "digits",
+                   "--no-keep-io-fp32").exit_code == 0
+    json_path = tmp_path / "r.json"
+    result = run_cli("bench", "digits_resnet", fp16, "--batch", "2", "--iters", "2", "--warmup", "0", "--rounds", "1",
+                     "--json", json_path)
+    assert result.exit_code == 0, result.output
+    [row] = [r for r in json.loads(json_path.read_text())["results"] if r["artifact"]]
+    assert row["precision"] == "fp16" and row["host_memory_mb"] is not None and row["top1_agreement"] > 0.99

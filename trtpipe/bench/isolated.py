@@ -25,7 +25,7 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.bench.memory import MemoryProbe
-from trtpipe.inputs import InputSpec, random_batch
+from trtpipe.inputs import InputSpec, fed_as, random_batch
 from trtpipe.vocab import BackendKind
 
 RUNS_PER_BATCH = 2  # the first run of a shape allocates its buffers; the second shows they are kept, not grown
@@ -92,7 +92,8 @@ def measure(spec: VariantSpec) -> dict[int, float | None]:
     with MemoryProbe() as probe, backend_type(Path(spec.path), RunOptions(**spec.settings)) as backend:
         fixed = backend.static_batch
         for batch in sorted(b for b in spec.batches if fixed is None or b == fixed):
-            call = backend.bind(random_batch(spec.inputs, batch, rng))
+            call = backend.bind(fed_as(random_batch(spec.inputs, batch, rng),
+                                       [(t.name, t.dtype) for t in backend.inputs]))
             for _ in range(RUNS_PER_BATCH):
                 call()
             probe.read()

@@ -30,7 +30,7 @@ from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import compare
 from trtpipe.errors import BadInput
 from trtpipe.hardware import has_bf16, usable_cores
-from trtpipe.inputs import Batch, InputSpec, random_batch, resize
+from trtpipe.inputs import Batch, InputSpec, fed_as, random_batch, resize
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
 from trtpipe.runtime.artifacts import ArtifactDescription, artifact_name, describe_artifact
@@ -440,7 +440,7 @@ class _Bench:
                 entry.row.cuda_graph = bool(getattr(backend, "replays_graph", False))
         if not isinstance(backend, TensorRTBackend):
             return
-        feeds = backend.feeds(self.samples.timing[batch])
+        feeds = backend.feeds(_fed(backend, self.samples.timing[batch]))
         replayed = backend.replays_graph(feeds)
         for entry in entries:
             entry.row.cuda_graph = replayed
@@ -469,7 +469,7 @@ class _Bench:
                batch: int) -> list[tuple[BenchRow, Callable[[], object]]]:
         """The timed calls of one batch, each with its empty row: the plain call, and on a GPU the call on inputs
         already in device memory (the latency without host-device copies)."""
-        timing = self.samples.timing[batch]
+        timing = _fed(backend, self.samples.timing[batch])
         calls: list[tuple[str, Callable[[], object], bool]] = [(label, backend.bind(timing), True)]
         resident = backend.device_resident_call(backend.feeds(timing))
         if resident is not None:
@@ -494,7 +494,7 @@ class _Bench:
     def _agreement(self, backend: Backend, rows: list[BenchRow]) -> list[np.ndarray]:
         """The variant's outputs on the agreement samples, and its rows' fidelity to the reference's: every output
         compared (the worst named), and the task's figure (the reference's own run fixes the task)."""
-        outputs = backend.run_chunked(self.samples.agreement, AGREEMENT_CHUNK)
+        outputs = backend.run_chunked(_fed(backend, self.samples.agreement), AGREEMENT_CHUNK)
         reference = outputs if self.reference_outputs is None else self.reference_outputs
         if len(reference) != len(outputs):
             raise BadInput(f"{rows[0].variant} has {len(outputs)} outputs and the reference {len(reference)}: the "
@@ -597,6 +597,12 @@ def _baseline_setup(baseline: Baseline, device: Device) -> tuple[str, dict[str, 
         return (f"{name} skipped: this CPU has neither AVX512-BF16 nor AMX (BF16 would be emulated, slower than "
                 "FP32).")
     return name, keywords
+
+
+def _fed(backend: Backend, batch: Batch) -> Batch:
+    """The samples as the artifact takes them: float inputs in FP16 for an artifact with FP16 inputs
+    (optimize --no-keep-io-fp32), as its caller feeds it."""
+    return fed_as(batch, [(t.name, t.dtype) for t in backend.inputs])
 
 
 def _installed(module: str) -> bool:
