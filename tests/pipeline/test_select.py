@@ -53,3 +53,13 @@ def test_a_gpu_row_is_judged_by_its_device_memory() -> None:
     rows = [_row("engine", "tensorrt", 1, 1.0, 3000.0, device="cuda"), _row("onnx", "onnxruntime", 1, 2.0, 100.0)]
     choice = choose(rows, batch=1, latency_budget_ms=None, max_accuracy_drop=None, memory_budget_mb=2000)
     assert choice is not None and choice.variant == "onnx"
+
+
+def test_batch_advice_says_how_many_instances_fit_and_how_to_check_they_pay() -> None:
+    rows = [_row("fp16 on cuda", "onnxruntime", 1, 1.0, 700.0, device="cuda"),
+            _row("fp16 on cuda", "onnxruntime", 8, 2.0, 900.0, device="cuda")]
+    advice = batch_advice(rows, "fp16 on cuda", None, memory_budget_mb=4000)
+    assert advice is not None and advice["batch"] == 8 and advice["instances_fit"] == 4
+    assert "4 instances at that batch fit in the 4000 MB device budget (900 MB each)" in advice["reason"]
+    assert "--instances 4" in advice["reason"] and "loadtest --concurrency 1,8,32" in advice["reason"]
+    assert batch_advice(rows, "fp16 on cuda", None)["instances_fit"] is None  # type: ignore[index]

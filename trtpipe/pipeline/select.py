@@ -103,9 +103,27 @@ def batch_advice(rows: list[BenchRow], variant: str, latency_budget_ms: float | 
         return {"batch": None, "reason": f"no benched batch of {variant} has {limits}"}
     best = fitting[-1]
     needed = memory_mb(best)
+    instances = instance_advice(best, memory_budget_mb)
     return {"batch": best.batch, "p99_ms": best.p99_ms, "throughput": best.throughput, "memory_mb": needed,
+            "instances_fit": instances[0] if instances else None,
             "reason": f"largest benched batch of {variant} with p99 {best.p99_ms:.2f} ms"
                       + (f" within {latency_budget_ms} ms" if latency_budget_ms is not None else "")
                       + (f" and {needed:.0f} MB within {memory_budget_mb} MB"
                          if memory_budget_mb is not None and needed is not None else "")
-                      + f": {best.throughput:.0f} items/s"}
+                      + f": {best.throughput:.0f} items/s"
+                      + (f"; {instances[1]}" if instances else "")}
+
+
+def instance_advice(row: BenchRow, memory_budget_mb: float | None) -> tuple[int, str] | None:
+    """How many instances of ``row``'s variant at its batch fit in the memory budget, and what to do with that: on a
+    GPU, copies of a model run concurrently on their own streams, which pays where one copy leaves the GPU idle
+    between launches (small batches); bench times one call at a time, so only a load test at the client counts
+    that will come tells whether they raise throughput. None without a budget or a memory figure."""
+    needed = memory_mb(row)
+    if memory_budget_mb is None or not needed:
+        return None
+    fit = max(int(memory_budget_mb // needed), 0)
+    where = "device" if row.device is Device.CUDA else "host"
+    return fit, (f"{fit} instance{'s' if fit != 1 else ''} at that batch fit in the {memory_budget_mb:.0f} MB "
+                 f"{where} budget ({needed:.0f} MB each): compare `trtpipe serve --instances 1` with "
+                 f"`--instances {max(min(fit, 4), 1)}` under `trtpipe loadtest --concurrency 1,8,32`")
