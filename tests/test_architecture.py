@@ -19,7 +19,8 @@ SOURCE = Path(trtpipe.__file__).parent
 LIGHT_MODULES = ["trtpipe", "trtpipe.cli", "trtpipe.vocab", "trtpipe.options", "trtpipe.convert.options",
                  "trtpipe.optimize.options", "trtpipe.engine.options", "trtpipe.bench.options",
                  "trtpipe.serve.options", "trtpipe.pipeline.options", "trtpipe.models.options",
-                 "trtpipe.pipeline.config", "trtpipe.debug.options", "trtpipe.engine.inspect_options"]
+                 "trtpipe.pipeline.config", "trtpipe.debug.options", "trtpipe.engine.inspect_options",
+                 "trtpipe.compile.options"]
 
 
 def test_every_test_folder_is_collected() -> None:
@@ -72,6 +73,8 @@ def test_only_the_vocabulary_spells_its_names() -> None:
 _COMMANDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("convert", "trtpipe.convert.options:ConvertOptions", ()),
     ("convert", "trtpipe.models.options:ModelOptions", ()),
+    ("compile", "trtpipe.compile.options:CompileOptions", ()),
+    ("compile", "trtpipe.models.options:ModelOptions", ()),
     ("verify", "trtpipe.convert.options:ConvertOptions", ("opset", "dynamic_batch")),  # verify reads the file's
     ("verify", "trtpipe.models.options:ModelOptions", ()),
     ("bench", "trtpipe.bench.options:BenchOptions", ()),

@@ -23,7 +23,7 @@ from typing import Any
 
 from trtpipe.errors import BadInput
 from trtpipe.files import commit_lock, commit_pair, sha256_bytes, sha256_file, write_json_atomic
-from trtpipe.vocab import ArtifactKind, Precision, Target, Task, __version__
+from trtpipe.vocab import ArtifactKind, Device, Precision, Target, Task, __version__
 
 MANIFEST_SCHEMA = "trtpipe.manifest/2"
 
@@ -48,11 +48,13 @@ class ArtifactManifest:
     created: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     trtpipe_version: str = __version__
     schema: str = MANIFEST_SCHEMA
+    device: Device | None = None  # the one device it runs on, where that is fixed when it is made (AOTInductor)
 
     @classmethod
     def describe(cls, artifact: Path, precision: Precision, *, content: Path | bytes | None = None,
                  target: Target | None = None, seconds: float | None = None, fp32_nodes: list[str] | None = None,
-                 details: dict[str, Any] | None = None, task: Task | None = None) -> ArtifactManifest:
+                 details: dict[str, Any] | None = None, task: Task | None = None,
+                 device: Device | None = None) -> ArtifactManifest:
         """A manifest for ``artifact``, its hash and size taken from ``content``: the bytes this run wrote, or the
         temporary file holding them before it is renamed to ``artifact`` (see :func:`commit_artifact`).
 
@@ -68,7 +70,7 @@ class ArtifactManifest:
             digest, size = sha256_file(source), source.stat().st_size
         return cls(kind, precision, artifact.name, digest, size, target,
                    None if seconds is None else round(seconds, 3), list(fp32_nodes or []), dict(details or {}),
-                   task)
+                   task, device=device)
 
     def to_dict(self) -> dict[str, Any]:
         artifact = {"path": self.path, "kind": str(self.kind), "precision": str(self.precision),
@@ -76,6 +78,8 @@ class ArtifactManifest:
                     "size_bytes": self.size_bytes, "seconds": self.seconds, "fp32_nodes": self.fp32_nodes}
         if self.task is not None:
             artifact["task"] = str(self.task)
+        if self.device is not None:
+            artifact["device"] = str(self.device)
         return {"schema": self.schema, "trtpipe_version": self.trtpipe_version, "created": self.created,
                 "artifact": artifact, **self.details}
 
@@ -88,7 +92,8 @@ class ArtifactManifest:
                    Target(artifact["target"]) if artifact.get("target") else None, artifact.get("seconds"),
                    [str(n) for n in artifact.get("fp32_nodes", [])], details, Task(artifact["task"])
                    if artifact.get("task") else None, str(data.get("created", "")),
-                   str(data.get("trtpipe_version", "")), str(data["schema"]))
+                   str(data.get("trtpipe_version", "")), str(data["schema"]),
+                   Device(artifact["device"]) if artifact.get("device") else None)
 
 
 def write_manifest(artifact: Path, manifest: ArtifactManifest) -> Path:
@@ -173,10 +178,11 @@ _FIX = "delete it (the artifact is then judged by its own content) or re-run the
 _ARTIFACT_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {  # name: (types, required)
     "path": ((str,), True), "kind": ((str,), True), "precision": ((str,), True), "target": ((str,), False),
     "sha256": ((str,), True), "size_bytes": ((int,), True), "seconds": ((int, float), False),
-    "fp32_nodes": ((list,), False), "task": ((str,), False),
+    "fp32_nodes": ((list,), False), "task": ((str,), False), "device": ((str,), False),
 }
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_CHOICES: dict[str, Any] = {"kind": ArtifactKind, "precision": Precision, "target": Target, "task": Task}
+_CHOICES: dict[str, Any] = {"kind": ArtifactKind, "precision": Precision, "target": Target, "task": Task,
+                            "device": Device}
 
 
 def _checked(data: dict[str, Any]) -> dict[str, Any]:

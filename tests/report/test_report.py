@@ -97,8 +97,10 @@ def test_terminal_table_shows_every_variant_and_the_machine(report: dict[str, An
     print_table(report)
     shown = capsys.readouterr().out
     assert "digits_resnet — latency vs PyTorch FP32 eager" in shown
-    assert shown.count("onnxruntime-int8") == 2 and shown.count("pytorch-fp32") == 2
+    rows = "\n".join(line for line in shown.splitlines() if line.startswith("│"))
+    assert rows.count("onnxruntime-int8") == 2 and rows.count("pytorch-fp32") == 2
     assert "Test CPU" in shown and "847 held-out digits" in shown
+    assert "Against PyTorch, cpu batch 1: trtpipe's fastest" in shown  # the standing line under the table
 
 
 def test_bench_files_read_back(report: dict[str, Any], tmp_path: Path) -> None:

@@ -99,3 +99,38 @@ def test_links_in_the_output_or_the_repository_are_refused(digits_onnx: Path, tm
     from trtpipe.serve.repository import discover
 
     assert set(discover(repository)) == {"real"}
+
+
+def test_an_onnx_file_tuned_for_onnxruntime_cuda_is_exported_to_run_as_tuned(digits_onnx: Path, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                            run_cli) -> None:
+    """The settings bench's probe recorded beside the file (model.tuned.json) reach Triton: the onnxruntime backend's
+    CUDA accelerator parameters on a GPU instance, or the record copied beside the file for the Python backend."""
+    from trtpipe.runtime.onnxruntime.tuned import TunedRun, write_tuned
+    from trtpipe.runtime.options import RunOptions
+    from trtpipe.vocab import CudnnSearch, OnnxExecution
+
+    artifact = tmp_path / "tuned" / "model.onnx"
+    artifact.parent.mkdir()
+    shutil.copy(digits_onnx, artifact)
+    write_tuned(artifact, TunedRun(OnnxExecution.CUDA, RunOptions(io_binding=True, cuda_graph=True, prefer_nhwc=True,
+                                                                  cudnn_search=CudnnSearch.HEURISTIC),
+                                   "NVIDIA H100 80GB HBM3", "1.32.0", 8))
+    native = tmp_path / "native"
+    assert run_cli("export-triton", artifact, "--name", "digits", "-o", native).exit_code == 0
+    config = _config(native / "digits" / "config.pbtxt")
+    [accelerator] = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert accelerator.name == "cuda" and dict(accelerator.parameters) == {
+        "prefer_nhwc": "1", "cudnn_conv_algo_search": "HEURISTIC", "cudnn_conv_use_max_workspace": "1"}
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+    python = tmp_path / "python"
+    assert run_cli("export-triton", artifact, "--name", "digits", "-o", python, "--backend",
+                   "python").exit_code == 0
+    config = _config(python / "digits" / "config.pbtxt")
+    assert config.parameters["trtpipe_device"].string_value == "cuda"
+    copied = python / "digits" / "1" / "model.tuned.json"
+    assert copied.read_bytes() == artifact.with_suffix(".tuned.json").read_bytes()
+    untuned = tmp_path / "untuned"
+    assert run_cli("export-triton", digits_onnx, "--name", "digits", "-o", untuned).exit_code == 0
+    config = _config(untuned / "digits" / "config.pbtxt")
+    assert not config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU

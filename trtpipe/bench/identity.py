@@ -112,7 +112,7 @@ def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[Artifa
     weights: dict[int, str | None] = {}
     by_onnx_hash: dict[str, str | None] = {}  # what an engine built from one of these ONNX files was made from
     for index, description in enumerate(descriptions):
-        if description.kind is ArtifactKind.ONNX and description.path is not None:
+        if description.kind in (ArtifactKind.ONNX, ArtifactKind.AOTI) and description.path is not None:
             manifest = read_manifest(Path(description.path))
             weights[index] = _followed(Path(description.path), manifest)
             if manifest is not None:
@@ -140,7 +140,7 @@ def _check_onnx_reference(reference: OnnxReference, descriptions: list[ArtifactD
     lineages: dict[int, _Lineage] = {}
     by_onnx_hash: dict[str, _Lineage] = {}
     for index, description in enumerate(descriptions):
-        if description.kind is ArtifactKind.ONNX and description.path is not None:
+        if description.kind in (ArtifactKind.ONNX, ArtifactKind.AOTI) and description.path is not None:
             lineages[index] = _lineage(Path(description.path), read_manifest(Path(description.path)))
             by_onnx_hash[lineages[index].hashes[0]] = lineages[index]
     untraced = []

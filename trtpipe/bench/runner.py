@@ -456,9 +456,15 @@ class _Bench:
     def _batches(self, backend: Backend, label: str) -> list[int]:
         """The batch sizes asked for that the backend takes (a static batch: that size only, or none)."""
         asked = self.options.batches
-        fixed = backend.static_batch
-        batches = sorted(b for b in asked if fixed is None or b == fixed)
-        if not batches:
+        fixed, largest = backend.static_batch, backend.max_batch
+        batches = sorted(b for b in asked if (fixed is None or b == fixed) and (largest is None or b <= largest))
+        above = sorted(b for b in asked if fixed is None and largest is not None and b > largest)
+        if above and batches:
+            console.note(f"{label} takes batches up to {largest}: batch {', '.join(map(str, above))} is not measured.")
+        if not batches and above:
+            console.warn(f"{label} takes batches up to {largest}, below every batch size asked for "
+                         f"({', '.join(map(str, asked))}); it is skipped.")
+        elif not batches:
             console.warn(f"{label} has a static batch of {fixed}, which is not among the batch sizes asked for "
                          f"({', '.join(map(str, asked))}); it is skipped.")
         elif fixed is not None and len(asked) > 1:

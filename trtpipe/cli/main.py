@@ -15,6 +15,7 @@ import click
 
 from trtpipe.bench.options import BenchOptions
 from trtpipe.cli.click_options import options_from
+from trtpipe.compile.options import CompileOptions
 from trtpipe.conformance.options import CheckOptions
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.debug.options import DebugOptions
@@ -112,6 +113,21 @@ def convert(model: str, output: Path, options: ConvertOptions, source: ModelOpti
     from trtpipe.convert.stage import convert as run_convert
 
     result = run_convert(_load_model(model, source), output, options)
+    click.echo(f"{result.path}\n{result.manifest_path}")
+
+
+@main.command(name="compile")
+@click.argument("model")
+@click.option("-o", "--output", type=OUTPUT_FILE, required=True,
+              help="AOTInductor package to write (.pt2); a manifest is written beside it.")
+@options_from(CompileOptions, "options")
+@options_from(ModelOptions, "source")
+def compile_command(model: str, output: Path, options: CompileOptions, source: ModelOptions) -> None:
+    """Compile MODEL ahead of time (torch.export + AOTInductor) into a .pt2 package that runs without its Python
+    code, and verify it against PyTorch FP32."""
+    from trtpipe.compile.stage import compile_aoti
+
+    result = compile_aoti(_load_model(model, source), output, options)
     click.echo(f"{result.path}\n{result.manifest_path}")
 
 
@@ -254,7 +270,7 @@ def doctor() -> None:
 
 @main.command()
 @click.argument("repository", type=click.Path(file_okay=False, path_type=Path), default=Path("models"))
-@options_from(ServeOptions, "options", exclude=("instances", "triton_backend"))
+@options_from(ServeOptions, "options", exclude=("triton_backend",))
 def serve(repository: Path, options: ServeOptions) -> None:
     """Serve a model repository over HTTP in the Open Inference Protocol (KServe v2)."""
     from trtpipe.serve.server import serve as run_server

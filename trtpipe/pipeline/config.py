@@ -8,7 +8,8 @@ CLI flags come from):
                                       name), name, arch, input_shape, trust_checkpoint
     [convert]     ConvertOptions
     [data]        OptimizeOptions     defaults for every variant
-    [[variants]]  OptimizeOptions     plus name (required)
+    [[variants]]  OptimizeOptions     plus name (required); with kind = "aoti", CompileOptions instead: an
+                                      AOTInductor package compiled from the PyTorch model
     [build]       EngineOptions       plus enabled
     [bench]       BenchOptions
     [select]      SelectOptions
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe.bench.options import BenchOptions
+from trtpipe.compile.options import CompileOptions
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import BadInput
@@ -32,10 +34,10 @@ from trtpipe.models.data_spec import DataKind
 from trtpipe.models.options import ModelOptions
 from trtpipe.models.registry import factory_spec
 from trtpipe.optimize.options import OptimizeOptions
-from trtpipe.options import OptionValueError, from_mapping, option_fields
+from trtpipe.options import OptionSpec, OptionValueError, coerce, from_mapping, option_fields
 from trtpipe.pipeline.options import OutputOptions, SelectOptions
 from trtpipe.serve.options import ServeOptions
-from trtpipe.vocab import CalibMethod, Precision, Target
+from trtpipe.vocab import ArtifactKind, CalibMethod, Precision, Target
 
 SECTIONS: dict[str, type] = {
     "model": ModelOptions, "convert": ConvertOptions, "data": OptimizeOptions, "variants": OptimizeOptions,
@@ -43,14 +45,18 @@ SECTIONS: dict[str, type] = {
     "output": OutputOptions,
 }
 # Keys a section has beyond its options class: the pipeline's own.
-EXTRA_KEYS: dict[str, dict[str, type]] = {"variants": {"name": str}, "build": {"enabled": bool}}
+EXTRA_KEYS: dict[str, dict[str, type]] = {"variants": {"name": str, "kind": str}, "build": {"enabled": bool}}
+# What a [[variants]] table makes, by its ``kind``: an ONNX through optimize (the default), or an AOTInductor package
+# compiled from the PyTorch model; each kind's keys are its options class's.
+VARIANT_OPTIONS: dict[ArtifactKind, type] = {ArtifactKind.ONNX: OptimizeOptions, ArtifactKind.AOTI: CompileOptions}
+_VARIANT_KIND = OptionSpec("What the variant is.", type=ArtifactKind, choices=tuple(VARIANT_OPTIONS))
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 @dataclass
 class Variant:
     name: str
-    options: OptimizeOptions = field(default_factory=OptimizeOptions)
+    options: OptimizeOptions | CompileOptions = field(default_factory=OptimizeOptions)  # CompileOptions: AOTInductor
 
 
 @dataclass
@@ -85,9 +91,19 @@ class Pipeline:
         return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
 
 
-def section_keys(section: str) -> list[str]:
-    """Every key a section accepts."""
-    return [*EXTRA_KEYS.get(section, {}), *(f.name for f, _ in option_fields(SECTIONS[section]))]
+def section_keys(section: str, cls: type | None = None) -> list[str]:
+    """Every key a section accepts (read into ``cls``; [[variants]] of any kind when None)."""
+    classes = [cls] if cls else list(VARIANT_OPTIONS.values()) if section == "variants" else [SECTIONS[section]]
+    names = [f.name for c in classes for f, _ in option_fields(c)]
+    return [*EXTRA_KEYS.get(section, {}), *dict.fromkeys(names)]
+
+
+def variant_options(table: dict[str, Any]) -> type:
+    """The options class of a [[variants]] table, by its ``kind`` (an unknown kind is refused when it is read)."""
+    try:
+        return VARIANT_OPTIONS[coerce(_VARIANT_KIND, table.get("kind", str(ArtifactKind.ONNX)))]
+    except ValueError:
+        return OptimizeOptions
 
 
 def _line_of(text: str, section: str, key: str) -> int | None:
@@ -119,9 +135,10 @@ class _Source:
         return BadInput(f"{self.where(section, key)}: {message}")
 
 
-def _options(source: _Source, section: str, table: dict[str, Any], base: Any = None) -> Any:
-    """The section's options object from its table, every key checked against the options class."""
-    cls = SECTIONS[section]
+def _options(source: _Source, section: str, table: dict[str, Any], base: Any = None, cls: type | None = None) -> Any:
+    """The section's options object from its table (into ``cls``, else the section's class), every key checked
+    against the options class."""
+    cls = cls or SECTIONS[section]
     known = {f.name for f, _ in option_fields(cls)}
     extra = EXTRA_KEYS.get(section, {})
     for key, value in table.items():
@@ -131,7 +148,7 @@ def _options(source: _Source, section: str, table: dict[str, Any], base: Any = N
                                    f"{type(value).__name__} {value!r}.")
         elif key not in known:
             raise source.error(section, key, f"unknown key '{key}' in [{section}] (known: "
-                               f"{', '.join(section_keys(section))}).")
+                               f"{', '.join(section_keys(section, cls))}).")
     try:
         return from_mapping(cls, {k: v for k, v in table.items() if k in known}, base=base)
     except OptionValueError as error:
@@ -154,9 +171,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parsed: Any = value.strip()
         if key in EXTRA_KEYS.get(section, {}) and EXTRA_KEYS[section][key] is bool:
             parsed = parsed.lower() in ("true", "1", "yes", "on")
-        if section == "variants":
+        if section == "variants":  # each variant that has the key (an AOTInductor one has no calibration)
             for variant in data.setdefault("variants", []):
-                variant[key] = parsed
+                if key in section_keys(section, variant_options(variant)):
+                    variant[key] = parsed
         else:
             data.setdefault(section, {})[key] = parsed
     return data
@@ -265,6 +283,9 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
         if "name" not in table:
             raise BadInput(f"{source.path}: every [[variants]] needs a 'name'.")
         name = table["name"]
+        if "kind" in table and _variant_kind(source, table) is ArtifactKind.AOTI:
+            pipeline.variants.append(_compiled_variant(source, table, name, pipeline.variants))
+            continue
         options = _options(source, "variants", table, base=defaults)
         if source.text:
             options = replace(options, calib=beside(options.calib, base), eval=beside(options.eval, base))
@@ -281,3 +302,19 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
             raise BadInput(f"{source.path}: variant '{name}': {error.message}") from None
         pipeline.variants.append(Variant(name, options))
     return pipeline
+
+
+def _variant_kind(source: _Source, table: dict[str, Any]) -> ArtifactKind:
+    try:
+        return coerce(_VARIANT_KIND, table["kind"])
+    except ValueError as error:
+        raise source.error("variants", "kind", f"'kind' in [[variants]] {error}.") from None
+
+
+def _compiled_variant(source: _Source, table: dict[str, Any], name: str, made: list[Variant]) -> Variant:
+    """An AOTInductor variant: its keys are CompileOptions' ([data]'s calibration defaults are not its)."""
+    options = _options(source, "variants", table, cls=CompileOptions)
+    if not SAFE_NAME.match(name) or any(v.name == name for v in made):
+        raise source.error("variants", "name", f"variant name '{name}' is repeated or not made of letters, "
+                           "digits, '_', '-', '.'.")
+    return Variant(name, options)

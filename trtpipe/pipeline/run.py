@@ -1,5 +1,6 @@
-"""The pipeline: convert -> optimize (each variant) -> build (where TensorRT and a GPU exist) -> bench ->
-select -> report -> optional Triton export. Every stage is keyed by its inputs and reused when unchanged.
+"""The pipeline: convert -> optimize (each variant; an AOTInductor variant is compiled from the PyTorch model
+instead) -> build (where TensorRT and a GPU exist) -> bench -> select -> report -> optional Triton export. Every
+stage is keyed by its inputs and reused when unchanged.
 
 The source is a PyTorch model, or an FP32 ONNX file (or a packaged model's name): that file is then the converted
 model (placed in the repository as it is, keyed by its SHA-256), optimize starts from it, and bench measures the
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
+from trtpipe.compile.options import CompileOptions
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import sha256_file, write_json_atomic
@@ -25,7 +27,7 @@ from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
 from trtpipe.pipeline.select import Choice, batch_advice, choose
-from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Precision, __version__
+from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Device, Precision, __version__
 
 if TYPE_CHECKING:
     from trtpipe.bench.reference import OnnxReference
@@ -146,14 +148,19 @@ class _PipelineRun:
         return _stage(self.manifest, "convert", key, do_convert)[0]
 
     def optimize(self, converted: Path) -> list[Path]:
-        """One optimize stage per variant; a variant this machine cannot make useful is skipped with its reason."""
+        """One optimize stage per variant (a compile stage for an AOTInductor one); a variant this machine cannot
+        make useful is skipped with its reason."""
         converted_sha = sha256_file(converted)
         made = []
         for variant in self.pipeline.variants:
-            skip = _unavailable(variant)
+            skip = _unavailable(variant) or self._not_compilable(variant)
             if skip:
                 console.warn(f"Variant {variant.name} skipped: {skip}")
-                self.manifest.record(StageRecord(f"optimize:{variant.name}", "", "skipped", note=skip))
+                self.manifest.record(StageRecord(f"{_variant_stage(variant)}:{variant.name}", "", "skipped",
+                                                 note=skip))
+                continue
+            if isinstance(variant.options, CompileOptions):
+                made.append(self.compile(variant.name, variant.options))
                 continue
             if self.onnx is not None:  # no convert manifest carries [model]'s task and decoder: each variant does
                 variant = _with_model_task(variant, self.pipeline)
@@ -161,9 +168,35 @@ class _PipelineRun:
                                         self.versions))
         return made
 
+    def compile(self, name: str, options: CompileOptions) -> Path:
+        """An AOTInductor variant, compiled from the PyTorch model: keyed by the model as convert is, its options,
+        the versions and the machine it is compiled on (its code is made for that CPU or GPU)."""
+        from trtpipe.hardware import cpu_model
+
+        pipeline = self.pipeline
+        output = _artifact_path(self.repository, f"{pipeline.name}_{name}", ArtifactKind.AOTI)
+        model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline, self.model), "name": None}
+        key = stage_key(stage="compile", model=model_options, options=to_plain(options), versions=self.versions,
+                        cpu=cpu_model(), gpu=_gpu_name() if options.device is Device.CUDA else None)
+
+        def do_compile() -> list[Path]:
+            from trtpipe.compile.stage import compile_aoti
+
+            result = compile_aoti(self.model(), output, options)
+            return [result.path, result.manifest_path]  # a package is loaded only beside its manifest
+
+        return _stage(self.manifest, f"compile:{name}", key, do_compile)[0]
+
+    def _not_compilable(self, variant: Variant) -> str | None:
+        if isinstance(variant.options, CompileOptions) and self.onnx is not None:
+            return (f"an AOTInductor package is compiled from the PyTorch model, and [model] source "
+                    f"{self.pipeline.model.source} is an ONNX file")
+        return None
+
     def build(self, onnx_files: list[Path]) -> list[Path]:
-        """TensorRT engines, where TensorRT and a GPU exist."""
-        return _build_stages(self.manifest, self.pipeline, list(onnx_files))
+        """TensorRT engines, where TensorRT and a GPU exist (from the ONNX files among the artifacts)."""
+        onnx_files = [f for f in onnx_files if ArtifactKind.for_path(f.name) is ArtifactKind.ONNX]
+        return _build_stages(self.manifest, self.pipeline, onnx_files)
 
     def bench(self, artifacts: list[Path]) -> tuple[Path, list[BenchRow]]:
         from trtpipe.hardware import cpu_model
@@ -315,7 +348,12 @@ def _place_onnx(source: Path, output: Path) -> list[Path]:
 
 
 def _unavailable(variant: Variant) -> str | None:
-    """Why a variant cannot be made useful on this machine, or None: BF16 needs BF16 hardware and OpenVINO."""
+    """Why a variant cannot be made useful on this machine, or None: BF16 needs BF16 hardware and OpenVINO; an
+    AOTInductor variant needs its device, and kernels there for its precision."""
+    if isinstance(variant.options, CompileOptions):
+        from trtpipe.compile.devices import unsupported
+
+        return unsupported(variant.options.precision, variant.options.device)
     if variant.options.precision is not Precision.BF16:
         return None
     from trtpipe.hardware import has_bf16
@@ -375,7 +413,20 @@ def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pa
     return engines
 
 
+def _variant_stage(variant: Variant) -> str:
+    """The stage that makes a variant: optimize, or compile for an AOTInductor one."""
+    return "compile" if isinstance(variant.options, CompileOptions) else "optimize"
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+
+
 def _stage_title(stage: str) -> str:
     """A stage's name as the report's reader knows it: ``optimize:bf16`` is the variant bf16."""
     kind, _, name = stage.partition(":")
-    return f"Variant {name}" if kind == "optimize" and name else {"build": "TensorRT engine build"}.get(stage, stage)
+    if kind in ("optimize", "compile") and name:
+        return f"Variant {name}"
+    return {"build": "TensorRT engine build"}.get(stage, stage)

@@ -26,6 +26,7 @@ from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, OnnxExec
 if TYPE_CHECKING:
     import onnx
 
+    from trtpipe.runtime.aoti.package import AotiPackage
     from trtpipe.runtime.tensorrt.sidecar import EngineSidecar
 
 TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated with float Q/DQ on the CPU: accuracy is TensorRT's, "
@@ -61,6 +62,7 @@ class ArtifactDescription:
     engine: EngineSidecar | None = None  # a TensorRT engine's sidecar (what it was built for)
     # ONNX Runtime settings a probe chose for each way of running it (model.tuned.json; tuned.py)
     tuned: Mapping[OnnxExecution, RunOptions] = field(default_factory=dict)
+    package: AotiPackage | None = None  # an AOTInductor package: what its manifest says it was compiled for
 
     @property
     def backend(self) -> BackendKind:
@@ -103,6 +105,8 @@ def describe_artifact(path: Path) -> ArtifactDescription:
         raise BadInput(f"Artifact {path} does not exist.")
     if kind is ArtifactKind.TENSORRT_ENGINE:
         return _describe_engine(path)
+    if kind is ArtifactKind.AOTI:
+        return _describe_package(path)
     from trtpipe.onnx_info import load_onnx
 
     model = load_onnx(path, load_weights=False)  # trtpipe's external-data path checks come first
@@ -150,6 +154,17 @@ def _describe_engine(path: Path) -> ArtifactDescription:
         path, ArtifactKind.TENSORRT_ENGINE, sidecar.precision, None, None, _sidecar_io(sidecar.inputs),
         _sidecar_io(sidecar.outputs), size_bytes=path.stat().st_size, build_seconds=sidecar.build_seconds,
         engine=sidecar)
+
+
+def _describe_package(path: Path) -> ArtifactDescription:
+    """An AOTInductor package, from the manifest it must have (refused in one line without one that describes
+    exactly its bytes: it is native code)."""
+    from trtpipe.runtime.aoti.package import read_package
+
+    manifest, package = read_package(path)
+    return ArtifactDescription(path, ArtifactKind.AOTI, manifest.precision, None, manifest.task, package.inputs,
+                               package.outputs, size_bytes=manifest.size_bytes, build_seconds=manifest.seconds,
+                               package=package)
 
 
 def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:

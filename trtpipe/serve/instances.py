@@ -84,6 +84,8 @@ def warm_up_inputs(model: Model, rows: int) -> list[np.ndarray] | None:
     """Zeros for one run of ``rows`` (a dynamic batch axis; a fixed one keeps its size); None when another axis
     is dynamic (its size is the requests' to choose)."""
     arrays = []
+    largest = model.backend.max_batch
+    rows = min(rows, largest) if largest is not None else rows
     for tensor in model.inputs:
         shape = [rows if axis == 0 and not isinstance(d, int) else d for axis, d in enumerate(tensor.shape)]
         if not all(isinstance(d, int) for d in shape):

@@ -17,13 +17,25 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import atomic_path, write_text_atomic
 from trtpipe.serve.options import ServeOptions
-from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, BackendKind, Precision, TritonBackend, dtype
+from trtpipe.vocab import (
+    REPOSITORY_VERSION,
+    ArtifactKind,
+    BackendKind,
+    Device,
+    OnnxExecution,
+    Precision,
+    TritonBackend,
+    dtype,
+)
+
+if TYPE_CHECKING:
+    from trtpipe.runtime.artifacts import ArtifactDescription
 
 # The Python-backend model (copied, never imported here: it imports Triton's stub utilities) and the config
 # parameters it reads.
@@ -31,6 +43,7 @@ PYTHON_MODEL = Path(__file__).with_name("triton_python_model.py")
 ARTIFACT_PARAMETER = "trtpipe_artifact"
 THREADS_PARAMETER = "trtpipe_threads"
 RUNTIME_PARAMETER = "trtpipe_runtime"
+DEVICE_PARAMETER = "trtpipe_device"
 SAFE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
@@ -55,6 +68,10 @@ class TritonModel:
     threads: int | None = None  # ONNX Runtime / OpenVINO threads per instance
     runtime: BackendKind = BackendKind.ONNXRUNTIME  # what runs it: the artifact kind's default, or OpenVINO
     bf16: bool = False  # a BF16 file: OpenVINO with BF16 inference precision
+    gpu: bool = False  # an artifact that runs on a GPU whatever its kind's default (a CUDA AOTInductor package)
+    # ONNX Runtime CUDA provider options from the artifact's tuned record (model.tuned.json), for Triton's
+    # onnxruntime backend's "cuda" accelerator; an artifact with such a record was tuned for a GPU and runs on one.
+    cuda_options: tuple[tuple[str, str], ...] = ()
 
     @property
     def platform(self) -> str:
@@ -62,7 +79,7 @@ class TritonModel:
 
     @property
     def instance_kind(self) -> str:
-        return self.kind.triton_instance_kind
+        return "KIND_GPU" if self.gpu else self.kind.triton_instance_kind
 
 
 def check_name(name: str) -> str:
@@ -105,6 +122,15 @@ def config_pbtxt(model: TritonModel) -> str:
             config.parameters["INFERENCE_NUM_THREADS"].string_value = str(model.threads)
     else:
         config.platform = model.platform
+        if model.cuda_options:
+            # Triton's onnxruntime backend passes these to the CUDA provider. Not enable_cuda_graph: Triton binds
+            # its own buffers per request, which a captured graph cannot follow.
+            accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
+            accelerator = accelerators.add(name=str(Device.CUDA))
+            for key, value in model.cuda_options:
+                accelerator.parameters[key] = value
+    if model.backend is TritonBackend.PYTHON and model.cuda_options:
+        config.parameters[DEVICE_PARAMETER].string_value = str(Device.CUDA)
     for target, specs in ((config.input, model.inputs), (config.output, model.outputs)):
         for spec in specs:
             target.add(name=spec.name, data_type=pb.DataType.Value(spec.datatype), dims=list(spec.dims))
@@ -149,10 +175,33 @@ def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonMode
         return TensorSpec(tensor_name, found.triton, tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims))
 
     runtime = description.backend if description.pinned_runtime or kind is not ArtifactKind.ONNX else options.runtime
+    cuda_options = _tuned_cuda_options(description) if runtime is BackendKind.ONNXRUNTIME else ()
+    backend = options.triton_backend
+    if not kind.triton_platform and backend is TritonBackend.NATIVE:  # Triton has no AOTInductor platform
+        console.note(f"{name}: Triton has no backend for {artifact.name} ({kind}), so it is exported for Triton's "
+                     f"{TritonBackend.PYTHON} backend, which runs it with trtpipe's runtime.")
+        backend = TritonBackend.PYTHON
+    if description.package is not None:  # what runs an AOTInductor package is fixed when it is compiled
+        batch = min(batch, description.package.batch_range[1])
+        preferred = tuple(b for b in preferred if b <= batch) or (batch,)
     return TritonModel(check_name(name), kind, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
                        preferred if batch > 0 else (), max_queue_delay_us=int(options.max_queue_delay_ms * 1000),
-                       instance_count=options.instances, backend=options.triton_backend, threads=options.threads,
-                       runtime=runtime, bf16=description.precision is Precision.BF16)
+                       instance_count=options.instances, backend=backend, threads=options.threads,
+                       runtime=runtime, bf16=description.precision is Precision.BF16,
+                       gpu=(description.package is not None and description.package.device is Device.CUDA)
+                       or bool(cuda_options), cuda_options=cuda_options)
+
+
+def _tuned_cuda_options(description: ArtifactDescription) -> tuple[tuple[str, str], ...]:
+    """The CUDA provider options an artifact's probe chose (prefer_nhwc, cuDNN search), as Triton parameters."""
+    from trtpipe.runtime.onnxruntime.providers import cuda_provider_options
+
+    tuned = description.tuned.get(OnnxExecution.CUDA)
+    if tuned is None:
+        return ()
+    chosen = cuda_provider_options(tuned)
+    return tuple((key, str(chosen[key])) for key in ("prefer_nhwc", "cudnn_conv_algo_search",
+                                                     "cudnn_conv_use_max_workspace") if key in chosen)
 
 
 def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | None = None, *,
@@ -195,6 +244,7 @@ def _version_files(artifact: Path, model: TritonModel) -> dict[str, Path]:
     """{file name in the version folder: source}: the artifact under Triton's default name; for the Python
     backend also model.py and the artifact's manifest or sidecar, which tell trtpipe's runtime how to run it."""
     from trtpipe.manifest import manifest_path
+    from trtpipe.runtime.onnxruntime.tuned import tuned_path
     from trtpipe.runtime.tensorrt.sidecar import sidecar_path
     target = Path(model.kind.repository_file)
     files = {target.name: artifact}
@@ -204,6 +254,8 @@ def _version_files(artifact: Path, model: TritonModel) -> dict[str, Path]:
             files[sidecar_path(target).name] = sidecar_path(artifact)
         elif manifest_path(artifact).is_file():
             files[manifest_path(target).name] = manifest_path(artifact)
+        if tuned_path(artifact).is_file():  # run there as tuned here
+            files[tuned_path(target).name] = tuned_path(artifact)
     return files
 
 

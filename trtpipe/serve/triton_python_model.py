@@ -27,8 +27,8 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 
 from trtpipe.runtime import describe_artifact  # noqa: E402
 from trtpipe.serve.model import open_model, serving_options, serving_runtime  # noqa: E402
-from trtpipe.serve.triton import ARTIFACT_PARAMETER, RUNTIME_PARAMETER, THREADS_PARAMETER  # noqa: E402
-from trtpipe.vocab import BackendKind  # noqa: E402
+from trtpipe.serve.triton import ARTIFACT_PARAMETER, DEVICE_PARAMETER, RUNTIME_PARAMETER, THREADS_PARAMETER  # noqa: E402
+from trtpipe.vocab import BackendKind, Device  # noqa: E402
 
 
 class TritonPythonModel:
@@ -52,7 +52,9 @@ class TritonPythonModel:
             import torch
 
             torch.cuda.set_device(int(args.get("model_instance_device_id", "0")))
-        self.model = open_model(description, serving_options(runtime, threads), runtime=runtime)
+        # An ONNX file tuned for ONNX Runtime CUDA (model.tuned.json beside it) runs on its CUDA provider.
+        device = Device.CUDA if parameters.get(DEVICE_PARAMETER) == Device.CUDA else Device.CPU
+        self.model = open_model(description, serving_options(runtime, threads, device), runtime=runtime)
         self.batched = int(config.get("max_batch_size", 0)) > 0
         self.input_names = [entry["name"] for entry in config["input"]]
         self.outputs = [(entry["name"], pb_utils.triton_string_to_numpy(entry["data_type"]))
