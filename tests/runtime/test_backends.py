@@ -78,7 +78,7 @@ def test_one_description_of_an_artifact(digits_onnx: Path) -> None:
 def test_artifact_kinds() -> None:
     assert artifact_kind(Path("m.onnx")).backend == "onnxruntime"
     assert artifact_kind(Path("m.plan")) == artifact_kind(Path("m.engine")) == "tensorrt_engine"
-    with pytest.raises(BadInput, match=r"trtpipe runs \.onnx, \.plan, \.engine artifacts"):
+    with pytest.raises(BadInput, match=r"trtpipe runs \.onnx, \.plan, \.engine, \.pt2 artifacts"):
         artifact_kind(Path("m.pt"))
 
 
