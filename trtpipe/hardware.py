@@ -7,6 +7,8 @@ import platform
 from functools import lru_cache
 from pathlib import Path
 
+from trtpipe.vocab import CpuClass
+
 _INTERESTING_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile")
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -41,6 +43,21 @@ def has_vnni() -> bool:
 def has_bf16() -> bool:
     """BF16 dot products in hardware (AVX512-BF16 or AMX): without them BF16 is emulated, slower than FP32."""
     return bool(set(_cpuinfo().get("flags", "").split()) & set(BF16_FLAGS))
+
+
+def cpu_class(flags: set[str] | None = None) -> CpuClass:
+    """The class of this CPU (or of a CPU with ``flags``, /proc/cpuinfo's names): the highest whose int8
+    instructions it has."""
+    present = set(_cpuinfo().get("flags", "").split()) if flags is None else set(flags)
+    if "amx_int8" in present:
+        return CpuClass.AMX
+    if "avx512_vnni" in present:
+        return CpuClass.AVX512_VNNI
+    if "avx_vnni" in present:
+        return CpuClass.AVX_VNNI
+    if "avx2" in present:
+        return CpuClass.AVX2
+    return CpuClass.PORTABLE
 
 
 def usable_cores() -> int:

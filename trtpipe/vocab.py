@@ -141,6 +141,29 @@ class Baseline(StrEnum):
         return (cls.COMPILE_HALF, cls.GRAPH_HALF) if device is Device.CUDA else ()
 
 
+class CpuClass(StrEnum):
+    """A class of x86 CPUs that INT8 arithmetic behaves alike on: what an INT8 artifact is made and measured for.
+
+    Without VNNI (portable, avx2), x86's u8 x s8 dot product (vpmaddubsw) adds pairs of products into 16 bits and
+    saturates there; with it (avx-vnni, avx512-vnni, amx), products accumulate in 32 bits."""
+
+    PORTABLE = "portable"  # any x86-64 CPU: what runs everywhere (no assumption beyond SSE4.1)
+    AVX2 = "avx2"
+    AVX_VNNI = "avx-vnni"
+    AVX512_VNNI = "avx512-vnni"
+    AMX = "amx"
+
+    @property
+    def vnni(self) -> bool:
+        """Whether int8 dot products accumulate without 16-bit saturation."""
+        return self in (CpuClass.AVX_VNNI, CpuClass.AVX512_VNNI, CpuClass.AMX)
+
+    @property
+    def rank(self) -> int:
+        """Weakest first: an artifact made for one class runs on a CPU of that class or a higher one."""
+        return tuple(CpuClass).index(self)
+
+
 class CudnnSearch(StrEnum):
     """ONNX Runtime CUDA's ``cudnn_conv_algo_search``: try every convolution algorithm once per shape
     (exhaustive), take cuDNN's heuristic pick, or its default algorithm."""
