@@ -220,3 +220,22 @@ def merge(parts: list[Comparison]) -> Comparison:
 
 def top1_accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(logits.argmax(1) == labels))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed error of every output against its reference: max |candidate - reference| <= atol + rtol * max
+    |reference|, and a cosine floor. The bound scales with each output's own magnitude (random-weight ImageNet nets
+    emit logits in the hundreds, the digits model in the tens), and an output of small values is not judged by a
+    larger one's scale. The defaults are FP32's (convert's verification)."""
+
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    min_cosine: float = 0.9999
+
+    def allowed_abs(self, ref_max_abs: float) -> float:
+        return self.atol + self.rtol * ref_max_abs
+
+    def accepts(self, comparison: Comparison) -> bool:
+        return all(output.max_abs_err <= self.allowed_abs(output.ref_max_abs) and output.cosine >= self.min_cosine
+                   for output in comparison.outputs)

@@ -144,14 +144,15 @@ def test_the_package_runs_as_numpy_in_numpy_out(package: Path) -> None:
 def test_verification_judges_every_case_against_the_precisions_tolerance(package: Path) -> None:
     """The check that guards the commit: a bound the package misses fails it, naming the case and the figures."""
     import trtpipe
+    from trtpipe.comparison import Tolerance
     from trtpipe.compile.options import CompileOptions
-    from trtpipe.compile.verify import Tolerance, verify_package
+    from trtpipe.compile.verify import tolerance_of, verify_package
     from trtpipe.models.loader import load_model
     from trtpipe.runtime.torch.backend import TorchBackend
 
     loaded = load_model("digits_resnet")
-    assert Tolerance.of(CompileOptions(precision="bf16")) == Tolerance(1e-2, 5e-2, 0.99)
-    assert Tolerance.of(CompileOptions(atol=0.5)) == Tolerance(0.5, 1e-4, 0.9999)
+    assert tolerance_of(CompileOptions(precision="bf16")) == Tolerance(1e-2, 5e-2, 0.99)
+    assert tolerance_of(CompileOptions(atol=0.5)) == Tolerance(0.5, 1e-4, 0.9999)
     with trtpipe.load(package) as model, TorchBackend(loaded.module, loaded.inputs) as reference:
         report = verify_package(reference, model.backend, loaded, BATCH_RANGE, Tolerance(0.0, 0.0, 1.0))
     assert [label for label, _, _ in report.cases][:3] == ["random batch of 1", "random batch of 2",

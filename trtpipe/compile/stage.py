@@ -20,7 +20,7 @@ from trtpipe import console
 from trtpipe.compile.devices import unsupported
 from trtpipe.compile.export import Compiled, compile_package, example_batch
 from trtpipe.compile.options import CompileOptions
-from trtpipe.compile.verify import Tolerance, Verification, verify_package
+from trtpipe.compile.verify import Verification, tolerance_of, verify_package
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
 from trtpipe.manifest import ArtifactManifest, commit_artifact
@@ -104,7 +104,7 @@ def _verify(loaded: LoadedModel, options: CompileOptions, package: AotiPackage) 
                                       outputs=package.outputs, package=package)
     with _true_fp32(options), AotiBackend(description) as candidate, \
             TorchBackend(loaded.module, loaded.inputs) as reference:
-        return verify_package(reference, candidate, loaded, options.batch_range, Tolerance.of(options))
+        return verify_package(reference, candidate, loaded, options.batch_range, tolerance_of(options))
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.comparison import Comparison, compare, merge
+from trtpipe.comparison import Comparison, Tolerance, compare, merge
 from trtpipe.compile.options import CompileOptions
 from trtpipe.inputs import Batch, count, random_batch, take
 from trtpipe.models.loader import LoadedModel
@@ -30,28 +30,11 @@ TOLERANCES = {Precision.FP32: (1e-4, 1e-4, 0.9999), Precision.FP16: (1e-3, 1e-2,
               Precision.BF16: (1e-2, 5e-2, 0.99)}
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    """Allowed error of every output: max |package - reference| <= atol + rtol * max |reference|, and a cosine
-    floor."""
-
-    atol: float
-    rtol: float
-    min_cosine: float
-
-    def allowed_abs(self, ref_max_abs: float) -> float:
-        return self.atol + self.rtol * ref_max_abs
-
-    def accepts(self, comparison: Comparison) -> bool:
-        return all(o.max_abs_err <= self.allowed_abs(o.ref_max_abs) and o.cosine >= self.min_cosine
-                   for o in comparison.outputs)
-
-    @classmethod
-    def of(cls, options: CompileOptions) -> Tolerance:
-        """The options' bounds, each one not given taken from the precision's."""
-        atol, rtol, cosine = TOLERANCES[options.precision]
-        return cls(atol if options.atol is None else options.atol, rtol if options.rtol is None else options.rtol,
-                   cosine if options.min_cosine is None else options.min_cosine)
+def tolerance_of(options: CompileOptions) -> Tolerance:
+    """The options' bounds, each one not given taken from the precision's."""
+    atol, rtol, cosine = TOLERANCES[options.precision]
+    return Tolerance(atol if options.atol is None else options.atol, rtol if options.rtol is None else options.rtol,
+                     cosine if options.min_cosine is None else options.min_cosine)
 
 
 @dataclass

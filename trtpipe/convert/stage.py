@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe import console
+from trtpipe.comparison import Tolerance
 from trtpipe.convert.checks import one_line_failures, runs_checked
 from trtpipe.convert.export import ExportResult, export_onnx
 from trtpipe.convert.options import ConvertOptions
-from trtpipe.convert.verify import Tolerance, VerificationReport, verify_backends
+from trtpipe.convert.verify import VerificationReport, tolerance_of, verify_backends
 from trtpipe.errors import VerificationFailed
 from trtpipe.files import require_parent_dir, staged_path
 from trtpipe.manifest import ArtifactManifest, commit_artifact
@@ -41,7 +42,7 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
             exported = export_onnx(loaded, tmp, opset=options.opset, dynamic_batch=options.dynamic_batch)
         with console.step(f"Verifying against PyTorch FP32 on {options.runtime} (CPU)..."), \
                 runs_checked("The exported ONNX", options.runtime, " Nothing was written."):
-            report, inputs, outputs = _verify_file(loaded, tmp, options.dynamic_batch, Tolerance.of(options),
+            report, inputs, outputs = _verify_file(loaded, tmp, options.dynamic_batch, tolerance_of(options),
                                                    options.runtime)
         if not report.passed:
             raise VerificationFailed(report.failure_message("The exported ONNX") + " Nothing was written.")
@@ -64,7 +65,7 @@ def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None 
     options = options or ConvertOptions()
     with console.step(f"Verifying {onnx_path} against PyTorch FP32 on {options.runtime}..."), \
             runs_checked(str(onnx_path), options.runtime):
-        report, _, _ = _verify_file(loaded, Path(onnx_path), None, Tolerance.of(options), options.runtime)
+        report, _, _ = _verify_file(loaded, Path(onnx_path), None, tolerance_of(options), options.runtime)
     if not report.passed:
         raise VerificationFailed(report.failure_message(str(onnx_path)))
     console.success(_verification_line(report, options.runtime))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.comparison import Comparison, OutputFigures, compare, merge
+from trtpipe.comparison import Comparison, OutputFigures, Tolerance, compare, merge
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.inputs import Batch, random_batch
 from trtpipe.models.loader import LoadedModel
@@ -23,29 +23,9 @@ RANDOM_BATCHES_DYNAMIC = (1, 2, 5)
 REAL_DATA_CHUNK = 128
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    """Allowed error: max |candidate - reference| <= atol + rtol * max |reference|, and a cosine floor.
-
-    The error bound scales with the output's magnitude: random-weight ImageNet nets emit logits in the
-    hundreds, the digits model in the tens, and the same absolute bound cannot serve both.
-    """
-
-    atol: float = 1e-4
-    rtol: float = 1e-4
-    min_cosine: float = 0.9999
-
-    def allowed_abs(self, ref_max_abs: float) -> float:
-        return self.atol + self.rtol * ref_max_abs
-
-    def accepts(self, agreement: Comparison) -> bool:
-        """Every output within its own bound (an output of small values is not judged by a larger one's scale)."""
-        return all(output.max_abs_err <= self.allowed_abs(output.ref_max_abs) and output.cosine >= self.min_cosine
-                   for output in agreement.outputs)
-
-    @classmethod
-    def of(cls, options: ConvertOptions) -> Tolerance:
-        return cls(options.atol, options.rtol, options.min_cosine)
+def tolerance_of(options: ConvertOptions) -> Tolerance:
+    """The bounds convert's options give (FP32's defaults unless told otherwise)."""
+    return Tolerance(options.atol, options.rtol, options.min_cosine)
 
 
 FP32_TOLERANCE = Tolerance()
