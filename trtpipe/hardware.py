@@ -65,3 +65,19 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+PROC_STATUS = Path("/proc/self/status")
+PROC_MEMINFO = Path("/proc/meminfo")
+
+
+def proc_kib(field: str, path: Path = PROC_STATUS) -> int | None:
+    """A ``Field:   1234 kB`` line's value in KiB from a /proc file (this process's status by default, or
+    /proc/meminfo); None where it cannot be read (not Linux, or the field is absent)."""
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

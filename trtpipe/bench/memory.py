@@ -16,21 +16,11 @@ import ctypes
 import gc
 from pathlib import Path
 
+from trtpipe.hardware import proc_kib
 from trtpipe.vocab import Device
 
 MB = 1e6
-STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def _status_kb(field: str) -> int | None:
-    try:
-        for line in STATUS.read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def _release_freed_memory() -> None:
@@ -57,7 +47,7 @@ class MemoryProbe:
 
     def __enter__(self) -> MemoryProbe:
         _release_freed_memory()
-        self._host_start = _status_kb("VmRSS")
+        self._host_start = proc_kib("VmRSS")
         self._host_ok = self._host_start is not None and _reset_peak()
         if self.device is Device.CUDA:
             import torch
@@ -72,7 +62,7 @@ class MemoryProbe:
 
     def read(self) -> None:
         """Take the figures now (call after the last timed run, before the variant is closed)."""
-        peak = _status_kb("VmHWM")
+        peak = proc_kib("VmHWM")
         if self._host_ok and peak is not None and self._host_start is not None:
             self.host_mb = max(peak - self._host_start, 0) * 1024 / MB
         if self.device is Device.CUDA:

@@ -17,24 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtpipe.errors import BadInput
+from trtpipe.hardware import PROC_MEMINFO, proc_kib
 from trtpipe.vocab import Device
 
 MIB = float(1 << 20)
-STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")
-MEMINFO = Path("/proc/meminfo")
 CGROUP = Path("/sys/fs/cgroup")  # cgroup v2: memory.max and memory.current of the container
-
-
-def _kib_field(path: Path, field: str) -> int | None:
-    """A ``Field:   1234 kB`` line's value in KiB (/proc/self/status, /proc/meminfo); None where unreadable."""
-    try:
-        for line in path.read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def _cgroup_room() -> float | None:
@@ -56,7 +44,7 @@ def free_mib(device: Device) -> float | None:
             return None
         free, _ = torch.cuda.mem_get_info()
         return free / MIB
-    available = _kib_field(MEMINFO, "MemAvailable")
+    available = proc_kib("MemAvailable", PROC_MEMINFO)
     if available is None:
         return None
     room = _cgroup_room()
@@ -91,7 +79,7 @@ class UsageMeter:
                 torch.cuda.synchronize()
                 self._start = torch.cuda.mem_get_info()[0] / MIB  # free at the start
             return self
-        resident = _kib_field(STATUS, "VmRSS")
+        resident = proc_kib("VmRSS")
         self._start = resident / 1024 if resident is not None else None
         with contextlib.suppress(OSError):
             CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident size (Linux 4.0+)
@@ -107,7 +95,7 @@ class UsageMeter:
 
             torch.cuda.synchronize()
             return max(self._start - torch.cuda.mem_get_info()[0] / MIB, 0.0)
-        now = _kib_field(STATUS, "VmHWM" if self._peak else "VmRSS")
+        now = proc_kib("VmHWM" if self._peak else "VmRSS")
         return None if now is None else max(now / 1024 - self._start, 0.0)
 
     def __exit__(self, *exc: object) -> None:
