@@ -23,7 +23,7 @@ from typing import Any
 
 from trtpipe.errors import BadInput
 from trtpipe.files import commit_lock, commit_pair, sha256_bytes, sha256_file, write_json_atomic
-from trtpipe.vocab import ArtifactKind, Device, Precision, Target, Task, __version__
+from trtpipe.vocab import ArtifactKind, CpuClass, Device, Precision, Target, Task, __version__
 
 MANIFEST_SCHEMA = "trtpipe.manifest/2"
 
@@ -31,6 +31,50 @@ MANIFEST_SCHEMA = "trtpipe.manifest/2"
 def manifest_path(artifact: Path) -> Path:
     """The manifest of ``model.onnx`` is ``model.manifest.json`` beside it."""
     return Path(artifact).with_suffix(".manifest.json")
+
+
+@dataclass(frozen=True)
+class CpuRecord:
+    """The CPU class a CPU-target INT8 artifact was made for (its weights were chosen for that class's int8
+    arithmetic), the classes its accuracy was measured on with the figure each gave, and the classes it is known
+    unsafe on. A reader compares the CPU it runs on with these rather than trusting the figure everywhere."""
+
+    made_for: CpuClass
+    measured: dict[CpuClass, dict[str, Any]] = field(default_factory=dict)  # class -> the figure measured there
+    unsafe_on: tuple[CpuClass, ...] = ()  # classes it must not run on unasked (8-bit weights without VNNI)
+
+    @property
+    def measured_on(self) -> tuple[CpuClass, ...]:
+        """The classes its accuracy was measured on, weakest first."""
+        return tuple(sorted(self.measured, key=lambda c: c.rank))
+
+    def figure(self, cpu_class: CpuClass) -> str:
+        """The figure measured on ``cpu_class`` in a few words: the task's agreement with FP32, else the worst
+        cosine."""
+        figure = self.measured.get(cpu_class) or {}
+        if figure.get("agreement") is not None:
+            return f"{figure.get('agreement_name') or 'agreement'} {100 * float(figure['agreement']):.2f} %"
+        if figure.get("cosine") is not None:
+            return f"worst cosine {float(figure['cosine']):.5f}"
+        return "no figure recorded"
+
+    def requirement(self) -> str:
+        """The record in one line, for a reader without trtpipe (a Triton config's comment)."""
+        text = f"INT8 made for CPU class {self.made_for} ({'8' if self.made_for.vnni else '7'}-bit weights)"
+        if self.measured:
+            text += "; accuracy measured on " + ", ".join(f"{c} ({self.figure(c)})" for c in self.measured_on)
+        if self.unsafe_on:
+            text += f"; unsafe on {', '.join(self.unsafe_on)}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"made_for": str(self.made_for), "measured": {str(c): dict(f) for c, f in self.measured.items()},
+                "unsafe_on": [str(c) for c in self.unsafe_on]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CpuRecord:
+        return cls(CpuClass(data["made_for"]), {CpuClass(c): dict(f) for c, f in (data.get("measured") or {}).items()},
+                   tuple(CpuClass(c) for c in data.get("unsafe_on") or ()))
 
 
 @dataclass
@@ -49,12 +93,13 @@ class ArtifactManifest:
     trtpipe_version: str = __version__
     schema: str = MANIFEST_SCHEMA
     device: Device | None = None  # the one device it runs on, where that is fixed when it is made (AOTInductor)
+    cpu: CpuRecord | None = None  # a CPU-target INT8 artifact: the CPU class it was made and measured for
 
     @classmethod
     def describe(cls, artifact: Path, precision: Precision, *, content: Path | bytes | None = None,
                  target: Target | None = None, seconds: float | None = None, fp32_nodes: list[str] | None = None,
                  details: dict[str, Any] | None = None, task: Task | None = None,
-                 device: Device | None = None) -> ArtifactManifest:
+                 device: Device | None = None, cpu: CpuRecord | None = None) -> ArtifactManifest:
         """A manifest for ``artifact``, its hash and size taken from ``content``: the bytes this run wrote, or the
         temporary file holding them before it is renamed to ``artifact`` (see :func:`commit_artifact`).
 
@@ -70,7 +115,7 @@ class ArtifactManifest:
             digest, size = sha256_file(source), source.stat().st_size
         return cls(kind, precision, artifact.name, digest, size, target,
                    None if seconds is None else round(seconds, 3), list(fp32_nodes or []), dict(details or {}),
-                   task, device=device)
+                   task, device=device, cpu=cpu)
 
     def to_dict(self) -> dict[str, Any]:
         artifact = {"path": self.path, "kind": str(self.kind), "precision": str(self.precision),
@@ -80,6 +125,8 @@ class ArtifactManifest:
             artifact["task"] = str(self.task)
         if self.device is not None:
             artifact["device"] = str(self.device)
+        if self.cpu is not None:
+            artifact["cpu_class"] = self.cpu.to_dict()
         return {"schema": self.schema, "trtpipe_version": self.trtpipe_version, "created": self.created,
                 "artifact": artifact, **self.details}
 
@@ -93,7 +140,8 @@ class ArtifactManifest:
                    [str(n) for n in artifact.get("fp32_nodes", [])], details, Task(artifact["task"])
                    if artifact.get("task") else None, str(data.get("created", "")),
                    str(data.get("trtpipe_version", "")), str(data["schema"]),
-                   Device(artifact["device"]) if artifact.get("device") else None)
+                   Device(artifact["device"]) if artifact.get("device") else None,
+                   CpuRecord.from_dict(artifact["cpu_class"]) if artifact.get("cpu_class") else None)
 
 
 def write_manifest(artifact: Path, manifest: ArtifactManifest) -> Path:
@@ -178,7 +226,7 @@ _FIX = "delete it (the artifact is then judged by its own content) or re-run the
 _ARTIFACT_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {  # name: (types, required)
     "path": ((str,), True), "kind": ((str,), True), "precision": ((str,), True), "target": ((str,), False),
     "sha256": ((str,), True), "size_bytes": ((int,), True), "seconds": ((int, float), False),
-    "fp32_nodes": ((list,), False), "task": ((str,), False), "device": ((str,), False),
+    "fp32_nodes": ((list,), False), "task": ((str,), False), "device": ((str,), False), "cpu_class": ((dict,), False),
 }
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CHOICES: dict[str, Any] = {"kind": ArtifactKind, "precision": Precision, "target": Target, "task": Task,
@@ -206,4 +254,19 @@ def _checked(data: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("'artifact.fp32_nodes' holds something other than node names")
     if not _SHA256.match(artifact["sha256"]):
         raise ValueError("'artifact.sha256' is not a SHA-256 hex digest")
+    if artifact.get("cpu_class") is not None:
+        _check_cpu(artifact["cpu_class"])
     return data
+
+
+def _check_cpu(cpu: dict[str, Any]) -> None:
+    """``artifact.cpu_class`` must name known CPU classes: it decides whether an artifact may run on this CPU."""
+    classes = tuple(CpuClass)
+    known = f"one of {', '.join(classes)}"
+    if cpu.get("made_for") not in classes:
+        raise ValueError(f"'artifact.cpu_class.made_for' is {cpu.get('made_for')!r}, not {known}")
+    measured, unsafe = cpu.get("measured") or {}, cpu.get("unsafe_on") or []
+    if not isinstance(measured, dict) or not all(c in classes and isinstance(f, dict) for c, f in measured.items()):
+        raise ValueError(f"'artifact.cpu_class.measured' must map CPU classes ({known}) to figures")
+    if not isinstance(unsafe, list) or not all(c in classes for c in unsafe):
+        raise ValueError(f"'artifact.cpu_class.unsafe_on' must list CPU classes ({known})")

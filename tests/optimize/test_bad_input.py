@@ -77,7 +77,7 @@ def test_already_quantised_model_is_refused(int8_onnx: Path, tmp_path: Path, run
     (["--calib", "digits", "--calib-method", "kl"], 2, "'kl' is not one of"),
     (["--calib", "digits", "--target", "tpu"], 2, "'tpu' is not one of"),
     ([], 1, "INT8 calibration needs --calib DATA"),
-    (["--calib", "digits", "--max-accuracy-drop", "1"], 1, "--max-accuracy-drop needs --eval"),
+    (["--max-accuracy-drop", "1"], 1, "INT8 calibration needs --calib DATA"),
     (["--calib", "random", "--eval", "random"], 1, "'random' data has no labels"),
     (["--calib", "nowhere.npz"], 1, "does not exist"),
 ])

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
+import trtpipe
 from tests.conftest import error_line
 from tests.optimize.conftest import run
 from trtpipe.hardware import has_vnni
@@ -41,9 +42,10 @@ def test_digits_int8_keeps_accuracy(digits_onnx: Path, tmp_path: Path, run_cli, 
     else:
         assert zero_point_types == {onnx.TensorProto.UINT8}  # U8 activations
     split = load_split("digits", "eval")
-    optimization = "disable" if target == "tensorrt" else "all"  # TensorRT arithmetic: Q/DQ as float ops
     fp32_acc = np.mean(run(digits_onnx, split.images).argmax(1) == split.labels)
-    int8_acc = np.mean(run(out, split.images, optimization).argmax(1) == split.labels)
+    with trtpipe.load(out) as loaded:  # as the artifact must run: tensorrt's Q/DQ as float ops, FP16 rounded per op
+        assert loaded.backend.optimization == ("disable" if target == "tensorrt" else "all")
+        int8_acc = np.mean(loaded.predict(split.images).argmax(1) == split.labels)
     assert 100 * (fp32_acc - int8_acc) <= 0.5
     manifest = json.loads(out.with_suffix(".manifest.json").read_text())
     assert manifest["int8"]["final"]["accuracy"] == pytest.approx(int8_acc)

@@ -137,3 +137,34 @@ def test_report_command_and_old_layouts(first_run: Path, tmp_path: Path, run_cli
     result = run_cli("report", old, "-o", tmp_path / "x.html")
     assert result.exit_code == 1 and "has results layout None" in error_line(result.output)
     assert not (tmp_path / "x.html").exists()
+
+
+def test_an_artifact_recorded_unsafe_on_this_cpu_is_left_out_of_bench_and_selection(first_run: Path,  # type: ignore[no-untyped-def]
+                                                                                     run_cli) -> None:
+    """make demo must choose nothing whose accuracy does not hold on the CPU it runs on: a CPU-target INT8 file
+    recorded unsafe on this CPU's class is not benched or chosen, and the report says why."""
+    from dataclasses import replace
+
+    from trtpipe.hardware import cpu_class
+    from trtpipe.manifest import CpuRecord, read_manifest, write_manifest
+    from trtpipe.vocab import CpuClass
+
+    here = cpu_class()
+    other = CpuClass.AMX if here is not CpuClass.AMX else CpuClass.AVX512_VNNI
+    int8 = first_run / "models" / "digits_resnet_int8_cpu" / "1" / "model.onnx"
+    original = read_manifest(int8)
+    assert original is not None
+    write_manifest(int8, replace(original, cpu=CpuRecord(other, {other: {"agreement": 0.99}}, (here,))))
+    try:
+        result = run_cli("run", first_run / "pipeline.toml")
+        assert result.exit_code == 0, result.output
+        assert f"digits_resnet_int8_cpu left out of bench and selection: {int8} was made for CPU class {other}" \
+            in " ".join(result.output.split())
+        run = json.loads((first_run / "reports" / "digits_resnet" / "run.json").read_text())
+        assert _statuses(first_run / "reports" / "digits_resnet" / "run.json")["bench:digits_resnet_int8_cpu"] == \
+            "skipped"
+        assert "int8_cpu" not in run["choice"]["variant"]
+        rows = json.loads((first_run / "reports" / "digits_resnet" / "bench.json").read_text())["results"]
+        assert not any("int8_cpu" in r["variant"] for r in rows)
+    finally:
+        write_manifest(int8, original)

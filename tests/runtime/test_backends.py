@@ -56,7 +56,7 @@ def test_backends_refuse_settings_they_do_not_have(digits_onnx: Path) -> None:
     """A setting a backend would ignore makes a row or a server run otherwise than asked: refused, named."""
     with pytest.raises(BadInput, match=r"The onnxruntime backend has no setting hint, spin_wait \(its settings: "
                                        r"cuda_graph, cudnn_search, io_binding, optimization, prefer_nhwc, "
-                                       r"providers, release_memory, spinning, threads\)"):
+                                       r"providers, release_memory, round_fp16, spinning, threads\)"):
         open_artifact(digits_onnx, RunOptions(spin_wait=True, hint="throughput"))
     with pytest.raises(BadInput, match=r"Unknown run setting trheads: the settings are threads, "):
         trtpipe.load(digits_onnx, trheads=2)

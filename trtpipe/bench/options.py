@@ -75,6 +75,9 @@ class BenchOptions(Options):
     load_engine: Path | None = option(None, "A TensorRT engine to bench beside the ARTIFACTS, e.g. one trtexec "
                                       "built (--trust-engine when it has no trtpipe sidecar).", type=Path,
                                       metavar="PLAN")
+    allow_cpu_mismatch: bool = option(False, "Bench a cpu/openvino INT8 artifact on a CPU its manifest records it "
+                                      "unsafe on (8-bit weights without VNNI saturate at 16 bits), which is "
+                                      "otherwise refused.", type=bool)
     trust_engine: bool = option(False, "Load TensorRT engines that have no trtpipe sidecar. An engine is executable "
                                 "code: only one you built or got over a trusted channel. Its inputs, outputs and "
                                 "profiles are read from the engine.", type=bool)

@@ -29,11 +29,11 @@ from trtpipe.bench.standing import peer_standing, pytorch_standing
 from trtpipe.bench.timing import LatencyStats, measure
 from trtpipe.comparison import compare
 from trtpipe.errors import BadInput
-from trtpipe.hardware import has_bf16, usable_cores
+from trtpipe.hardware import cpu_class, has_bf16, usable_cores
 from trtpipe.inputs import Batch, InputSpec, fed_as, random_batch, resize
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
-from trtpipe.runtime.artifacts import ArtifactDescription, artifact_name, describe_artifact
+from trtpipe.runtime.artifacts import ArtifactDescription, artifact_name, check_cpu, describe_artifact
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_artifact
@@ -167,7 +167,10 @@ def _describe(path: Path, options: BenchOptions) -> ArtifactDescription:
     engine whatever its suffix (trtexec's are often .trt)."""
     engine = ArtifactKind.for_path(path.name) is ArtifactKind.TENSORRT_ENGINE or path == options.load_engine
     if not engine:
-        return describe_artifact(path)
+        description = describe_artifact(path)
+        if not all(execution.on_gpu for execution in options.backend):  # it runs on this CPU: is it safe here?
+            check_cpu(description, cpu_class(), allow=options.allow_cpu_mismatch)
+        return description
     if not path.is_file():
         raise BadInput(f"Engine {path} does not exist.")
     from trtpipe.runtime.tensorrt.backend import describe_engine

@@ -4,7 +4,9 @@ intermediate tensor exposed, and say where the error jumps.
 This is the part of Polygraphy's ``polygraphy run model.onnx --onnxrt --trt --onnx-outputs mark all
 --trt-outputs mark all`` workflow that needs no GPU: the model side here is the optimized graph itself (its Q/DQ
 and FP16 casts as ONNX Runtime computes them, with graph optimizations off so that every tensor is the value the
-graph says), which is what TensorRT is asked to reproduce; a mismatch already visible here is the graph's, not the
+graph says, and every FP16 tensor rounded to FP16 where it is written, as a GPU computes it, where ONNX Runtime's
+CPU provider alone would carry a chain of FP16 operators in FP32: runtime/onnxruntime/fp16_rounding.py), which is
+what TensorRT is asked to reproduce; a mismatch already visible here is the graph's, not the
 engine's. Tensors are paired by name (:mod:`trtpipe.debug.match`) and judged by :mod:`trtpipe.debug.report`.
 
 Memory stays bounded: the paired tensors are exposed a chunk at a time, sized from shape inference so that one
@@ -35,6 +37,7 @@ from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.onnx_info import detect_precision, load_onnx
 from trtpipe.optimize.activations import with_outputs
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
+from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import ChannelOrder, Precision
 
@@ -308,7 +311,7 @@ def _run(model: onnx.ModelProto, reference: onnx.ModelProto, matching: Matching,
         ours = list(dict.fromkeys(p.tensor for p in part))
         theirs = list(dict.fromkeys(p.reference for p in part if p.reference not in fed))
         with console.step(f"Running both models, tensors {number}/{len(parts)}..."):
-            model_session = _session(with_outputs(model, ours), paths[0])
+            model_session = _session(round_fp16_tensors(with_outputs(model, ours))[0], paths[0])
             reference_session = _session(with_outputs(reference, theirs), paths[1]) if theirs else None
             for batch in batches:
                 values = dict(zip(ours, model_session.run(ours, _feeds(model_session, batch)), strict=True))

@@ -76,6 +76,11 @@ class Dataset:
     def __len__(self) -> int:
         return count(self.images)
 
+    def fingerprints(self) -> list[str]:
+        """One short SHA-256 per sample (every input's bytes): what tells whether two data sets share samples
+        (the manifest records its calibration samples' so select can tell a figure measured on them)."""
+        return sample_fingerprints(self.images)
+
     def head(self, samples: int) -> Dataset:
         """The first ``samples`` samples (and their labels)."""
         return Dataset(take(self.images, 0, samples), _first_labels(self.labels, samples), self.source,
@@ -83,6 +88,38 @@ class Dataset:
 
     def batches(self, size: int) -> list[Batch]:
         return [take(self.images, i, i + size) for i in range(0, len(self), size)]
+
+    def subset(self, indices: np.ndarray, source: str) -> Dataset:
+        """The samples at ``indices`` (ascending), with their labels: a row each, or a detector's boxes of those
+        images renumbered to their new positions."""
+        images = self.images[indices] if isinstance(self.images, np.ndarray) else \
+            {name: array[indices] for name, array in self.images.items()}
+        labels = self.labels
+        if labels is not None and labels.dtype.names and "image" in labels.dtype.names:
+            position = np.full(len(self), -1, np.int64)
+            position[indices] = np.arange(len(indices))
+            labels = labels[position[labels["image"]] >= 0].copy()
+            labels["image"] = position[labels["image"]]
+        elif labels is not None:
+            labels = labels[indices]
+        return Dataset(images, labels, source, self.reference_labels)
+
+
+FINGERPRINT_CHARS = 16
+
+
+def sample_fingerprints(batch: Batch) -> list[str]:
+    """The first ``FINGERPRINT_CHARS`` hex digits of each sample's SHA-256 over every input (by name) of ``batch``."""
+    arrays = [("", batch)] if isinstance(batch, np.ndarray) else sorted(batch.items())
+    found = []
+    for index in range(count(batch)):
+        digest = hashlib.sha256()
+        for name, array in arrays:
+            sample = np.ascontiguousarray(array[index])
+            digest.update(f"{name}:{sample.dtype}:{sample.shape}".encode())
+            digest.update(sample.tobytes())
+        found.append(digest.hexdigest()[:FINGERPRINT_CHARS])
+    return found
 
 
 def load_dataset(

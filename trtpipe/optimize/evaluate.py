@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 
 from trtpipe.inputs import Batch, named
+from trtpipe.runtime.artifacts import TRT_SIMULATION
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import GraphOptimization
@@ -13,12 +14,21 @@ from trtpipe.vocab import GraphOptimization
 EVAL_BATCH = 64
 
 
+def run_settings(optimization: GraphOptimization) -> RunOptions:
+    """How a candidate runs to be measured: graph optimisation off is the tensorrt profile's way (Q/DQ as float ops),
+    and so its FP16 tensors are rounded as a GPU rounds them too, exactly as the written file's own simulation runs
+    (TRT_SIMULATION, which bench and select use): the figures optimize prints and gates on are that simulation's."""
+    if optimization is GraphOptimization.DISABLE:
+        return TRT_SIMULATION
+    return RunOptions(optimization=optimization)
+
+
 def outputs(model: onnx.ModelProto, images: Batch, *,
             optimization: GraphOptimization = GraphOptimization.ALL, batch: int | None = None) -> list[np.ndarray]:
     """Every output of ``model`` over ``images`` (a batch: one array, or {input name: array}); a static batch size
     drops the remainder that does not fill a batch. A float input the model takes in another float type (FP16
     without --keep-io-fp32) is given the data in that type."""
-    with OnnxRuntimeBackend(model, RunOptions(optimization=optimization)) as backend:
+    with OnnxRuntimeBackend(model, run_settings(optimization)) as backend:
         wanted = {t.name: np.dtype(t.dtype) for t in backend.inputs}
         named_images = named(images, list(wanted))
         if any(a.dtype != wanted[n] and a.dtype.kind == wanted[n].kind == "f" for n, a in named_images.items()

@@ -19,7 +19,7 @@ from trtpipe.shapes import (
     parse_input_ranges,
     parse_input_shapes,
 )
-from trtpipe.vocab import CalibMethod, ChannelOrder, Precision, Quality, Target, Task
+from trtpipe.vocab import CalibMethod, ChannelOrder, CpuClass, Precision, Quality, Target, Task
 
 DATA_HELP = ("digits, photos (packaged natural photos: pip install 'trtpipe[pretrained]'), FILE.npy/.npz, an image "
              "folder, or random (calibration only: speed tests)")
@@ -36,6 +36,11 @@ class OptimizeOptions(Options):
     target: Target | None = option(None, "INT8 flavour: tensorrt (S8S8 symmetric), cpu (U8S8, for ONNX "
                                    "Runtime) or openvino (U8S8 into convolutions, zero points 0 elsewhere). Default: "
                                    "tensorrt with a GPU, else cpu.", type=Target)
+    cpu_class: CpuClass | None = option(None, "INT8 for cpu and openvino: the CPU class the artifact will run on, "
+                                        "which chooses its weights: 7-bit for portable and avx2 (no VNNI: 8-bit "
+                                        "weights saturate there), 8-bit for avx-vnni, avx512-vnni and amx. Recorded "
+                                        "in the manifest; load, bench and serve check it. Default: this machine's.",
+                                        type=CpuClass)
     passes: tuple[str, ...] = option(("fuse",), "Graph passes run before the precision pass, in order, comma-"
                                      "separated, or 'none'.", parse=parse_passes, format=",".join, metavar="LIST",
                                      choices=graph_pass_names)
@@ -66,7 +71,8 @@ class OptimizeOptions(Options):
                                        minimum=1, metavar="N")
     calib_cache: Path | None = option(None, "Calibration range cache (default: OUT.calib.json).", type=Path)
     eval: str | None = option(None, "Labelled data to measure accuracy on: digits, FILE.npz with labels, or a folder "
-                              "with one subfolder per class.", metavar="DATA")
+                              "with one subfolder per class. Default: a seeded share of --calib held out from "
+                              "calibration (new draws of photos, packaged:NAME and random).", metavar="DATA")
     quality: Quality | None = option(None, "INT8 recipe: fast (placement rules, depthwise scaling), balanced (+ "
                                      "equalization, bias correction), best (+ AdaRound: minutes). Default: balanced, "
                                      "or fast when the calibration data is too few for it.", type=Quality)
@@ -106,5 +112,6 @@ class OptimizeOptions(Options):
             raise BadInput(f"--high-precision fp16 is for --target tensorrt, not {self.target}: the CPU runtimes run "
                            "INT8's float layers in FP32 (ONNX Runtime's CPU provider has few FP16 kernels). Drop it, "
                            "or give --target tensorrt.")
-        if self.max_accuracy_drop is not None and not self.eval:
-            raise BadInput("--max-accuracy-drop needs --eval DATA (labelled) to measure accuracy on.")
+        if self.max_accuracy_drop is not None and not self.eval and not self.calib:
+            raise BadInput("--max-accuracy-drop needs data to measure accuracy on: --eval DATA (labelled), or --calib "
+                           "DATA (a share of it is held out to judge).")

@@ -18,7 +18,7 @@ from trtpipe import console
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
 from trtpipe.inputs import InputSpec, Layout, random_batch, resolve, take
-from trtpipe.manifest import ArtifactManifest, commit_artifact, read_manifest
+from trtpipe.manifest import ArtifactManifest, CpuRecord, commit_artifact, read_manifest
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.int8.recipes import recipe_for
@@ -28,7 +28,7 @@ from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import graph_pass, precision_pass
 from trtpipe.options import to_plain
 from trtpipe.shapes import FIRST
-from trtpipe.vocab import Precision, Target, Task
+from trtpipe.vocab import CpuClass, Precision, Target, Task
 
 
 @dataclass
@@ -56,6 +56,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     options.validate()
     precision = options.precision
     target = options.target or default_target()
+    options = replace(options, cpu_class=_cpu_class(options, precision, target))  # the resolved class is recorded
     require_parent_dir(output)
     if source.resolve() == output.resolve():
         raise BadInput("The output would overwrite the input ONNX: choose another -o path.")
@@ -77,6 +78,11 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     preprocessing = _preprocessing(options, source, source_manifest)
     calib = _load(options.calib, specs, "calibration", options.calib_samples, preprocessing)
     evaluation = _load(options.eval, specs, "eval", None, preprocessing)
+    judged_on = None  # without --eval: which data judges (a held-out share, else the calibration data)
+    if calib is not None and evaluation is None and precision.needs_calibration:
+        from trtpipe.optimize.held_out import judge_without_eval  # what was fit never judges it
+
+        calib, evaluation, judged_on = judge_without_eval(calib, options, specs, static_batch, preprocessing)
     probe = calib or evaluation or _random_probe(specs)
     decoder = None
     if options.postprocess:
@@ -101,7 +107,9 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     context.details.update({
         "input": {"path": str(source), "sha256": source_sha, "precision": str(Precision.FP32)},
         "options": to_plain(options) | {"target": str(target)},
-        "data": {"calibration": _describe(calib), "eval": _describe(evaluation)},
+        "data": {"calibration": _describe(calib, fingerprints=True),
+                 "eval": _describe(evaluation if options.eval else None),
+                 "judged_on": judged_on or _judged_by_eval(evaluation)},
         "input_specs": [spec.to_dict() for spec in specs],
         **({"opset_upgrade": opset_note} if opset_note else {}),
     })
@@ -129,10 +137,46 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         manifest = ArtifactManifest.describe(
             output, precision, content=tmp, target=target if precision is Precision.INT8 else None,
             seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.details,
-            task=context.task)
+            task=context.task, cpu=_cpu_record(options, target, context))
         manifest_file = commit_artifact(tmp, output, manifest)
     console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
     return OptimizeResult(output, manifest_file, manifest)
+
+
+def _cpu_class(options: OptimizeOptions, precision: Precision, target: Target) -> CpuClass | None:
+    """The CPU class a cpu or openvino INT8 artifact is made for: as asked, else this machine's, said in one line;
+    None for anything else (TensorRT and the float precisions have no CPU class)."""
+    from trtpipe.optimize.int8.profiles import CPU_TARGETS
+
+    if precision is not Precision.INT8 or target not in CPU_TARGETS:
+        if options.cpu_class is not None:
+            what = f"INT8 for {target}" if precision is Precision.INT8 else str(precision)
+            console.note(f"--cpu-class {options.cpu_class} is ignored: it chooses the weights of cpu and openvino "
+                         f"INT8, and this is {what}")
+        return None
+    if options.cpu_class is not None:
+        console.note(f"INT8 made for CPU class {options.cpu_class} (as asked)")
+        return options.cpu_class
+    from trtpipe.hardware import cpu_class
+
+    here = cpu_class()
+    console.note(f"INT8 made for CPU class {here}, this machine's (--cpu-class names the CPU it will run on: "
+                 f"{', '.join(CpuClass)})")
+    return here
+
+
+def _cpu_record(options: OptimizeOptions, target: Target, context: PassContext) -> CpuRecord | None:
+    """A cpu or openvino INT8 artifact's CPU record: the class it was made for, its final figure as measured on
+    this machine's class, and the classes it is known unsafe on."""
+    final = (context.details.get(str(Precision.INT8)) or {}).get("final")
+    if options.cpu_class is None or final is None:
+        return None
+    from trtpipe.hardware import cpu_class
+    from trtpipe.optimize.int8.profiles import cpu_record, profile_for
+
+    figure = {key: final[key] for key in ("agreement", "agreement_name", "accuracy", "accuracy_name", "cosine",
+                                          "samples") if final.get(key) is not None}
+    return cpu_record(profile_for(target, options.cpu_class), cpu_class(), figure)
 
 
 def _check_conformance(model: onnx.ModelProto, precision: Precision, target: Target, context: PassContext) -> None:
@@ -242,8 +286,17 @@ def _random_probe(specs: tuple[InputSpec, ...]) -> Dataset:
     return Dataset(batch, None, "16 seeded random inputs")
 
 
-def _describe(dataset: Dataset | None) -> dict[str, Any] | None:
+def _judged_by_eval(evaluation: Dataset | None) -> dict[str, Any] | None:
+    """The manifest's ``data.judged_on`` where --eval judges (its own data, never fit to)."""
+    described = _describe(evaluation)
+    return None if described is None else {"data": "eval", **described, "optimistic": False}
+
+
+def _describe(dataset: Dataset | None, *, fingerprints: bool = False) -> dict[str, Any] | None:
+    """A data set's manifest record; ``fingerprints``: with each sample's (what calibration was fit to, so a
+    figure measured on any of them can be told)."""
     if dataset is None:
         return None
     return {"source": dataset.source, "samples": len(dataset), "sha256": dataset.sha256,
-            "labelled": dataset.labels is not None}
+            "labelled": dataset.labels is not None,
+            **({"fingerprints": dataset.fingerprints()} if fingerprints else {})}

@@ -203,11 +203,11 @@ class _PipelineRun:
 
         bench_path = self.reports / "bench.json"
         # An ONNX source is the reference row: its copy is not benched beside it; how it is read ([model]) is keyed.
-        benched = artifacts[1:] if self.onnx is not None else artifacts
+        benched = self._runnable_here(artifacts[1:] if self.onnx is not None else artifacts)
         reference = {"reference": to_plain(self.pipeline.model)} if self.onnx is not None else {}
         key = stage_key(stage="bench", artifacts=[sha256_file(a) for a in artifacts],
                         options=to_plain(self.pipeline.bench), cpu=cpu_model(), schema=BENCH_SCHEMA,
-                        versions=self.versions, **reference)
+                        versions=self.versions, benched=[str(p) for p in benched], **reference)
 
         def do_bench() -> list[Path]:
             from trtpipe.bench.runner import run_benchmark
@@ -222,13 +222,32 @@ class _PipelineRun:
         results = json.loads(bench_path.read_text())
         return bench_path, [BenchRow.from_dict(r) for r in results["results"]]
 
+    def _runnable_here(self, artifacts: list[Path]) -> list[Path]:
+        """The artifacts this CPU may run: a CPU-target INT8 file recorded unsafe on this CPU's class (8-bit weights
+        without VNNI) is left out of bench and selection with one line, unless [bench] allow_cpu_mismatch."""
+        from trtpipe.hardware import cpu_class
+        from trtpipe.runtime.artifacts import check_cpu, describe_artifact
+
+        here, kept = cpu_class(), []
+        for path in artifacts:
+            try:
+                if path.suffix == ArtifactKind.ONNX.suffixes[0]:
+                    check_cpu(describe_artifact(path), here, allow=self.pipeline.bench.allow_cpu_mismatch)
+                kept.append(path)
+            except BadInput as unsafe:
+                console.warn(f"{path.parent.parent.name} left out of bench and selection: {unsafe.message}")
+                self.manifest.record(StageRecord(f"bench:{path.parent.parent.name}", "", "skipped",
+                                                 note=unsafe.message))
+        return kept
+
     def select(self, rows: list[BenchRow]) -> _Selection:
         """The variant to deploy and the batch advice, from the bench rows; the choice is written beside the
         model's folder in the repository."""
         select = self.pipeline.select
         batch = select.batch or min(r.batch for r in rows)
         choice = choose(rows, batch=batch, latency_budget_ms=select.latency_budget_ms,
-                        max_accuracy_drop=select.max_accuracy_drop, memory_budget_mb=select.memory_budget_mb)
+                        max_accuracy_drop=select.max_accuracy_drop, memory_budget_mb=select.memory_budget_mb,
+                        fit_to=_fit_to(rows))
         advice = batch_advice(rows, choice.variant, select.latency_budget_ms, select.memory_budget_mb) \
             if choice else None
         selection = _Selection(choice, advice, batch)
@@ -373,8 +392,12 @@ def _optimize_stage(manifest: RunManifest, pipeline: Pipeline, variant: Variant,
 
     output = _artifact_path(pipeline.output.repository, f"{pipeline.name}_{variant.name}")
     options = variant.options
+    from trtpipe.hardware import cpu_class
+
+    # The CPU class INT8 is made for defaults to this machine's: another machine's cached file is not this one's.
     key = stage_key(stage="optimize", onnx=converted_sha, options=to_plain(options),
-                    calib=data_identity(options.calib), eval=data_identity(options.eval), versions=versions)
+                    calib=data_identity(options.calib), eval=data_identity(options.eval), versions=versions,
+                    cpu_class=str(options.cpu_class or cpu_class()))
     return _stage(manifest, f"optimize:{variant.name}", key,
                   lambda: [optimize(converted, output, options).path])[0]
 
@@ -424,9 +447,27 @@ def _gpu_name() -> str:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
 
 
+def _fit_to(rows: list[BenchRow]) -> dict[str, str]:
+    """Variant -> why its accuracy figure is on data it was fit to, from each artifact's optimize manifest (select
+    then prefers a variant judged on data it was not fit to, and says so)."""
+    from trtpipe.manifest import read_manifest
+    from trtpipe.pipeline.select import fit_to_caveat
+
+    caveats: dict[str, str] = {}
+    for row in rows:
+        if row.artifact and Path(row.artifact).suffix == ArtifactKind.ONNX.suffixes[0] and Path(row.artifact).is_file():
+            manifest = read_manifest(Path(row.artifact))
+            caveat = fit_to_caveat(manifest.details.get("data")) if manifest is not None else None
+            if caveat:
+                caveats[row.variant] = caveat
+    return caveats
+
+
 def _stage_title(stage: str) -> str:
     """A stage's name as the report's reader knows it: ``optimize:bf16`` is the variant bf16."""
     kind, _, name = stage.partition(":")
     if kind in ("optimize", "compile") and name:
         return f"Variant {name}"
+    if kind == "bench" and name:
+        return f"Artifact {name}, not benched"
     return {"build": "TensorRT engine build"}.get(stage, stage)

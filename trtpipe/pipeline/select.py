@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,28 @@ def accuracy_drop_pp(row: BenchRow) -> float | None:
     return None
 
 
+def fit_to_caveat(data: Mapping[str, Any] | None, judged: frozenset[str] | None = None) -> str | None:
+    """Why a variant's accuracy figure is on data it was fit to, from its optimize manifest's ``data`` record; None
+    where it is not. ``judged``: the fingerprints of the samples bench judged it on (trtpipe.optimize.data's
+    sample_fingerprints), checked against the calibration samples' the manifest records. Without them, what optimize
+    itself could judge it on is all there is to go by (``judged_on.optimistic``: too few samples to hold any out)."""
+    if not data:
+        return None
+    calibration = set((data.get("calibration") or {}).get("fingerprints") or ())
+    if judged and calibration:
+        shared = len(judged & calibration)
+        if shared == len(judged):
+            return f"judged only on samples it was calibrated on ({shared}), so its figure is optimistic"
+        if shared:
+            return f"{shared} of the {len(judged)} samples it was judged on were calibration samples"
+        return None
+    judged_on = data.get("judged_on") or {}
+    if judged_on.get("optimistic"):
+        return (f"optimize judged it only on its {judged_on.get('samples')} calibration samples (too few to hold any "
+                "out), so its figure there was optimistic")
+    return None
+
+
 def memory_mb(row: BenchRow) -> float | None:
     """What a row needed where it ran: device memory for a GPU row, host memory otherwise."""
     return row.device_memory_mb if row.device is Device.CUDA else row.host_memory_mb
@@ -43,11 +66,15 @@ def _over_memory(row: BenchRow, budget: float | None) -> bool:
 
 
 def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
-           max_accuracy_drop: float | None, memory_budget_mb: float | None = None) -> Choice | None:
+           max_accuracy_drop: float | None, memory_budget_mb: float | None = None,
+           fit_to: Mapping[str, str] | None = None) -> Choice | None:
     """The fastest deployable (runtime, artifact) pair at ``batch`` whose p99 fits the budget and whose accuracy
     drop fits the limit (the same file on ONNX Runtime and on OpenVINO are two candidates). Simulated rows
     (another runtime's arithmetic, measured here) and device-resident timings are not
-    deployable latencies, so they are never chosen."""
+    deployable latencies, so they are never chosen. ``fit_to``: variant -> why its figure is on data it was fit to
+    (:func:`fit_to_caveat`); under an accuracy limit such a variant is chosen only where no other fits, and the
+    reason says so either way."""
+    fit_to = fit_to or {}
     candidates = [r for r in rows if r.batch == batch and not r.is_reference and r.artifact
                   and r.includes_transfers and not r.simulated]
     if not candidates:
@@ -71,7 +98,9 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
             fitting.append((row, drop))
     if not fitting:
         return Choice("none", None, "no variant meets the budget: " + "; ".join(rejected))
-    row, drop = min(fitting, key=lambda item: item[0].p50_ms)
+    trusted = [item for item in fitting if item[0].variant not in fit_to]
+    pool = trusted if max_accuracy_drop is not None and trusted else fitting
+    row, drop = min(pool, key=lambda item: item[0].p50_ms)
     limits = []
     if latency_budget_ms is not None:
         limits.append(f"p99 {row.p99_ms:.2f} ms within {latency_budget_ms} ms")
@@ -84,7 +113,10 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
         else "the FP32 ONNX"
     reason = (f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms, {row.speedup_vs_torch_fp32 or 0:.2f}x "
               f"{reference}) among {len(fitting)} of {len(candidates)} variants meeting the limits"
-              + (f"; {', '.join(limits)}" if limits else ""))
+              + (f"; {', '.join(limits)}" if limits else "")
+              + (f"; CAUTION: {fit_to[row.variant]}" if row.variant in fit_to else "")
+              + "".join(f"; not the faster {other.variant}: {fit_to[other.variant]}" for other, _ in fitting
+                        if other.variant in fit_to and (other, _) not in pool and other.p50_ms < row.p50_ms))
     return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput, row.backend)
 
 

@@ -3,7 +3,9 @@ that engine build, every backend, bench and serve use (precision, INT8 target, t
 
 One place decides how an artifact must run to be faithful: an INT8 ONNX made for TensorRT runs on ONNX Runtime
 CPU with graph optimisation off, so its Q/DQ execute as float ops (TensorRT's arithmetic; x86 integer kernels
-would saturate). That run is a *simulation*: its accuracy is TensorRT's, its latency is not. A BF16 ONNX keeps
+would saturate), and with every FP16 tensor rounded to FP16 where it is written, as a GPU computes it (the CPU
+provider alone would run the FP16 regions in FP32: onnxruntime/fp16_rounding.py). That run is a *simulation*: its
+accuracy is TensorRT's, its latency is not. A BF16 ONNX keeps
 FP32 activations in the graph (BF16 weights behind Casts): OpenVINO runs it in BF16 kernels.
 """
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput
-from trtpipe.manifest import read_manifest
+from trtpipe.manifest import CpuRecord, read_manifest
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import artifact_kind
@@ -28,10 +30,11 @@ if TYPE_CHECKING:
 
     from trtpipe.runtime.aoti.package import AotiPackage
     from trtpipe.runtime.tensorrt.sidecar import EngineSidecar
+    from trtpipe.vocab import CpuClass
 
-TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated with float Q/DQ on the CPU: accuracy is TensorRT's, "
-                       "latency is not")
-_TRT_SIMULATION = RunOptions(optimization=GraphOptimization.DISABLE)
+TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated on the CPU (Q/DQ as float ops, FP16 rounded per op as on a "
+                       "GPU): accuracy is the graph's arithmetic, latency is not TensorRT's")
+TRT_SIMULATION = RunOptions(optimization=GraphOptimization.DISABLE, round_fp16=True)
 _BF16_RUN = RunOptions(inference_precision=Precision.BF16)
 
 
@@ -63,6 +66,7 @@ class ArtifactDescription:
     # ONNX Runtime settings a probe chose for each way of running it (model.tuned.json; tuned.py)
     tuned: Mapping[OnnxExecution, RunOptions] = field(default_factory=dict)
     package: AotiPackage | None = None  # an AOTInductor package: what its manifest says it was compiled for
+    cpu: CpuRecord | None = None  # cpu/openvino INT8: the CPU class it was made and measured for (check_cpu)
 
     @property
     def backend(self) -> BackendKind:
@@ -116,7 +120,45 @@ def describe_artifact(path: Path) -> ArtifactDescription:
     return _faithful(ArtifactDescription(
         path, kind, manifest.precision, manifest.target, manifest.task, *_graph_io(model),
         size_bytes=path.stat().st_size, build_seconds=manifest.seconds, fp32_nodes=tuple(manifest.fp32_nodes),
-        tuned=_tuned(path, manifest.sha256)))
+        tuned=_tuned(path, manifest.sha256), cpu=manifest.cpu))
+
+
+def check_cpu(description: ArtifactDescription, here: CpuClass, *, allow: bool = False) -> str | None:
+    """Compare the CPU class ``here`` (the CPU it is about to run on) with the class a cpu/openvino INT8 artifact
+    was made and measured for; returns the warning given, if any.
+
+    Refused in one line (BadInput) where the artifact is recorded unsafe on ``here`` (8-bit weights without VNNI),
+    unless ``allow``; a warning where ``here`` ranks below every class its accuracy was measured on, or where its
+    manifest predates the record (measured on an unknown CPU). Anything else (float, TensorRT-target INT8, an ONNX
+    from elsewhere) has no CPU class to check."""
+    if description.precision is not Precision.INT8 or description.target in (None, Target.TENSORRT):
+        return None
+    name = str(description.path) if description.path is not None else "the model"
+    record = description.cpu
+    if record is None:
+        message = (f"{name}'s manifest records no CPU class (written before trtpipe recorded one): its INT8 accuracy "
+                   f"was measured on an unknown CPU and may not hold on this one ({here}); re-run optimize to record "
+                   "it.")
+    elif here in record.unsafe_on:
+        saturates = record.made_for.vnni and not here.vnni
+        why = ("without VNNI its int8 dot products saturate at 16 bits, which can wreck its accuracy" if saturates
+               else "it was found unsafe there")
+        what = f"{name} was made for CPU class {record.made_for} and is unsafe on this CPU ({here}): {why}"
+        if not allow:
+            raise BadInput(f"{what}. Rebuild it for this CPU (trtpipe optimize --cpu-class {here}), or run it anyway "
+                           "with --allow-cpu-mismatch (trtpipe.load(..., allow_cpu_mismatch=True)).")
+        message = f"{what}; running it anyway, as asked (allow-cpu-mismatch)."
+    elif record.measured_on and here not in record.measured and here.rank < record.measured_on[0].rank:
+        measured = record.measured_on[0]
+        risk = ("its int8 dot products saturate at 16 bits here (no VNNI)" if record.made_for.vnni and not here.vnni
+                else "other int8 kernels run here than where it was measured")
+        message = (f"{name}'s INT8 accuracy was measured on CPU class {measured} ({record.figure(measured)}) and "
+                   f"this CPU is {here}, a weaker class: {risk}, so it may be less accurate than measured. "
+                   f"Re-run optimize with --cpu-class {here} on a CPU of this class to make and measure it for it.")
+    else:
+        return None
+    console.warn(message)
+    return message
 
 
 def _tuned(path: Path, sha256: str | None) -> dict[OnnxExecution, RunOptions]:
@@ -141,7 +183,7 @@ def _faithful(description: ArtifactDescription) -> ArtifactDescription:
     if description.precision is Precision.BF16:
         return dataclasses.replace(description, runtime=BackendKind.OPENVINO, run=_BF16_RUN)
     if description.precision is Precision.INT8 and description.target is Target.TENSORRT:
-        return dataclasses.replace(description, run=_TRT_SIMULATION, simulated=True, note=TRT_SIMULATION_NOTE)
+        return dataclasses.replace(description, run=TRT_SIMULATION, simulated=True, note=TRT_SIMULATION_NOTE)
     return description
 
 

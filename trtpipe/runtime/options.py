@@ -37,6 +37,9 @@ class RunOptions:
     io_binding: bool | None = None
     prefer_nhwc: bool = False  # ONNX Runtime CUDA: NHWC convolution kernels (the provider's prefer_nhwc)
     cudnn_search: CudnnSearch | None = None  # ONNX Runtime CUDA: cudnn_conv_algo_search (None: the provider's own)
+    # ONNX Runtime CPU: every FP16 tensor rounded to FP16 where it is written, as a GPU computes it (a TensorRT-target
+    # file's simulation; onnxruntime/fp16_rounding.py). Without it the CPU provider runs FP16 chains in FP32.
+    round_fp16: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -52,7 +55,8 @@ class RunOptions:
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
             raise BadInput(f"Run setting threads must be a positive integer, not {self.threads!r}.")
-        for name in ("io_binding", "prefer_nhwc", "cuda_graph", "spin_wait", "spinning", "release_memory"):
+        for name in ("io_binding", "prefer_nhwc", "cuda_graph", "spin_wait", "spinning", "release_memory",
+                     "round_fp16"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, bool):
                 raise BadInput(f"Run setting {name} must be true or false, not {value!r}.")

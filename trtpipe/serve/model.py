@@ -15,7 +15,7 @@ import numpy as np
 
 from trtpipe.errors import BadInput
 from trtpipe.runtime import ArtifactDescription, Backend, RunOptions, TensorInfo, describe_artifact, open_artifact
-from trtpipe.runtime.artifacts import artifact_name
+from trtpipe.runtime.artifacts import artifact_name, check_cpu
 from trtpipe.vocab import ArtifactKind, BackendKind, Device, Precision
 
 
@@ -74,7 +74,8 @@ class Model:
         return f"<trtpipe.Model {self.name} on {self.kind} ({self.precision}): {shapes}>"
 
 
-def load(source: str | Path, *, runtime: str | None = None, **settings: Any) -> Model:
+def load(source: str | Path, *, runtime: str | None = None, allow_cpu_mismatch: bool = False,
+         **settings: Any) -> Model:
     """Load an artifact (.onnx, .plan/.engine) or a PyTorch model (registry name, checkpoint, module:factory).
 
     ``runtime`` runs an ONNX file on onnxruntime or openvino. ``settings`` are run settings (RunOptions:
@@ -83,6 +84,10 @@ def load(source: str | Path, *, runtime: str | None = None, **settings: Any) -> 
     takes ``device``, ``threads``, ``arch``, ``input_shape``, ``input_dtype``, ``input_range`` (each a value for
     the only input or {input name: value}, as :func:`trtpipe.models.loader.load_model` reads them) and
     ``trust_checkpoint``.
+
+    A cpu/openvino INT8 artifact is checked against this CPU's class (:func:`trtpipe.runtime.artifacts.check_cpu`):
+    one that is unsafe here (8-bit weights on a CPU without VNNI) is refused unless ``allow_cpu_mismatch``; one
+    measured only on a stronger class loads with a warning.
     """
     path = Path(source)
     if ArtifactKind.for_path(path.name) is not None:
@@ -91,7 +96,12 @@ def load(source: str | Path, *, runtime: str | None = None, **settings: Any) -> 
             if runtime not in tuple(BackendKind):
                 raise BadInput(f"Unknown runtime '{runtime}': choose from {', '.join(BackendKind)}.")
             chosen = BackendKind(runtime)
-        return open_model(describe_artifact(path), RunOptions.from_keywords(settings), runtime=chosen)
+        description, options = describe_artifact(path), RunOptions.from_keywords(settings)
+        if not options.on_gpu:
+            from trtpipe.hardware import cpu_class
+
+            check_cpu(description, cpu_class(), allow=allow_cpu_mismatch)
+        return open_model(description, options, runtime=chosen)
     from trtpipe.models.loader import load_model
     from trtpipe.runtime.torch.backend import TorchBackend
 

@@ -35,6 +35,9 @@ class ServeOptions(Options):
     runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs ONNX models: onnxruntime or openvino "
                                   "(pip install 'trtpipe[openvino]'). A BF16 file always runs on OpenVINO.",
                                   type=BackendKind, choices=ArtifactKind.ONNX.runtimes)
+    allow_cpu_mismatch: bool = option(False, "Serve a cpu/openvino INT8 artifact on a CPU its manifest records it "
+                                      "unsafe on (8-bit weights without VNNI saturate at 16 bits), which is "
+                                      "otherwise refused.", type=bool)
     header_timeout_s: float = option(10.0, "Seconds a client may take to send a request's headers before the "
                                      "connection is closed.", type=float, minimum=0.1)
     body_timeout_s: float = option(30.0, "Seconds a client may take to send a request's body (408 past it).",

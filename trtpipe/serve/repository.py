@@ -12,13 +12,15 @@ from pathlib import Path
 
 from trtpipe import console
 from trtpipe.errors import BadInput
+from trtpipe.hardware import cpu_class
 from trtpipe.runtime import describe_artifact
+from trtpipe.runtime.artifacts import check_cpu
 from trtpipe.serve.batching import BatchingOptions, MicroBatcher
 from trtpipe.serve.footprint import InstancesDoNotFit, MemoryBudget
 from trtpipe.serve.instances import ModelInstances, open_instances
 from trtpipe.serve.model import Model, batch_axis_change, open_model, serving_options, serving_runtime
 from trtpipe.serve.options import ServeOptions
-from trtpipe.vocab import ArtifactKind
+from trtpipe.vocab import ArtifactKind, Device
 
 # Triton's default file names; an engine is preferred over the ONNX it was built from.
 ARTIFACT_NAMES = tuple(f"model{suffix}" for kind in reversed(tuple(ArtifactKind)) for suffix in kind.suffixes)
@@ -151,6 +153,8 @@ def load_repository(repository: Path, options: ServeOptions, on_batch: object = 
             entry = ServedModel(name, version, path, versions=[v for v, _ in versions])
             try:
                 description = describe_artifact(path)
+                if serve_options.device is Device.CPU:  # before any instance opens: unsafe here is refused
+                    check_cpu(description, cpu_class(), allow=serve_options.allow_cpu_mismatch)
                 runtime = serving_runtime(description, serve_options.runtime)
                 run_options = serving_options(runtime, threads, serve_options.device)
                 entry.instances = open_instances(

@@ -72,6 +72,9 @@ class TritonModel:
     # ONNX Runtime CUDA provider options from the artifact's tuned record (model.tuned.json), for Triton's
     # onnxruntime backend's "cuda" accelerator; an artifact with such a record was tuned for a GPU and runs on one.
     cuda_options: tuple[tuple[str, str], ...] = ()
+    # A cpu/openvino INT8 artifact: the CPU class it was made and measured for, and where it is unsafe (its manifest's
+    # record in one line), written into the config as a comment for whoever deploys it.
+    cpu_requirement: str | None = None
 
     @property
     def platform(self) -> str:
@@ -139,7 +142,10 @@ def config_pbtxt(model: TritonModel) -> str:
         config.dynamic_batching.max_queue_delay_microseconds = model.max_queue_delay_us
     config.instance_group.add(count=model.instance_count,
                               kind=pb.ModelInstanceGroup.Kind.Value(model.instance_kind))
-    return text_format.MessageToString(config)
+    text = text_format.MessageToString(config)
+    if model.cpu_requirement:  # a comment in Triton's text format, whitespace collapsed so that it stays one line
+        text = f"# trtpipe: {' '.join(model.cpu_requirement.split())} (model.manifest.json beside the model)\n" + text
+    return text
 
 
 def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonModel:
@@ -189,7 +195,8 @@ def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonMode
                        instance_count=options.instances, backend=backend, threads=options.threads,
                        runtime=runtime, bf16=description.precision is Precision.BF16,
                        gpu=(description.package is not None and description.package.device is Device.CUDA)
-                       or bool(cuda_options), cuda_options=cuda_options)
+                       or bool(cuda_options), cuda_options=cuda_options,
+                       cpu_requirement=description.cpu.requirement() if description.cpu is not None else None)
 
 
 def _tuned_cuda_options(description: ArtifactDescription) -> tuple[tuple[str, str], ...]:
@@ -241,19 +248,20 @@ def config_runs_on(model: TritonModel) -> str:
 
 
 def _version_files(artifact: Path, model: TritonModel) -> dict[str, Path]:
-    """{file name in the version folder: source}: the artifact under Triton's default name; for the Python
-    backend also model.py and the artifact's manifest or sidecar, which tell trtpipe's runtime how to run it."""
+    """{file name in the version folder: source}: the artifact under Triton's default name and its manifest (for
+    either backend: it records what the artifact was made and measured for); for the Python backend also model.py
+    and an engine's sidecar, which with the manifest tell trtpipe's runtime how to run it."""
     from trtpipe.manifest import manifest_path
     from trtpipe.runtime.onnxruntime.tuned import tuned_path
     from trtpipe.runtime.tensorrt.sidecar import sidecar_path
     target = Path(model.kind.repository_file)
     files = {target.name: artifact}
+    if model.kind is not ArtifactKind.TENSORRT_ENGINE and manifest_path(artifact).is_file():
+        files[manifest_path(target).name] = manifest_path(artifact)  # what it was made and measured for, e.g. its CPU
     if model.backend is TritonBackend.PYTHON:
         files["model.py"] = PYTHON_MODEL
         if model.kind is ArtifactKind.TENSORRT_ENGINE:
             files[sidecar_path(target).name] = sidecar_path(artifact)
-        elif manifest_path(artifact).is_file():
-            files[manifest_path(target).name] = manifest_path(artifact)
         if tuned_path(artifact).is_file():  # run there as tuned here
             files[tuned_path(target).name] = tuned_path(artifact)
     return files

@@ -25,7 +25,9 @@ for _entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
 import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
+from trtpipe.hardware import cpu_class  # noqa: E402
 from trtpipe.runtime import describe_artifact  # noqa: E402
+from trtpipe.runtime.artifacts import check_cpu  # noqa: E402
 from trtpipe.serve.model import open_model, serving_options, serving_runtime  # noqa: E402
 from trtpipe.serve.triton import ARTIFACT_PARAMETER, DEVICE_PARAMETER, RUNTIME_PARAMETER, THREADS_PARAMETER  # noqa: E402
 from trtpipe.vocab import BackendKind, Device  # noqa: E402
@@ -44,6 +46,8 @@ class TritonPythonModel:
         # As `trtpipe serve` runs its models: on the runtime the export names (onnxruntime or openvino), with
         # ONNX Runtime's idle pool threads sleeping rather than spinning between requests.
         description = describe_artifact(artifact)
+        # A CPU-target INT8 file recorded unsafe on this CPU's class is refused here as trtpipe serve refuses it.
+        check_cpu(description, cpu_class())
         asked = parameters.get(RUNTIME_PARAMETER)
         runtime = serving_runtime(description, BackendKind(asked) if asked in tuple(BackendKind) else None)
         threads = int(parameters[THREADS_PARAMETER]) if parameters.get(THREADS_PARAMETER) else None

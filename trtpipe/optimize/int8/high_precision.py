@@ -22,6 +22,10 @@ at an opset where Q/DQ take FP16 scales):
   measured on the calibration data on the Q/DQ graph itself) and for the caller's (``keep``): the INT8 pass keeps
   post-processing and a distribution's expectation FP32, as the placement rules keep them float, and the layers its
   accuracy budget kept FP32.
+
+The result is judged as a GPU computes it: every FP16 tensor rounded to FP16 where it is written, an overflow an
+infinity (the tensorrt profile's measurement runs with TRT_SIMULATION: runtime/onnxruntime/fp16_rounding.py). ONNX
+Runtime's CPU provider alone runs a chain of FP16 operators in FP32, which would hide both.
 """
 
 from __future__ import annotations

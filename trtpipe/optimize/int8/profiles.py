@@ -9,7 +9,9 @@
   running Q/DQ as float ops (ONNX Runtime with graph optimisation off), never through CPU integer kernels.
 - cpu: unsigned activations with signed weights (U8S8), which x86 CPUs run fast. Without VNNI, x86's int8
   dot product (vpmaddubsw) saturates at 16 bits when weights use the full 8-bit range, so weights get 7 bits
-  (reduce_range) there; the report says which was chosen and why. ONNX Runtime and OpenVINO both fuse this
+  (reduce_range) there; the report says which was chosen and why. The CPU class the artifact is made for
+  (``--cpu-class``, default the building machine's) decides, not the building machine: an 8-bit-weight artifact is
+  recorded unsafe on the classes without VNNI (:func:`unsafe_classes`). ONNX Runtime and OpenVINO both fuse this
   placement into their integer kernels, so one recipe serves both CPU runtimes. Measured against NNCF's own
   placement on OpenVINO (ResNet-50 and EfficientNet-Lite0, 2 threads, interleaved rounds, AMD Zen 3): every
   convolution ran the same OpenVINO kernel (jit_avx2_1x1_I8 / jit_avx2_I8, u8 in, fused Add and requantization)
@@ -46,8 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtpipe.errors import BadInput
-from trtpipe.hardware import has_vnni
-from trtpipe.vocab import GraphOptimization, Precision, Target
+from trtpipe.manifest import CpuRecord
+from trtpipe.vocab import CpuClass, GraphOptimization, Precision, Target
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class QuantProfile:
     zero_point_free_joins: bool = False  # activations no weighted op reads get zero point 0 (zero_points.py)
     concat_in_place: bool = False  # one scale into each quantized Concat, none after it (concat_in_place.py)
     integer_hardswish: bool = False  # HardSwish between uint8 Q/DQ as QLinearAdd/QLinearMul (integer_hardswish.py)
+    cpu_class: CpuClass | None = None  # cpu and openvino: the CPU class its weights are chosen for
 
     @property
     def int8_outputs(self) -> bool:
@@ -77,6 +80,7 @@ class QuantProfile:
         if self.zero_point_free_joins:
             activations += " into convolutions, int8 with zero point 0 elsewhere"
         return {"target": self.target, "activations": activations,
+                "cpu_class": None if self.cpu_class is None else str(self.cpu_class),
                 "weights": "int8 symmetric per-channel" + (" (7-bit)" if self.reduce_range else ""),
                 "reduce_range": self.reduce_range, "reduce_range_reason": self.reduce_range_reason,
                 "accuracy_measured_with": "Q/DQ as float ops (TensorRT arithmetic)"
@@ -94,7 +98,12 @@ CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish")
 OPENVINO_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "Resize")
 
 
-def profile_for(target: Target) -> QuantProfile:
+CPU_TARGETS = (Target.CPU, Target.OPENVINO)  # the INT8 flavours x86 integer kernels run, made for a CPU class
+
+
+def profile_for(target: Target, cpu_class: CpuClass | None = None) -> QuantProfile:
+    """The INT8 profile of ``target``; for cpu and openvino, for the CPU class ``cpu_class`` (None: this machine's),
+    whose int8 arithmetic decides the weights' bits. TensorRT's has no CPU class."""
     if target is Target.TENSORRT:
         return QuantProfile(
             target, signed_activations=True, symmetric_activations=True, reduce_range=False,
@@ -111,18 +120,41 @@ def profile_for(target: Target) -> QuantProfile:
                            "ForceQuantizeNoInputCheck": True},
             residual_branch_only=True, shared_concat_scales=True,
         )
-    if target in (Target.CPU, Target.OPENVINO):
-        vnni = has_vnni()
+    if target in CPU_TARGETS:
+        if cpu_class is None:
+            from trtpipe.hardware import cpu_class as this_cpu
+
+            cpu_class = this_cpu()
+        vnni = cpu_class.vnni
         openvino = target is Target.OPENVINO
         return QuantProfile(
             target, signed_activations=False, symmetric_activations=False, reduce_range=not vnni,
-            reduce_range_reason="this CPU has VNNI: full 8-bit weights" if vnni else
-            "this CPU lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products",
+            reduce_range_reason=f"made for {cpu_class}, which has VNNI: full 8-bit weights" if vnni else
+            f"made for {cpu_class}, which lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products",
             op_types=OPENVINO_OP_TYPES if openvino else CPU_OP_TYPES, evaluation_optimization=GraphOptimization.ALL,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
             zero_point_free_joins=openvino, concat_in_place=openvino, integer_hardswish=not openvino,
+            cpu_class=cpu_class,
         )
     raise BadInput(f"No INT8 profile for target '{target}'.")
+
+
+def unsafe_classes(profile: QuantProfile) -> tuple[CpuClass, ...]:
+    """The CPU classes an artifact of ``profile`` is known unsafe on without measuring it there: full 8-bit weights
+    on a class without VNNI, whose u8 x s8 dot product (vpmaddubsw) adds two products into 16 bits and saturates
+    (255 x 127 x 2 = 64770 > 32767), so outputs can be far off. 7-bit weights (at most 64: 255 x 64 x 2 = 32640)
+    cannot saturate there."""
+    if profile.cpu_class is None or profile.reduce_range:
+        return ()
+    return tuple(c for c in CpuClass if not c.vnni)
+
+
+def cpu_record(profile: QuantProfile, measured_on: CpuClass, figure: dict[str, Any]) -> CpuRecord | None:
+    """What the manifest records of a CPU-target profile: the class it was made for, the class its accuracy was
+    measured on with ``figure``, and the classes it is known unsafe on; None for TensorRT's (no CPU class)."""
+    if profile.cpu_class is None:
+        return None
+    return CpuRecord(profile.cpu_class, {measured_on: dict(figure)}, unsafe_classes(profile))
 
 
 # What INT8 leaves float runs in this precision unless --high-precision says otherwise. tensorrt: FP16, as ModelOpt's

@@ -36,7 +36,7 @@ PASS = PrecisionPass(Precision.INT8, "INT8 Q/DQ for the target (tensorrt: S8S8 s
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     options, calib, evaluation = context.options, context.calib, context.evaluation
     assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
-    profile = profile_for(context.target)
+    profile = profile_for(context.target, options.cpu_class)
     high = high_precision_for(context.target, options.high_precision)  # refused before any work, not after it
     console.note(f"INT8 for {context.target}: {profile.to_dict()['activations']} activations, "
                  f"{profile.to_dict()['weights']} weights ({profile.reduce_range_reason})")
@@ -76,10 +76,12 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
                                                   judge, section)
     if options.adaround or (recipe is not None and recipe.adaround):
         quantized, check = _keep_if_better("adaround", (quantized, check),
-                                           _learn_rounding(fp32, quantized, context, judge, profile), judge, section)
+                                           _learn_rounding(fp32, quantized, context, judge, profile), judge, section,
+                                           decide=evaluation is not None)
     if options.bias_correction or (recipe is not None and recipe.bias_correction):
         quantized, check = _keep_if_better("bias_correction", (quantized, check),
-                                           _correct_biases(fp32, quantized, context, judge, profile), judge, section)
+                                           _correct_biases(fp32, quantized, context, judge, profile), judge, section,
+                                           decide=evaluation is not None)
     budget = options.max_accuracy_drop
     drop = check.drop_pp
     if budget is not None and evaluation is not None and drop is not None and drop > budget:
@@ -172,15 +174,18 @@ def _score(check: Comparison) -> tuple[float, float]:
 
 def _keep_if_better(step: str, before: tuple[onnx.ModelProto, Comparison],
                     after: tuple[onnx.ModelProto, Comparison, dict[str, Any]], judge: Dataset,
-                    section: dict[str, Any]) -> tuple[onnx.ModelProto, Comparison]:
+                    section: dict[str, Any], *, decide: bool = True) -> tuple[onnx.ModelProto, Comparison]:
     """The model after ``step`` where it measured at least as well as before it, else the model before it: a
     learned step fits the calibration samples and can lose on the task measure (bias correction cost the real
     PP-PicoDet four points of mAP@0.5 on the tensorrt target), and a recipe that keeps a loss is not the best one.
-    Both figures and the decision go in the manifest."""
+    Both figures and the decision go in the manifest. Not ``decide``: ``judge`` is the data the step was fit to
+    (too few samples to hold any out), where it always looks better, so the step is kept as the recipe asks,
+    undecided, and the manifest says so."""
     model, check, record = after
-    kept = _score(check) >= _score(before[1])
-    section[step] = record | {"kept": kept}
-    section["recipe"]["measured"].append(_step(step, check) | {"kept": kept})
+    kept = _score(check) >= _score(before[1]) or not decide
+    decided = {} if decide else {"decided": False, "why": "judged only on the data it was fit to"}
+    section[step] = record | {"kept": kept} | decided
+    section["recipe"]["measured"].append(_step(step, check) | {"kept": kept} | decided)
     if kept:
         return model, check
     name, old = step.replace("_", " "), before[1]

@@ -23,6 +23,7 @@ from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact, de
 from trtpipe.runtime.base import Backend, TensorInfo
 from trtpipe.runtime.onnxruntime.binding import BoundSession
 from trtpipe.runtime.onnxruntime.float_weights import fold_float_convolution_weights, needs_folding
+from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
 from trtpipe.runtime.onnxruntime.providers import check_active, check_providers, with_run_settings
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import BackendKind, Device, GraphOptimization, dtype
@@ -45,7 +46,7 @@ def log_severity() -> int:
 class OnnxRuntimeBackend(Backend):
     kind = BackendKind.ONNXRUNTIME
     settings = frozenset({"threads", "spinning", "optimization", "providers", "release_memory", "io_binding",
-                          "cuda_graph", "prefer_nhwc", "cudnn_search"})
+                          "cuda_graph", "prefer_nhwc", "cudnn_search", "round_fp16"})
 
     def __init__(self, artifact: Path | onnx.ModelProto | ArtifactDescription,
                  options: RunOptions | None = None) -> None:
@@ -67,8 +68,13 @@ class OnnxRuntimeBackend(Backend):
         if options.cuda_graph and not gpu:
             raise BadInput("The cuda_graph setting needs a GPU provider (CUDAExecutionProvider); this run has "
                            f"{', '.join(names)}.")
-        self.folded_weights = 0
+        if options.round_fp16 and names != ["CPUExecutionProvider"]:
+            raise BadInput("The round_fp16 setting is for ONNX Runtime's CPU provider (a GPU rounds FP16 itself); "
+                           f"this run has {', '.join(names)}.")
+        self.folded_weights = self.rounded_fp16 = 0
         if names == ["CPUExecutionProvider"]:
+            if options.round_fp16:
+                artifact, source, self.rounded_fp16 = _with_fp16_rounding(artifact, source)
             source, self.folded_weights = _with_float_weights(artifact, source)
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[options.optimization])
@@ -143,6 +149,24 @@ class OnnxRuntimeBackend(Backend):
 
 
 MAX_IN_MEMORY_BYTES = 1_800_000_000  # protobuf cannot serialize 2 GiB: a larger model is loaded as it is
+
+
+def _with_fp16_rounding(artifact: Path | onnx.ModelProto | ArtifactDescription,
+                        source: str | bytes) -> tuple[Path | onnx.ModelProto | ArtifactDescription, str | bytes, int]:
+    """``artifact`` and ``source`` rewritten so the CPU provider rounds every FP16 tensor as a GPU does (see
+    :mod:`fp16_rounding`), and how many tensors it rounds; as they are where nothing is FP16."""
+    from trtpipe.onnx_info import load_onnx
+
+    model = artifact if isinstance(artifact, onnx.ModelProto) else load_onnx(Path(source))  # type: ignore[arg-type]
+    rounded, count = round_fp16_tensors(model)
+    if not count:
+        return artifact, source, 0
+    if rounded.ByteSize() > MAX_IN_MEMORY_BYTES:
+        name = source if isinstance(source, str) else "The model"
+        console.warn(f"{name} is too large to rewrite in memory: its FP16 tensors are not rounded as a GPU rounds "
+                     "them (ONNX Runtime's CPU provider runs FP16 chains in FP32), so its accuracy here is optimistic.")
+        return artifact, source, 0
+    return rounded, rounded.SerializeToString(), count
 
 
 def _with_float_weights(artifact: Path | onnx.ModelProto | ArtifactDescription,
