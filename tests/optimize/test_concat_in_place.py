@@ -40,8 +40,22 @@ def _concat_io(model: onnx.ModelProto) -> tuple[list[tuple[str, str]], list[str]
     return inputs, [r.op_type for r in readers.get(concat.output[0], [])]
 
 
+def _rectified(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with a Relu after its lateral and strided convolutions: the Concat's inputs never go below zero."""
+    nodes = []
+    for node in model.graph.node:
+        nodes.append(node)
+        if node.name in ("lateral", "down"):
+            rectified = node.output[0]
+            node.output[0] = f"{rectified}_pre"
+            nodes.append(onnx.helper.make_node("Relu", [node.output[0]], [rectified], name=f"{node.name}_relu"))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model
+
+
 def test_the_inputs_share_one_scale_and_nothing_requantizes_after_the_concat() -> None:
-    model = fpn(RNG, join="Concat", down_scale=1.6)
+    model = _rectified(fpn(RNG, join="Concat", down_scale=1.6))
     quantized = _quantized(model, Target.OPENVINO)
     inputs, after = _concat_io(quantized)
     assert len(inputs) == 2 and len(set(inputs)) == 1, inputs  # both inputs dequantized with the same parameters
@@ -50,7 +64,7 @@ def test_the_inputs_share_one_scale_and_nothing_requantizes_after_the_concat() -
     assert record["nodes"] == ["join"]
     constants = {t.name: numpy_helper.to_array(t) for t in quantized.graph.initializer}
     scale, zero = (constants[name] for name in inputs[0])
-    assert zero.dtype == np.int8 and int(zero) == 0
+    assert zero.dtype == np.uint8 and int(zero) == 0  # unsigned, as the convolution reading it needs
     unshared = _quantized(model, Target.OPENVINO, rewrite=False)
     before, after_unshared = _concat_io(unshared)
     assert len(set(before)) == 2 and after_unshared == ["QuantizeLinear"]
@@ -65,6 +79,18 @@ def test_the_inputs_share_one_scale_and_nothing_requantizes_after_the_concat() -
     # (up to the symmetric range's one bit on the narrower side), and the outputs stay close to FP32's.
     assert error < 1.5 * error_unshared + 1e-4, (error, error_unshared)
     assert error < 0.05 * np.abs(reference).max(), error
+
+
+def test_signed_inputs_a_convolution_reads_through_the_concat_are_left_alone() -> None:
+    """Inputs that go below zero are int8 (zero_points.py: only the Concat reads them) while the convolution after
+    the Concat reads uint8: in place, the convolution would read a signed tensor, which OpenVINO ran as uint8 (PP-
+    PicoDet's openvino file lost nearly every detection there), so the Concat keeps its own Q/DQ."""
+    model = fpn(RNG, join="Concat", down_scale=1.6)
+    quantized = _quantized(model, Target.OPENVINO, rewrite=False)
+    before = quantized.SerializeToString()
+    assert concatenate_in_place(quantized) == []
+    assert quantized.SerializeToString() == before
+    assert _concat_io(_quantized(model, Target.OPENVINO))[1] == ["QuantizeLinear"]
 
 
 def test_a_concat_input_a_convolution_also_reads_is_left_alone() -> None:

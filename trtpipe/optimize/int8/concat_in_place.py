@@ -17,6 +17,13 @@ the inputs' ranges, so it was at least as coarse as the widest input's (up to th
 range and the symmetric one). A Resize before a Concat input keeps its input's scale and requantizes to the shared
 one, as in NNCF's graphs.
 
+The Concat's output keeps the type its readers were given: where its inputs are int8 (``zero_points.py`` makes
+them so, since only the Concat reads them) and its output uint8 (a convolution reads it), it is left as it is.
+Rewritten, a convolution would read a signed tensor, which this placement never gives one elsewhere; OpenVINO 2026.4
+ran such a Concat and the upsampling before it as uint8 (its runtime model says so), clipping every negative value to
+zero, on every ISA: PP-PicoDet's openvino file, whose FPN concatenates HardSwish outputs (down to -0.375), lost
+nearly all its detections on OpenVINO while ONNX Runtime ran the same file as closely as the cpu one.
+
 Only the openvino target does this: ONNX Runtime fuses a convolution into QLinearConv only with a Q/DQ right
 before it, so on ONNX Runtime the convolution after such a Concat runs in float (interleaved against the file
 before this rewrite: PP-OCRv4's detector 1.085x the time there, PP-PicoDet 0.97x; the cpu file, which keeps the
@@ -48,8 +55,12 @@ def concatenate_in_place(model: onnx.ModelProto) -> list[str]:
         if not pairs or len(pairs) != len(found) or concat.output[0] in outputs or not after \
                 or any(r.op_type != "QuantizeLinear" for r in after):
             continue
-        if len({constants[quantize.input[2]].dtype for quantize, _ in pairs}) != 1:
+        kinds = {constants[quantize.input[2]].dtype for quantize, _ in pairs}
+        if len(kinds) != 1:
             continue  # uint8 and int8 inputs: no one zero-point type serves both
+        if any(len(q.input) < 3 or q.input[2] not in constants or constants[q.input[2]].dtype not in kinds
+               for q in after):
+            continue  # its readers were given another type (int8 inputs, a uint8 output): module docstring
         widest, _ = max(pairs, key=lambda pair: float(constants[pair[0].input[1]]))
         scale, zero = widest.input[1], widest.input[2]
         for quantize, dequantize in pairs:
