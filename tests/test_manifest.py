@@ -171,3 +171,11 @@ def test_a_manifest_of_another_layout_is_not_ours_to_judge(tmp_path: Path) -> No
     output, _ = _valid_manifest(tmp_path)
     manifest_path(output).write_text(json.dumps({"schema": "trtpipe.manifest/1", "artifact": "old"}))
     assert read_manifest(output) is None
+
+
+def test_an_onnx_file_and_a_package_of_one_model_keep_their_own_manifests() -> None:
+    """trtpipe convert -o m.onnx and trtpipe compile -o m.pt2 in one folder: neither manifest replaces the other."""
+    from trtpipe.manifest import manifest_path
+
+    assert manifest_path(Path("out/m.onnx")) == Path("out/m.manifest.json")
+    assert manifest_path(Path("out/m.pt2")) == Path("out/m.pt2.manifest.json")

@@ -29,8 +29,13 @@ MANIFEST_SCHEMA = "trtpipe.manifest/2"
 
 
 def manifest_path(artifact: Path) -> Path:
-    """The manifest of ``model.onnx`` is ``model.manifest.json`` beside it."""
-    return Path(artifact).with_suffix(".manifest.json")
+    """The manifest of ``model.onnx`` is ``model.manifest.json`` beside it; any other kind's keeps its suffix
+    (``model.pt2`` -> ``model.pt2.manifest.json``), so an ONNX file and a package of one model can share a folder
+    without one manifest replacing the other."""
+    artifact = Path(artifact)
+    if artifact.suffix.lower() == ".onnx":
+        return artifact.with_suffix(".manifest.json")
+    return artifact.with_name(f"{artifact.name}.manifest.json")
 
 
 @dataclass(frozen=True)

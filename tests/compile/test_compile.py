@@ -125,7 +125,7 @@ def test_export_triton_runs_a_package_through_the_python_backend(package: Path, 
     assert config.backend == "python" and config.max_batch_size == BATCH_RANGE[1]
     assert config.parameters["trtpipe_artifact"].string_value == "model.pt2"
     assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
-    for name in ("model.pt2", "model.manifest.json", "model.py"):
+    for name in ("model.pt2", "model.pt2.manifest.json", "model.py"):
         assert (folder / "1" / name).is_file()
     assert (folder / "1" / "model.pt2").read_bytes() == package.read_bytes()
 

@@ -54,7 +54,7 @@ def test_an_aoti_variant_is_compiled_benched_and_can_be_chosen(pipeline_run: Pat
     statuses = {s["stage"]: s["status"] for s in json.loads((reports / "run.json").read_text())["stages"]}
     assert statuses["convert"] == statuses["compile:aoti"] == statuses["bench"] == "ran"
     package = pipeline_run / "models" / "digits_resnet_aoti" / "1" / "model.pt2"
-    manifest = json.loads(package.with_suffix(".manifest.json").read_text())
+    manifest = json.loads(package.with_name(package.name + ".manifest.json").read_text())
     assert manifest["aotinductor"]["batch_range"] == [1, 8] and manifest["aotinductor"]["channels_last"] is True
     assert manifest["artifact"]["device"] == Device.CPU and manifest["verification"]["passed"]
     rows = [BenchRow.from_dict(r) for r in json.loads((reports / "bench.json").read_text())["results"]]

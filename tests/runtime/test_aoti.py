@@ -86,7 +86,7 @@ def test_a_package_changed_by_one_byte_is_refused(package: Path, tmp_path: Path)
 def test_a_package_without_its_manifest_is_refused(package: Path, tmp_path: Path) -> None:
     alone = copy_package(package, tmp_path)
     manifest_path(alone).unlink()
-    with pytest.raises(BadInput, match=r"has no manifest beside it \(model\.manifest\.json\)"):
+    with pytest.raises(BadInput, match=r"has no manifest beside it \(model\.pt2\.manifest\.json\)"):
         trtpipe.load(alone)
 
 
