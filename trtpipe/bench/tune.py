@@ -23,7 +23,7 @@ from trtpipe import console
 from trtpipe.bench.timing import measure
 from trtpipe.errors import BadInput
 from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
-from trtpipe.runtime.onnxruntime.tuned import TUNABLE, TunedRun, write_tuned
+from trtpipe.runtime.onnxruntime.tuned import TUNABLE, TunedRun, tunable_settings, write_tuned
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_artifact
 from trtpipe.vocab import BackendKind, CudnnSearch, OnnxExecution, Precision
@@ -59,12 +59,8 @@ class _Candidate:
 
     def record(self) -> dict[str, Any]:
         p50 = float(np.median(self.samples)) if self.samples else None
-        return {"settings": {name: _plain(getattr(self.settings, name)) for name in TUNABLE},
+        return {"settings": tunable_settings(self.settings),
                 "p50_ms": None if p50 is None else round(p50, 4), "rejected": self.rejected}
-
-
-def _plain(value: Any) -> Any:
-    return str(value) if isinstance(value, str) else value
 
 
 def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution, feeds: np.ndarray | dict[str, Any],
@@ -119,8 +115,8 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
                    device_name(execution.on_gpu), onnxruntime.__version__, _batch(checked),
                    tuple(c.record() for c in probe))
     write_tuned(Path(str(description.path)), run)
-    chosen = ", ".join(f"{n}={_plain(getattr(run.settings, n))}" for n in TUNABLE
-                       if getattr(run.settings, n) is not None)
+    chosen = ", ".join(f"{name}={value}" for name, value in tunable_settings(run.settings).items()
+                       if value is not None)
     console.note(f"{Path(str(description.path)).name} on {execution}: {chosen} was the fastest of {len(live)} "
                  f"settings that matched the plain run ({float(np.median(best.samples)):.3f} ms at batch "
                  f"{run.batch}); recorded in {Path(str(description.path)).with_suffix('.tuned.json').name}.")

@@ -31,14 +31,14 @@ def _integer_output(node: onnx.NodeProto, readers: dict[str, list[onnx.NodeProto
     return len(users) == 1 and users[0].op_type == "QuantizeLinear" and node.output[0] not in outputs
 
 
-def _dequantized(dq: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> np.ndarray | None:
-    """What ``dq`` computes, when all its inputs are initializers; None otherwise."""
+def dequantize_constant(dq: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> np.ndarray | None:
+    """What a DequantizeLinear of initializers computes, in float32 (per tensor or per channel along its ``axis``);
+    None where an input is not an initializer or the quantization is blocked. Shared by the float-weight fold here
+    and the FP16-rounding rewrite (fp16_rounding.py)."""
     if any(name and name not in initializers for name in dq.input):
         return None
     values = numpy_helper.to_array(initializers[dq.input[0]]).astype(np.float32)
-    scale = numpy_helper.to_array(initializers[dq.input[1]])
-    if scale.dtype != np.float32:
-        return None  # an FP16 scale: ONNX Runtime computes in that type, so a float32 fold would not be exact
+    scale = numpy_helper.to_array(initializers[dq.input[1]]).astype(np.float32)
     zero = (numpy_helper.to_array(initializers[dq.input[2]]).astype(np.float32)
             if len(dq.input) > 2 and dq.input[2] else np.zeros_like(scale))
     if scale.ndim == 1 and scale.size > 1:  # per channel along ``axis``
@@ -46,7 +46,17 @@ def _dequantized(dq: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) 
         shape = [1] * values.ndim
         shape[axis] = -1
         scale, zero = scale.reshape(shape), zero.reshape(shape)
+    elif scale.ndim > 1 or (scale.ndim == 1 and values.ndim == 0):
+        return None  # blocked quantization
     return (values - zero) * scale
+
+
+def _dequantized(dq: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> np.ndarray | None:
+    """What ``dq`` computes, where a float32 fold is exact: an FP16 scale makes ONNX Runtime compute in FP16."""
+    scale = initializers.get(dq.input[1]) if len(dq.input) > 1 else None
+    if scale is None or scale.data_type != onnx.TensorProto.FLOAT:
+        return None
+    return dequantize_constant(dq, initializers)
 
 
 def _float_convolution_reads(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int, onnx.NodeProto]]:

@@ -24,6 +24,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from trtpipe.runtime.onnxruntime.float_weights import dequantize_constant
+
 FP16, FP32 = TensorProto.FLOAT16, TensorProto.FLOAT
 _UNROUNDED, _HALF, _FLOAT = "__fp32", "__fp16", "__float"
 # Operators whose output type an attribute sets (the others take it from their inputs).
@@ -124,20 +126,12 @@ def _types(model: onnx.ModelProto) -> dict[str, int]:
 def _folded_weight(node: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> onnx.TensorProto | None:
     """A DequantizeLinear of constants writing FP16 (a weight), as the FP32 initializer holding its FP16 value;
     None for any other node."""
-    if node.op_type != "DequantizeLinear" or any(name and name not in initializers for name in node.input):
+    if node.op_type != "DequantizeLinear":
         return None
-    values = numpy_helper.to_array(initializers[node.input[0]]).astype(np.float32)
-    scale = numpy_helper.to_array(initializers[node.input[1]]).astype(np.float32)
-    zero = (numpy_helper.to_array(initializers[node.input[2]]).astype(np.float32)
-            if len(node.input) > 2 and node.input[2] else np.zeros_like(scale))
-    if scale.ndim == 1 and scale.size > 1:  # per channel along ``axis``
-        axis = next((a.i for a in node.attribute if a.name == "axis"), 1) % values.ndim
-        shape = [1] * values.ndim
-        shape[axis] = -1
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
-    elif scale.ndim > 1 or (scale.ndim == 1 and values.ndim == 0):
-        return None  # blocked quantization: left to the rewrite's general rule
-    half = ((values - zero) * scale).astype(np.float16)
+    value = dequantize_constant(node, initializers)
+    if value is None:
+        return None  # not all constants, or blocked quantization: left to the rewrite's general rule
+    half = value.astype(np.float16)
     return numpy_helper.from_array(half.astype(np.float32), node.output[0])
 
 

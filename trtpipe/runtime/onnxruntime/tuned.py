@@ -42,13 +42,15 @@ class TunedRun:
     candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"settings": {name: _plain(getattr(self.settings, name)) for name in TUNABLE},
+        return {"settings": tunable_settings(self.settings),
                 "device": self.device, "runtime_version": self.onnxruntime, "batch": self.batch,
                 "candidates": list(self.candidates)}
 
 
-def _plain(value: Any) -> Any:
-    return str(value) if isinstance(value, str) else value
+def tunable_settings(settings: RunOptions) -> dict[str, Any]:
+    """The settings a probe chooses, as JSON values (a record's ``settings``, and each candidate's)."""
+    return {name: str(value) if isinstance(value, str) else value
+            for name in TUNABLE for value in [getattr(settings, name)]}
 
 
 def read_tuned(artifact: Path, sha256: str | None = None) -> dict[OnnxExecution, TunedRun]:
