@@ -9,7 +9,7 @@ QUARK_STAMP := $(QUARK_VENV)/.installed-stamp
 MODELOPT_VENV  := .venv-modelopt
 MODELOPT_STAMP := $(MODELOPT_VENV)/.installed-stamp
 
-.PHONY: install demo test bench peers loadtest soak conformance gpu-check lint format retrain clean
+.PHONY: install demo test bench peers cpu-classes loadtest soak conformance gpu-check lint docs format retrain clean
 
 install: $(STAMP)
 
@@ -39,16 +39,24 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/trtpipe demo
 
+# The demo's HTML reports in headless Chromium (Debian: apt-get install chromium): a PNG of each page beside it
+# (reports/<model>/report.png), and checks, measured by Chromium, that each page fits 1280 px without scrolling
+# sideways and that no two texts of a chart overlap (scripts/report_check.py). Run `make demo` first.
+.PHONY: report-check
+report-check: install
+	$(BIN)/python scripts/report_check.py $(wildcard reports/*/report.html)
+
 test: install
 	$(BIN)/ruff check trtpipe tests scripts
 	$(BIN)/lint-imports
+	$(BIN)/mypy trtpipe
 	$(BIN)/python -m pytest
 
 TRTPIPE := $(BIN)/trtpipe
 
-# The README's results tables: the digits model, ResNet-50 and the pretrained depthwise-separable
+# The CPU results tables (docs/results/cpu.md): the digits model, ResNet-50 and the pretrained depthwise-separable
 # EfficientNet-Lite0 (with AdaRound), with 5 s of timed runs per variant and batch in 5 rounds taken in turn
-# (README, Results), both CPU runtimes, the PyTorch baselines and the peer quantizers. Reports land in
+# (docs/results/cpu.md), both CPU runtimes, the PyTorch baselines and the peer quantizers. Reports land in
 # reports/<model>/ (bench.md, report.html).
 BENCH_PIPELINES := digits resnet50 efficientnet_lite0
 bench: install
@@ -59,7 +67,7 @@ bench: install
 	done
 
 # Server throughput, latency and CPU: trtpipe serve with and without dynamic batching, and a real Triton server
-# (Python-backend export) on the same artifacts and load (README's serving table).
+# (Python-backend export) on the same artifacts and load (docs/results/serving.md).
 models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx: | install
 	mkdir -p $(@D)
 	$(TRTPIPE) convert $(word 2,$(subst /, ,$@)) -o $@
@@ -68,14 +76,19 @@ loadtest: install models/resnet50/1/model.onnx models/digits_resnet/1/model.onnx
 	PYTHONPATH=. $(BIN)/python scripts/serve_bench.py
 
 # A few minutes of load and faults against a real trtpipe serve on loopback ports under a memory limit: valid,
-# malformed, oversized, memory-exhausting and abandoned requests over HTTP and gRPC (scripts/soak.py; README,
-# Serving). Exits 1 on an undocumented 5xx, a wrong answer, a dead server or capacity that did not come back.
+# malformed, oversized, memory-exhausting and abandoned requests over HTTP and gRPC (scripts/soak.py;
+# docs/guides/serving.md). Exits 1 on an undocumented 5xx, a wrong answer, a dead server or capacity that did not come back.
 # SOAK_ARGS passes options, e.g. SOAK_ARGS='--duration 60 --json reports/soak.json'.
 soak: install
 	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
+# Each trained model's INT8 made for the avx2 class and for this machine's, judged on ONNX Runtime and on OpenVINO,
+# natively and under ONEDNN_MAX_CPU_ISA=AVX2 (docs/results/accuracy-by-cpu-class.md; reports/cpu_classes.md).
+cpu-classes: install
+	$(BIN)/python scripts/cpu_classes.py $(CPU_CLASSES_ARGS)
+
 # trtpipe's INT8 against ONNX Runtime's quantize_static, NNCF, AMD Quark and NVIDIA ModelOpt on the pretrained
-# models and photos (README's peers table; reports/peers.md).
+# models and photos (docs/results/int8-peers.md, docs/results/dense-models.md; reports/peers.md).
 peers: install $(QUARK_STAMP) $(MODELOPT_STAMP)
 	TRTPIPE_QUARK_PYTHON=$(QUARK_VENV)/bin/python TRTPIPE_MODELOPT_PYTHON=$(MODELOPT_VENV)/bin/python \
 		$(BIN)/python scripts/peers.py
@@ -116,13 +129,18 @@ GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 gpu-check:
 	$(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
-# Every registry model's TensorRT-target INT8 and FP16 ONNX through `trtpipe check` (README's conformance line).
+# Every registry model's TensorRT-target INT8 and FP16 ONNX through `trtpipe check` (docs/results/demo-and-ci.md).
 conformance: install
 	$(BIN)/python scripts/conformance_registry.py
+
+# The command reference in docs/commands/, generated from the click commands (tests/docs/ fails when it is stale).
+docs: install
+	$(BIN)/python scripts/docs.py
 
 lint: install
 	$(BIN)/ruff check trtpipe tests scripts
 	$(BIN)/lint-imports
+	$(BIN)/mypy trtpipe
 
 format: install
 	$(BIN)/ruff format trtpipe tests scripts

@@ -308,9 +308,9 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
             print(f"  {recipe}: not run ({missing.message})", flush=True)
             return
         seconds = time.perf_counter() - start
-        result = compare(reference, logits(onnx.load(str(path)), evaluation,
-                                           optimization=GraphOptimization.DISABLE if float_qdq
-                                           else GraphOptimization.ALL))
+        result = compare(reference, openvino_outputs(path, evaluation)[0] if target == Target.OPENVINO
+                         else logits(onnx.load(str(path)), evaluation,
+                                     optimization=GraphOptimization.DISABLE if float_qdq else GraphOptimization.ALL))
         latency = None
         if not float_qdq:
             with OnnxRuntimeBackend(path, RunOptions(threads=2)) as backend:
@@ -366,6 +366,7 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
             lambda out, s=signed: quark(source, out, calib, signed=s, algorithms=("cle", "adaround")), signed)
     row("NVIDIA ModelOpt ONNX PTQ (max)", "tensorrt", lambda out: modelopt(source, out, calib), True)
     row("NNCF PTQ", "cpu", lambda out: nncf(source, out, calib), False)
+    row("NNCF PTQ", "openvino", lambda out: nncf(source, out, calib), False)
     return rows
 
 
@@ -403,10 +404,10 @@ def compare_dense(name: str, original: Path, folder: Path, only: list[str],
         try:
             path = make(out)
             seconds = time.perf_counter() - start
-            result = compare(reference, outputs(onnx.load(str(path)), evaluation.inputs, batch=1,
-                                                optimization=GraphOptimization.DISABLE if simulated
-                                                else GraphOptimization.ALL),
-                             task=packaged.task, decoder=decoder)
+            judged = openvino_outputs(path, evaluation.inputs) if target == Target.OPENVINO else outputs(
+                onnx.load(str(path)), evaluation.inputs, batch=1,
+                optimization=GraphOptimization.DISABLE if simulated else GraphOptimization.ALL)
+            result = compare(reference, judged, task=packaged.task, decoder=decoder)
         except MissingDependency as missing:
             print(f"  {recipe}: not run ({missing.message})", flush=True)
             return
@@ -458,6 +459,7 @@ def compare_dense(name: str, original: Path, folder: Path, only: list[str],
             simulated=signed, not_run=quark_refused)
     row("NVIDIA ModelOpt ONNX PTQ (max)", "tensorrt", lambda out: modelopt(source, out, calib.inputs), simulated=True)
     row(NNCF_PTQ, "cpu", lambda out: nncf(source, out, calib.inputs), simulated=False)
+    row(NNCF_PTQ, "openvino", lambda out: nncf(source, out, calib.inputs), simulated=False)
     measure_name = next((str(r["measure"]) for r in rows if r.get("measure")), "task measure")
     about = (f"{measure_name} of each recipe's outputs against the opset-13 FP32 graph's own, on {evaluation.source}; "
              f"calibration: {calib.source}; latency: p50 at batch 1, {THREADS} threads")
@@ -514,6 +516,14 @@ class CpuRuntime:
 
 ONNXRUNTIME = CpuRuntime("ONNX Runtime", OnnxRuntimeBackend)
 OPENVINO = CpuRuntime("OpenVINO", OpenVinoBackend)
+
+
+def openvino_outputs(path: Path, data: np.ndarray) -> list[np.ndarray]:
+    """Every output of the file over ``data`` on OpenVINO: an ``openvino``-target file (and NNCF's, made for
+    OpenVINO) is judged on the runtime it is made for, whose int8 arithmetic (oneDNN's kernels, its own fusions)
+    is not ONNX Runtime's."""
+    with OPENVINO.open(path) as opened:
+        return opened.run_chunked(data, opened.static_batch or 32)
 
 
 def p50(path: Path, runtime: CpuRuntime, sample: np.ndarray, notes: list[str]) -> float | None:
@@ -595,7 +605,9 @@ def verdicts(rows: list[Row]) -> list[str]:
     for target in Target:
         mine = [r for r in rows if r["target"] == target and str(r["recipe"]).startswith("trtpipe INT8")
                 and (dense or str(r["fp32_weighted_ops"]).startswith("0/"))]
-        peer_target = Target.CPU if target is Target.OPENVINO else target  # NNCF's and ORT's U8S8 rows serve both
+        # openvino: the peers judged on OpenVINO (NNCF's), else, in a report from before they were, the cpu rows
+        on_runtime = [r for r in rows if r["target"] == target and not str(r["recipe"]).startswith(("trtpipe", "FP32"))]
+        peer_target = Target.CPU if target is Target.OPENVINO and not on_runtime else target
         theirs = [r for r in rows if r["target"] == peer_target
                   and not str(r["recipe"]).startswith(("trtpipe", "FP32"))]
         if mine and theirs:

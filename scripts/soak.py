@@ -3,8 +3,8 @@
 The script builds two small models with onnx.helper into a temporary repository (``tinyconv``, a two-conv net on
 1x28x28, and ``resnetish``, a four-stage residual net of about 4 MB on 3xHxW with free height and width), starts
 ``trtpipe serve`` on 127.0.0.1 with HTTP and gRPC ports, dynamic batching on and an address-space limit
-(RLIMIT_AS, ``--memory-limit-gib``), and drives it with one asyncio client (aiohttp, grpc.aio with Triton's
-generated stubs) in phases:
+(RLIMIT_AS, ``--memory-limit-gib``; no MALLOC_ARENA_MAX of its own: the server bounds its allocator), and drives
+it with one asyncio client (aiohttp, grpc.aio with Triton's generated stubs) in phases:
 
 - warm-up (not counted), then **baseline**: valid requests only, ``--concurrency`` closed-loop clients cycling
   through HTTP JSON, HTTP binary, gRPC raw and gRPC typed contents on both models; every answer is compared with
@@ -18,7 +18,8 @@ generated stubs) in phases:
 
 It prints what was sent per kind, the answers by class (HTTP 2xx/4xx/5xx, gRPC codes, no answer), each case's
 answers against what the README documents for it, undocumented server errors (any HTTP 5xx but 503, 504, 507; gRPC
-INTERNAL, UNKNOWN, DATA_LOSS) with their bodies, the server's peak RSS (VmHWM from /proc), readiness and health-probe
+INTERNAL, UNKNOWN, DATA_LOSS) with their bodies, the server's peak RSS (VmHWM from /proc) and what it keeps at the
+end of the baseline and of the recovery, aborts (the server killed by a signal), readiness and health-probe
 latency through the phases, the server's own Prometheus counters, and whether capacity recovered: the valid
 requests' throughput and success rate in the recovery phase against the baseline. It exits 1 when there was an
 undocumented server error, a wrong answer to a valid request, the server died (then it names the fault requests in
@@ -482,6 +483,8 @@ class Clients:
         array = np.random.default_rng(2).standard_normal(shape, dtype=np.float32)
         body, headers = binary_request("image", array)
         message = self.infer_message("resnetish", "image", array)
+        short = self.infer_message("resnetish", "image", array)
+        short.raw_input_contents[0] = short.raw_input_contents[0][:-4]  # refused once decoded: gRPC's memory back
         json_bomb = json_text_request("image", shape, b"0.5," * (count - 1) + b"0.5")
         json_wrong = json_text_request("image", shape, b"0.5," * count + b"0.5")
         js = {"Content-Type": "application/json"}
@@ -494,6 +497,9 @@ class Clients:
             self.http_case(f"HTTP binary {label}", "memory", body, headers, fits_or_not, path=path, pause_s=1.0),
             self.grpc_case(f"gRPC raw {label}", "memory", lambda: self.stubs[1].ModelInfer(message, timeout=wait),
                            ("gRPC OK", "gRPC UNAVAILABLE", "gRPC RESOURCE_EXHAUSTED"), pause_s=1.0),
+            self.grpc_case(f"gRPC raw {label}, one value short", "memory",
+                           lambda: self.stubs[1].ModelInfer(short, timeout=wait),
+                           ("gRPC INVALID_ARGUMENT", "gRPC UNAVAILABLE"), pause_s=1.0),
             self.http_case(f"HTTP JSON {label} ({len(json_bomb) / 2**20:.0f} MB)", "memory", json_bomb, js,
                            fits_or_not, path=path, pause_s=1.0),
             self.http_case(f"HTTP JSON {label}, one value too many", "memory", json_wrong, js, ("HTTP 400",),
@@ -629,10 +635,10 @@ def running_server(repository: Path, folder: Path, settings: argparse.Namespace)
                str(settings.max_batch_size), "--max-body-mb", str(settings.max_body_mb), "--drain-s", "0",
                *shlex.split(settings.server_args)]
     log = folder / "server.log"
-    # glibc reserves 64 MiB of address space per thread arena: two keep the footprint that of any machine
-    # (tests/serve/test_memory.py does the same). If the server dies of a signal, faulthandler writes every
-    # thread's Python stack to its log.
-    env = os.environ | {"MALLOC_ARENA_MAX": "2", "PYTHONFAULTHANDLER": "1"}
+    # The server bounds malloc's arenas itself (trtpipe/serve/memory.py): it runs as a user runs it, without a
+    # MALLOC_ARENA_MAX of the soak's. If it dies of a signal, faulthandler writes every thread's Python stack to
+    # its log.
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"} | {"PYTHONFAULTHANDLER": "1"}
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, preexec_fn=limit_memory)
     server = Server(process, http_port, grpc_port, log)
@@ -686,6 +692,7 @@ class Soak:
     records: list[Record] = field(default_factory=list)
     in_flight: dict[int, tuple[Case, float]] = field(default_factory=dict)
     rss_kb: dict[str, int] = field(default_factory=dict)  # highest VmRSS sampled per phase
+    last_rss_kb: dict[str, int] = field(default_factory=dict)  # the last VmRSS sampled in each phase
     hwm_kb: int = 0  # the last VmHWM read: the peak, known even once the server has gone
     probes: dict[str, list[tuple[str, float]]] = field(default_factory=lambda: defaultdict(list))
     cases: list[Case] = field(default_factory=list)
@@ -726,6 +733,7 @@ class Soak:
             rss, hwm = self.server.status_kb("VmRSS"), self.server.status_kb("VmHWM")
             if rss is not None:
                 self.rss_kb[self.phase] = max(self.rss_kb.get(self.phase, 0), rss)
+                self.last_rss_kb[self.phase] = rss
             self.hwm_kb = max(self.hwm_kb, hwm or 0)
             phase, started = self.phase, time.monotonic()
             outcome = (await self.clients.post("/v2/health/ready", None, method="GET", pool=0))[0]
@@ -893,11 +901,13 @@ def report(soak: Soak, extra: dict[str, Any], settings: argparse.Namespace, setu
                            for (p, c, label, detail), n in failures.items()],
         "peak_rss_mb": round(max(soak.hwm_kb, soak.server.status_kb("VmHWM") or 0) / 1024, 1),
         "rss_mb_by_phase": {phase: round(kb / 1024, 1) for phase, kb in soak.rss_kb.items()},
+        "rss_mb_at_end_of_phase": {phase: round(kb / 1024, 1) for phase, kb in soak.last_rss_kb.items()},
         "readiness": probes, "server_metrics": extra["server_metrics"],
         "phases": {"baseline": baseline, "fault": valid_figures(soak, "fault"), "settle": valid_figures(soak, "settle"),
                    "recovery": recovery},
         "recovery_throughput_ratio": round(ratio, 3), "recovered": recovered, "server_alive": alive,
         "server_died": soak.death,
+        "aborts": int(bool(soak.death) and (soak.server.process.returncode or 0) < 0),  # killed by a signal
         "server_exit_code": None,  # set once it has stopped
     }
 
@@ -930,6 +940,9 @@ def print_report(figures: dict[str, Any], server_log_tail: str) -> None:
     peak = figures["peak_rss_mb"]
     print(f"\nServer peak RSS (VmHWM): {peak:g} MB; highest sampled RSS "
           f"by phase (MB): {figures['rss_mb_by_phase']}")
+    ends = figures["rss_mb_at_end_of_phase"]
+    print(f"Memory given back: RSS {ends.get('recovery', '-')} MB at the end of the recovery phase, "
+          f"{ends.get('baseline', '-')} MB at the end of the baseline")
     print("Readiness probes by phase (200s / probes, slowest): " + "; ".join(
         f"{phase} {p['ready']}/{p['probes']}, {p['max_ms']:g} ms" for phase, p in figures["readiness"].items()))
     print("Server log: " + ", ".join(f"{k} {v}" for k, v in figures.get("server_log", {}).items()))
@@ -950,6 +963,7 @@ def print_report(figures: dict[str, Any], server_log_tail: str) -> None:
           f"{figures['recovery_throughput_ratio']:.2f}x the baseline's, needed {s['min_recovery']:g}x; success rate "
           f"{rates[0]:.2%} against {rates[1]:.2%}); server alive at the end: "
           f"{'yes' if figures['server_alive'] else 'NO'}; exit code after SIGTERM: {figures['server_exit_code']}")
+    print(f"Server aborts (killed by a signal): {figures['aborts']}")
     death = figures["server_died"]
     if death:
         print(f"\nThe server DIED during the {death['phase']} phase (exit code {death['exit_code']}; the first "
@@ -971,7 +985,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Seconds of load in all: 5%% warm-up, 25%% baseline, 40%% faults, 5%% settle, 25%% "
                              "recovery (model building and server start come on top: a few seconds).")
     parser.add_argument("--concurrency", type=int, default=8, help="Clients sending valid requests back to back.")
-    parser.add_argument("--memory-limit-gib", type=float, default=2.5, help="The server's RLIMIT_AS.")
+    parser.add_argument("--memory-limit-gib", type=float, default=1.3,
+                        help="The server's RLIMIT_AS (1.3 GiB: the 1.4e9 bytes under which gRPC used to abort it).")
     parser.add_argument("--max-body-mb", type=float, default=64.0, help="The server's --max-body-mb.")
     parser.add_argument("--max-batch-size", type=int, default=32, help="The server's --max-batch-size.")
     parser.add_argument("--server-args", default="", help="More `trtpipe serve` options, e.g. '--timeout-ms 5000'.")

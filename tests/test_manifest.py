@@ -123,8 +123,9 @@ def test_a_committed_pair_honours_the_umask(tmp_path: Path, umask: int, mode: in
         _commit(output, b"model")
     finally:
         os.umask(previous)
-    for path in (output, manifest_path(output), lock_path(output)):
+    for path in (output, manifest_path(output)):
         assert stat.S_IMODE(path.stat().st_mode) == mode, path
+    assert not lock_path(output).exists()  # removed when the commit let go of it
 
 
 def test_a_manifest_that_does_not_describe_the_staged_file_is_refused(tmp_path: Path) -> None:
@@ -179,3 +180,41 @@ def test_an_onnx_file_and_a_package_of_one_model_keep_their_own_manifests() -> N
 
     assert manifest_path(Path("out/m.onnx")) == Path("out/m.manifest.json")
     assert manifest_path(Path("out/m.pt2")) == Path("out/m.pt2.manifest.json")
+
+
+def test_a_manifest_without_a_schema_version_is_ignored_with_one_line_saying_why(tmp_path: Path) -> None:
+    """An older trtpipe's manifest (no "schema"): not trusted, and the caller is told in one line."""
+    output, data = _valid_manifest(tmp_path)
+    del data["schema"]
+    manifest_path(output).write_text(json.dumps(data))
+    told: list[str] = []
+    assert read_manifest(output, on_other_layout=told.append) is None
+    assert len(told) == 1 and "\n" not in told[0]
+    assert "no schema version" in told[0] and "trtpipe.manifest/2" in told[0] and "model.onnx" in told[0]
+
+
+def test_the_shared_sections_read_back_as_typed_records(tmp_path: Path) -> None:
+    """What optimize and convert record for the next stage (its source file, the inputs, the options) reads back
+    typed; an entry of another layout is left out rather than guessed at."""
+    from trtpipe.inputs import InputSpec, Layout
+    from trtpipe.manifest import MadeFrom
+
+    output = tmp_path / "model.onnx"
+    spec = InputSpec("image", (None, 3, 8, 8), "uint8", (0.0, 255.0), Layout.NCHW)
+    details = {"input": MadeFrom("fp32.onnx", "ab" * 32, Precision.FP32).to_dict(),
+               "input_specs": [spec.to_dict(), {"name": "broken"}, "not an object"],
+               "options": {"calib": "digits", "eval": None, "mean": [0.5, 0.25], "resize": 36},
+               "source": {"weights_sha256": "cd" * 32, "preprocessing": {"std": [0.2]}}}
+    with staged_path(output) as tmp:
+        tmp.write_bytes(b"model")
+        commit_artifact(tmp, output, ArtifactManifest.describe(output, Precision.INT8, content=tmp, details=details))
+    manifest = read_manifest(output)
+    assert manifest is not None
+    assert manifest.made_from == MadeFrom("fp32.onnx", "ab" * 32, Precision.FP32)
+    assert manifest.input_specs == {"image": spec}
+    assert manifest.recorded_options.text("calib") == "digits" and manifest.recorded_options.text("eval") is None
+    assert manifest.recorded_options.preprocessing.mean == (0.5, 0.25)
+    assert manifest.recorded_options.preprocessing.resize == 36
+    source = manifest.source_model
+    assert source is not None and source.weights_sha256 == "cd" * 32 and source.preprocessing.std == (0.2,)
+    assert json.loads(manifest_path(output).read_text())["input"]["precision"] == "fp32"  # the JSON as before

@@ -5,7 +5,8 @@ to a temporary file in the destination folder and renamed into place (a rename i
 
 An artifact and the file describing it (an ONNX and its manifest, an engine and its sidecar) are committed as one
 with :func:`commit_pair`: both are written under temporary names first, then renamed while a lock beside the
-artifact is held, so two runs writing one path cannot interleave their renames.
+artifact is held, so two runs writing one path cannot interleave their renames. The lock file goes when the lock is
+released: a model folder keeps no trace of it (a Triton repository would carry it).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def staged_path(path: Path) -> Iterator[Path]:
 
 
 def lock_path(path: Path) -> Path:
-    """The lock file of ``path``: ``.NAME.lock`` beside it."""
+    """The lock file of ``path``: ``.NAME.lock`` beside it, there only while a commit holds it."""
     return Path(path).parent / f".{Path(path).name}.lock"
 
 
@@ -78,15 +79,34 @@ def commit_lock(path: Path) -> Iterator[None]:
 
     ``flock`` rather than ``lockf``: its locks belong to the open file, so two threads of one process exclude
     each other as two processes do, and the kernel drops the lock when a killed writer's descriptor closes, so a
-    dead run never leaves the path locked. The lock file stays: deleting it would let a waiting writer lock the
-    deleted file while a new one locks its replacement. It is created with the umask's mode and opened read-only
+    dead run never leaves the path locked. The lock file is created with the umask's mode and opened read-only
     (flock needs no write access), so one made by another user still serves.
+
+    The holder removes the lock file before it lets go, so none is left in the folder. That is safe because a
+    writer, once it holds the lock, checks that the file it locked is still the one at the lock's path: one that
+    waited on a file its holder has since removed tries again, on the file now there (or a new one), so two
+    writers never hold locks on two different files at once. A killed writer's file stays until the next commit.
     """
-    fd = os.open(lock_path(path), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    lock = lock_path(path)
+    while True:
+        fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.path.samestat(os.fstat(fd), os.stat(lock))
+            except FileNotFoundError:  # removed by the writer this one waited for
+                current = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if current:
+            break
+        os.close(fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)  # while the lock is held: see above
         os.close(fd)  # releases the lock
 
 

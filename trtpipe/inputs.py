@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,12 @@ class InputSpec:
     @property
     def sample_shape(self) -> tuple[int | None, ...]:
         return self.shape[1:]
+
+    @property
+    def fixed_shape(self) -> tuple[int, ...] | None:
+        """The shape when every dimension is fixed, else None."""
+        fixed = tuple(d for d in self.shape if d is not None)
+        return fixed if len(fixed) == len(self.shape) else None
 
     @property
     def is_integer(self) -> bool:
@@ -78,11 +85,12 @@ class InputSpec:
     def random(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """``count`` seeded samples: uniform over the input's range (integers inclusive of both ends), standard
         normal for a float input with no range. Every dimension but the batch must be fixed."""
-        if any(d is None for d in self.sample_shape):
+        sample = tuple(d for d in self.sample_shape if d is not None)
+        if len(sample) != len(self.sample_shape):
             raise BadInput(f"Input '{self.name}' has dynamic dimensions ({format_shape(self.shape)}): give its size "
                            f"with --input-shape {self.name}:{format_shape((1, *self.sample_shape)).replace('?', 'N')}"
                            " or data of that size.")
-        shape = (count, *self.sample_shape)
+        shape = (count, *sample)
         bounds = self.effective_range
         if self.is_integer:
             if bounds is None:
@@ -102,19 +110,19 @@ class InputSpec:
             return f"{self.name}: standard normal {self.dtype}"
         return f"{self.name}: uniform {self.dtype} in [{bounds[0]:g}, {bounds[1]:g}]"
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
                 "range": list(self.value_range) if self.value_range else None,
                 "layout": str(self.layout) if self.layout else None}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> InputSpec:
-        """The spec :meth:`to_dict` wrote (a manifest's ``input_specs``)."""
+    def from_dict(cls, data: Mapping[str, Any]) -> InputSpec:
+        """The spec :meth:`to_dict` wrote (a manifest's ``input_specs``: JSON, so its values are untyped)."""
         bounds = data.get("range")
         layout = data.get("layout")
-        return cls(str(data["name"]), tuple(None if d is None else int(d) for d in data["shape"]),  # type: ignore[attr-defined]
+        return cls(str(data["name"]), tuple(None if d is None else int(d) for d in data["shape"]),
                    str(data.get("dtype") or "float32"),
-                   (float(bounds[0]), float(bounds[1])) if bounds else None,  # type: ignore[index]
+                   (float(bounds[0]), float(bounds[1])) if bounds else None,
                    Layout(str(layout)) if layout else None)
 
 
@@ -168,9 +176,13 @@ def fed_as(batch: Batch, dtypes: Sequence[tuple[str, str]]) -> Batch:
 
 def concat(parts: Sequence[Batch]) -> Batch:
     """Batches joined along the sample axis (all of the same form)."""
-    if isinstance(parts[0], np.ndarray):
-        return np.concatenate(parts)  # type: ignore[arg-type]
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}  # type: ignore[index]
+    arrays = [part for part in parts if isinstance(part, np.ndarray)]
+    if len(arrays) == len(parts):
+        return np.concatenate(arrays)
+    mappings = [part for part in parts if not isinstance(part, np.ndarray)]
+    if len(mappings) != len(parts):
+        raise ValueError("concat: batches of mixed forms (bare arrays and mappings)")
+    return {name: np.concatenate([part[name] for part in mappings]) for name in mappings[0]}
 
 
 def resize(batch: Batch, size: int) -> Batch:

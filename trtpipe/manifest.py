@@ -2,8 +2,12 @@
 
 ``model.onnx`` -> ``model.manifest.json``. The typed part says what the artifact is (kind, precision, INT8 target,
 task where known, hash, size, the nodes deliberately kept in FP32, how long it took to make); ``details`` holds each
-stage's own account (export and verification for convert; options, data, fusion, FP16 and INT8 sections for
-optimize), kept at the top level of the JSON for people reading it.
+stage's own account (export and verification for convert; options, data, and each pass's record for optimize),
+kept at the top level of the JSON for people reading it. The sections one stage reads back from another's manifest
+have typed records and accessors here (:class:`MadeFrom`, :class:`SourceModel`, :class:`RecordedOptions`,
+``ArtifactManifest.input_specs``); the passes' sections are the records of trtpipe.optimize.passes.records.
+``schema`` versions the whole layout: a manifest without it (an older trtpipe's) or with another is not trusted,
+and the reader is told so in one line (``on_other_layout``).
 
 An artifact and its manifest are committed as one (:func:`commit_artifact`): the manifest records the hash of the
 bytes its run wrote, taken from the temporary file before the rename, and both renames happen under the artifact's
@@ -19,12 +23,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtpipe.errors import BadInput
 from trtpipe.files import commit_lock, commit_pair, sha256_bytes, sha256_file, write_json_atomic
 from trtpipe.vocab import ArtifactKind, CpuClass, Device, Precision, Target, Task, __version__
 
+if TYPE_CHECKING:
+    from trtpipe.inputs import InputSpec
+
+# The layout's version: the "artifact" object and the typed records below (``details``' shared sections and the
+# optimize passes' records, trtpipe.optimize.passes.records). A manifest without one predates the typed manifest.
 MANIFEST_SCHEMA = "trtpipe.manifest/2"
 
 
@@ -82,6 +91,89 @@ class CpuRecord:
                    tuple(CpuClass(c) for c in data.get("unsafe_on") or ()))
 
 
+# -- the shared sections of ``details``: what one stage records and another reads back ----------------------------
+
+@dataclass(frozen=True)
+class MadeFrom:
+    """``details.input``: the file optimize made the artifact from, as it was given (a path relative to where it
+    ran, or absolute), its SHA-256 then, and its precision."""
+
+    path: str
+    sha256: str | None = None
+    precision: Precision | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256,
+                "precision": None if self.precision is None else str(self.precision)}
+
+    @classmethod
+    def from_dict(cls, data: object) -> MadeFrom | None:
+        """The record, or None where ``data`` names no file (convert's manifest has none)."""
+        if not isinstance(data, dict) or not isinstance(data.get("path"), str) or not data["path"]:
+            return None
+        sha256, precision = data.get("sha256"), data.get("precision")
+        return cls(data["path"], sha256 if isinstance(sha256, str) else None,
+                   Precision(precision) if precision in tuple(Precision) else None)
+
+
+@dataclass(frozen=True)
+class RecordedPreprocessing:
+    """How images became the model's inputs, as a manifest records it: convert's ``source.preprocessing`` (what the
+    weights were trained with) or optimize's ``options`` (what it was told)."""
+
+    resize: int | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    channel_order: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: object) -> RecordedPreprocessing:
+        """The fields ``data`` holds with the right type (the others None)."""
+        if not isinstance(data, dict):
+            return cls()
+
+        def floats(key: str) -> tuple[float, ...] | None:
+            value = data.get(key)
+            return tuple(float(v) for v in value) if isinstance(value, list) and value else None
+
+        resize, order = data.get("resize"), data.get("channel_order")
+        return cls(resize if isinstance(resize, int) and not isinstance(resize, bool) else None, floats("mean"),
+                   floats("std"), order if isinstance(order, str) else None)
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """``details.source``: convert's (and compile's) record of the PyTorch model (``LoadedModel.describe()``)."""
+
+    record: dict[str, Any]  # the whole record, as written
+
+    @property
+    def weights_sha256(self) -> str | None:
+        value = self.record.get("weights_sha256")
+        return value if isinstance(value, str) else None
+
+    @property
+    def preprocessing(self) -> RecordedPreprocessing:
+        """What the weights were trained with (recorded for registry models with pretrained weights)."""
+        return RecordedPreprocessing.from_dict(self.record.get("preprocessing"))
+
+
+@dataclass(frozen=True)
+class RecordedOptions:
+    """``details.options``: the options optimize ran with, as plain values (``to_plain``), and its target."""
+
+    record: dict[str, Any]
+
+    def text(self, key: str) -> str | None:
+        """A text option (``calib``, ``eval``, ``target``, ``cpu_class``...), None where unset or not text."""
+        value = self.record.get(key)
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def preprocessing(self) -> RecordedPreprocessing:
+        return RecordedPreprocessing.from_dict(self.record)
+
+
 @dataclass
 class ArtifactManifest:
     kind: ArtifactKind
@@ -99,6 +191,47 @@ class ArtifactManifest:
     schema: str = MANIFEST_SCHEMA
     device: Device | None = None  # the one device it runs on, where that is fixed when it is made (AOTInductor)
     cpu: CpuRecord | None = None  # a CPU-target INT8 artifact: the CPU class it was made and measured for
+
+    # -- typed accessors of the shared sections of ``details`` (each stage's own sections stay as it wrote them)
+
+    @property
+    def made_from(self) -> MadeFrom | None:
+        """The file optimize made this artifact from; None for convert's output or another stage's."""
+        return MadeFrom.from_dict(self.details.get("input"))
+
+    @property
+    def source_model(self) -> SourceModel | None:
+        """Convert's (or compile's) record of the PyTorch model; None for optimize's output."""
+        source = self.details.get("source")
+        return SourceModel(source) if isinstance(source, dict) else None
+
+    @property
+    def recorded_options(self) -> RecordedOptions:
+        """The options optimize ran with (empty for another stage's artifact)."""
+        options = self.details.get("options")
+        return RecordedOptions(options if isinstance(options, dict) else {})
+
+    @property
+    def input_specs(self) -> dict[str, InputSpec]:
+        """Each input as the model takes it (dtype, range, layout), by name, as convert, compile or optimize
+        recorded it; entries that are not such a record are left out."""
+        from trtpipe.inputs import InputSpec
+
+        specs = {}
+        items = self.details.get("input_specs")
+        for item in items if isinstance(items, list) else []:
+            try:
+                spec = InputSpec.from_dict(item)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            specs[spec.name] = spec
+        return specs
+
+    def section(self, name: str) -> dict[str, Any] | None:
+        """A stage's own section of ``details`` (a pass's record: ``int8``, ``fp16``...), as written; None where
+        absent or not an object."""
+        value = self.details.get(name)
+        return value if isinstance(value, dict) else None
 
     @classmethod
     def describe(cls, artifact: Path, precision: Precision, *, content: Path | bytes | None = None,
@@ -123,7 +256,7 @@ class ArtifactManifest:
                    task, device=device, cpu=cpu)
 
     def to_dict(self) -> dict[str, Any]:
-        artifact = {"path": self.path, "kind": str(self.kind), "precision": str(self.precision),
+        artifact: dict[str, Any] = {"path": self.path, "kind": str(self.kind), "precision": str(self.precision),
                     "target": None if self.target is None else str(self.target), "sha256": self.sha256,
                     "size_bytes": self.size_bytes, "seconds": self.seconds, "fp32_nodes": self.fp32_nodes}
         if self.task is not None:
@@ -182,11 +315,13 @@ def commit_artifact(staged: Path, artifact: Path, manifest: ArtifactManifest, *,
     return path
 
 
-def read_manifest(artifact: Path, *, on_mismatch: Callable[[str], None] | None = None) -> ArtifactManifest | None:
+def read_manifest(artifact: Path, *, on_mismatch: Callable[[str], None] | None = None,
+                  on_other_layout: Callable[[str], None] | None = None) -> ArtifactManifest | None:
     """The manifest beside ``artifact``, or None when there is none trtpipe can trust: absent, of another layout,
     or describing another file (its recorded SHA-256 differs: another run's manifest, or a run killed between
     writing the model and its manifest). Callers then judge the artifact by its own content; ``on_mismatch``
-    (e.g. ``console.warn``) is told about a manifest that describes another file, in one line.
+    (e.g. ``console.warn``) is told about a manifest that describes another file, in one line, and
+    ``on_other_layout`` about one of another layout (an older trtpipe's, with no schema version or another).
 
     A file at the manifest's path that is not JSON (or JSON nested too deeply to parse), or a manifest of this
     layout with a field of the wrong type or value, raises BadInput naming the file and the field: it was damaged
@@ -206,8 +341,13 @@ def read_manifest(artifact: Path, *, on_mismatch: Callable[[str], None] | None =
         raise BadInput(f"{path} is not a trtpipe manifest (JSON nested too deeply): {_FIX}") from None
     except ValueError as error:
         raise BadInput(f"{path} is not valid JSON ({error}): {_FIX}") from None
-    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
-        return None  # another layout (an older trtpipe's): not ours to judge
+    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:  # not ours to judge
+        if on_other_layout is not None:
+            schema = data.get("schema") if isinstance(data, dict) else None
+            layout = f"schema {schema!r}" if isinstance(schema, str) else "no schema version (an older trtpipe's)"
+            on_other_layout(f"{path.name} has {layout}, not {MANIFEST_SCHEMA}: it is ignored and {artifact.name} "
+                            "is judged by its own content; re-run the stage that wrote it for a manifest.")
+        return None
     try:
         manifest = ArtifactManifest.from_dict(_checked(data))
     except ValueError as error:

@@ -13,6 +13,7 @@ module loads nothing heavy.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ class OptionSpec:
         return None if choices is None else tuple(str(c) for c in choices)
 
     @property
-    def enum(self) -> type[Enum] | None:
+    def enum(self) -> builtins.type[Enum] | None:  # `type` is the field above in this class's scope
         """The vocabulary enum a choice field holds, or None."""
         return self.type if isinstance(self.type, type) and issubclass(self.type, Enum) else None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from trtpipe.vocab import DTYPES
@@ -46,7 +46,7 @@ def parse_floats(text: str) -> tuple[float, ...]:
         raise ValueError(f"'{text}' is not a comma-separated list of numbers") from None
 
 
-def format_shape(dims: tuple[int | str | None, ...] | list[int | str | None]) -> str:
+def format_shape(dims: Sequence[int | str | None]) -> str:
     return "x".join("?" if d is None else str(d) for d in dims)
 
 
@@ -145,12 +145,12 @@ def parse_input_ranges(text: str) -> dict[str, tuple[float, float]]:
     return parse_declared(text, value_range, "a range", "0..255 or image:0..255,scale:0.5..2")
 
 
-def format_declared(values: Mapping[str, object], format_value: Callable[[object], str] = str) -> str:
+def format_declared(values: Mapping[str, V], format_value: Callable[[V], str] = str) -> str:
     return ",".join(f"{name}:{format_value(v)}" if name else format_value(v) for name, v in values.items())
 
 
 def format_input_shapes(values: Mapping[str, tuple[int, ...]]) -> str:
-    return format_declared(values, lambda v: format_shape(v))  # type: ignore[arg-type]
+    return format_declared(values, format_shape)
 
 
 def format_input_dtypes(values: Mapping[str, str]) -> str:
@@ -158,7 +158,7 @@ def format_input_dtypes(values: Mapping[str, str]) -> str:
 
 
 def format_input_ranges(values: Mapping[str, tuple[float, float]]) -> str:
-    return format_declared(values, lambda v: f"{_number(v[0])}..{_number(v[1])}")  # type: ignore[index]
+    return format_declared(values, lambda v: f"{_number(v[0])}..{_number(v[1])}")
 
 
 def _number(value: float) -> str:

@@ -161,9 +161,9 @@ def test_pytorch_baselines_are_rows_beside_the_reference(tmp_path: Path, run_cli
 
 def test_bf16_autocast_is_skipped_with_one_line_where_the_cpu_lacks_it(monkeypatch, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                                          run_cli) -> None:
-    import trtpipe.bench.runner as runner
+    import trtpipe.bench.plan as plan
 
-    monkeypatch.setattr(runner, "has_bf16", lambda: False)  # this machine's CPU flags, as a CPU without BF16
+    monkeypatch.setattr(plan, "has_bf16", lambda: False)  # this machine's CPU flags, as a CPU without BF16
     result = run_cli("bench", "digits_resnet", "--batch", "1", "--iters", "2", "--warmup", "0", "--baselines",
                      "autocast", "--json", tmp_path / "r.json")
     assert result.exit_code == 0, result.output
@@ -238,30 +238,35 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
         return {"variant": variant, "batch": 1, "device": "cpu", "p50_ms": p50, "agreement": 0.9} | extra
 
     rows = [row("pytorch-fp32", 10.0), row("onnxruntime-int8-trtsim (t)", 0.5, artifact="t.onnx", simulated=True),
-            row("openvino-int8-cpu (q)", 2.0, artifact="q.onnx", round_p50_ms=[2.0, 2.2]),
-            row("onnxruntime-int8-cpu (q)", 2.5, artifact="q.onnx", round_p50_ms=[2.5, 2.4]),
-            row("peer: openvino-int8 (NNCF PTQ)", 2.1, peer="nncf", round_p50_ms=[2.1, 2.0], agreement=0.8)]
+            row("openvino-int8-cpu (q)", 2.0, artifact="q.onnx", round_p50_ms=[2.0, 2.2, 2.0]),
+            row("onnxruntime-int8-cpu (q)", 2.5, artifact="q.onnx", round_p50_ms=[2.5, 2.4, 2.6]),
+            row("peer: openvino-int8 (NNCF PTQ)", 2.1, peer="nncf", round_p50_ms=[2.1, 2.0, 2.3], agreement=0.8)]
     [entry] = peer_standing(rows)
     assert entry["trtpipe"] == "openvino-int8-cpu (q)" and entry["p50_ratio"] == pytest.approx(2.1 / 2.0)
-    assert entry["round_ratio_min"] == pytest.approx(2.0 / 2.2) and entry["round_ratio_max"] == pytest.approx(1.05)
+    assert entry["round_ratio_min"] == pytest.approx(2.0 / 2.2) and entry["round_ratio_max"] == pytest.approx(1.15)
     # The headline is the median of the paired round ratios, not the ratio of the p50s over all runs.
-    assert entry["ratio"] == pytest.approx((2.1 / 2.0 + 2.0 / 2.2) / 2)
+    assert entry["ratio"] == pytest.approx(1.05)
     line = describe(entry)
-    assert "0.98x the speed of the fastest peer, openvino-int8 (NNCF PTQ) (2.10 ms)" in line
-    assert "median of 2 round-by-round ratios (0.91x-1.05x; 1.05x from the p50s over all runs)" in line
+    assert "1.05x the speed of the fastest peer, openvino-int8 (NNCF PTQ) (2.10 ms)" in line
+    assert "median of 3 round-by-round ratios (0.91x-1.15x; 1.05x from the p50s over all runs)" in line
     assert "90.0 % vs 80.0 %" in line
     assert peer_standing(rows[:4]) == []  # no peer row
     assert entry["other_peers"] == []
 
     # A faster peer that lost accuracy takes the headline; the others stay in the line with their agreement.
-    careless = row("peer: onnxruntime-int8 (quantize_static U8S8)", 1.9, peer="ort", round_p50_ms=[1.8, 2.0],
+    careless = row("peer: onnxruntime-int8 (quantize_static U8S8)", 1.9, peer="ort", round_p50_ms=[1.8, 2.0, 1.7],
                    agreement=0.6)
     [entry] = peer_standing([*rows, careless])
-    assert entry["peer"] == careless["variant"] and entry["ratio"] == pytest.approx((1.8 / 2.0 + 2.0 / 2.2) / 2)
+    assert entry["peer"] == careless["variant"] and entry["ratio"] == pytest.approx(0.9)
     [other] = entry["other_peers"]
-    assert other["peer"] == "peer: openvino-int8 (NNCF PTQ)" and other["ratio"] == pytest.approx(
-        (2.1 / 2.0 + 2.0 / 2.2) / 2) and other["rounds"] == 2
-    assert describe(entry).endswith("; against openvino-int8 (NNCF PTQ) 0.98x (80.0 % agreement)")
+    assert other["peer"] == "peer: openvino-int8 (NNCF PTQ)" and other["ratio"] == pytest.approx(1.05) \
+        and other["rounds"] == 3
+    assert describe(entry).endswith("; against openvino-int8 (NNCF PTQ) 1.05x (80.0 % agreement)")
+    # Two rounds have no median worth the name (their mean, which one stalled round makes): the p50s decide.
+    two = [r | {"round_p50_ms": [2.0, 20.0]} if r.get("peer") else r | {"round_p50_ms": [2.0, 2.0]}
+           for r in rows if r.get("round_p50_ms")]
+    [pair] = peer_standing(two)
+    assert pair["ratio"] == pytest.approx(2.1 / 2.0) and pair["rounds"] is None
     [single] = peer_standing([{k: v for k, v in r.items() if k != "round_p50_ms"} for r in rows])
     assert single["ratio"] == pytest.approx(2.1 / 2.0) and single["rounds"] is None  # one round: the p50s
     assert "round" not in describe(single)
@@ -324,9 +329,10 @@ def test_speedups_compare_rows_on_the_references_device_only() -> None:
     from trtpipe.bench.runner import _speedups
 
     def row(variant: str, device: str, p50: float, reference: bool = False) -> BenchRow:
-        return BenchRow(variant=variant, backend="onnxruntime", precision="fp32", device=device, batch=1, iters=1,
-                        p50_ms=p50, p90_ms=p50, p99_ms=p50, mean_ms=p50, std_ms=0.0, min_ms=p50, max_ms=p50,
-                        throughput=1.0, reference=reference)
+        latency = LatencyStats(iters=1, p50_ms=p50, p90_ms=p50, p99_ms=p50, mean_ms=p50, std_ms=0.0, min_ms=p50,
+                               max_ms=p50, throughput=1.0)
+        return BenchRow(variant=variant, backend="onnxruntime", precision="fp32", device=device, batch=1,
+                        latency=latency, reference=reference)
 
     rows = [row("onnxruntime-cuda-fp32 (ref)", "cuda", 2.0, reference=True), row("gpu fp16", "cuda", 1.0),
             row("cpu fp16", "cpu", 0.5)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.optimize.multi_input_models import nhwc_uint8_onnx, two_input_data, two_input_onnx
 from trtpipe.bench.options import BenchOptions
-from trtpipe.bench.runner import _trt_profile
+from trtpipe.bench.plan import trt_profile
 from trtpipe.inputs import InputSpec
 from trtpipe.runtime.artifacts import describe_artifact
 
@@ -47,7 +47,7 @@ def test_an_nhwc_uint8_onnx_is_benched_on_uint8_pixels(tmp_path: Path, run_cli) 
 def test_the_tensorrt_profile_names_every_input(tmp_path: Path) -> None:
     description = describe_artifact(two_input_onnx(tmp_path / "two_input.onnx"))
     specs = (InputSpec("image", (1, 3, 16, 16)), InputSpec("aux", (1, 4)))
-    low, opt, high = _trt_profile(description, specs, BenchOptions(batches=(1, 8)))
+    low, opt, high = trt_profile(description, specs, BenchOptions(batches=(1, 8)))
     assert low == "image:1x3x16x16,aux:1x4"
     assert opt == "image:8x3x16x16,aux:8x4"
     assert high.startswith("image:64x3x16x16,aux:64x4")

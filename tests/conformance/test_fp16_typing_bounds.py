@@ -7,14 +7,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import x_to_y
 from trtpipe.conformance.check import check_model
 from trtpipe.vocab import Target
 
 
 def _model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], out_shape: list[object]) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 4, 4], out_shape)
 
 
 def _fp16_typing(model: onnx.ModelProto) -> list[str]:

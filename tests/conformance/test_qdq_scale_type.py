@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import x_to_y
 from trtpipe.conformance.check import check_model
 from trtpipe.vocab import Target
 
@@ -26,9 +27,7 @@ def _model(*, q_scale: type = np.float16, dq_scale: type = np.float16, opset: in
              helper.make_node("DequantizeLinear", ["q", "dq_s", "z"], ["d"], name="DQ"),
              helper.make_node("Sigmoid", ["d"], ["s"], name="sigmoid"),
              helper.make_node("Cast", ["s"], ["y"], to=FLOAT, name="to_float")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", FLOAT, ["n", 4])],
-                              [helper.make_tensor_value_info("y", FLOAT, ["n", 4])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 4], ["n", 4], opset=opset)
 
 
 def _lines(model: onnx.ModelProto, rule: str) -> list[str]:

@@ -10,6 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import onnx_model, tensor
 from trtpipe.conformance.check import check_model
 from trtpipe.conformance.findings import Severity
 from trtpipe.vocab import Target
@@ -24,11 +25,8 @@ def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
 def _model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], *, opset: int = 18,
            input_type: int = TensorProto.FLOAT, out_shape: tuple[object, ...] = ("batch", 4, 8, 8),
            in_shape: tuple[object, ...] = ("batch", 3, 8, 8), output_type: int | None = None) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", input_type, list(in_shape))],
-                              [helper.make_tensor_value_info("y", output_type or input_type, list(out_shape))], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 9
-    return model
+    return onnx_model(nodes, inits, [tensor("x", in_shape, input_type)],
+                      [tensor("y", out_shape, output_type or input_type)], opset=opset)
 
 
 def _qdq(name: str, source: str, scale: float = 0.05, zero: int = 0, kind: int = TensorProto.INT8

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import constant, onnx_model, tensor
 from tests.conftest import error_line
 from trtpipe.debug.compare import debug_model
 from trtpipe.debug.match import Relation, match_tensors
@@ -20,10 +21,6 @@ from trtpipe.debug.report import ErrorStats
 from trtpipe.errors import BadInput
 
 RNG = np.random.default_rng(3)
-
-
-def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
 
 
 def _weights(gain: np.ndarray | None = None) -> list[onnx.TensorProto]:
@@ -35,8 +32,8 @@ def _weights(gain: np.ndarray | None = None) -> list[onnx.TensorProto]:
     w3 = rng.standard_normal((4, 8, 1, 1)) * 0.3
     if gain is not None:
         w1, b1, w2 = w1 * gain[:, None, None, None], b1 * gain, w2 / gain[None, :, None, None]
-    return [_init(w1, "w1"), _init(b1, "b1"), _init(w2, "w2"), _init(b2, "b2"), _init(w3, "w3"),
-            _init(np.zeros(4), "b3")]
+    return [constant(w1, "w1"), constant(b1, "b1"), constant(w2, "w2"), constant(b2, "b2"), constant(w3, "w3"),
+            constant(np.zeros(4), "b3")]
 
 
 def tiny(size: int = 16, gain: np.ndarray | None = None, prefix: str = "") -> onnx.ModelProto:
@@ -48,10 +45,8 @@ def tiny(size: int = 16, gain: np.ndarray | None = None, prefix: str = "") -> on
              helper.make_node("Conv", [f"{p}r1", "w2", "b2"], [f"{p}c2"], name="conv2", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", [f"{p}c2"], [f"{p}r2"], name="relu2"),
              helper.make_node("Conv", [f"{p}r2", "w3", "b3"], [f"{p}y"], name="conv3")]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, size, size])]
-    outputs = [helper.make_tensor_value_info(f"{p}y", TensorProto.FLOAT, ["N", 4, size, size])]
-    graph = helper.make_graph(nodes, "tiny", inputs, outputs, _weights(gain))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return onnx_model(nodes, _weights(gain), [tensor("x", ["N", 3, size, size])],
+                      [tensor(f"{p}y", ["N", 4, size, size])], name="tiny")
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import x_to_y
 from trtpipe.debug.compare import debug_model
 from trtpipe.debug.options import DebugOptions
 
@@ -24,9 +25,7 @@ def _graph(half: bool) -> onnx.ModelProto:
               helper.make_node("Sub", ["sum", "offset"], ["difference"], name="sub"),
               helper.make_node("Cast", ["difference"], ["y"], to=TensorProto.FLOAT, name="out") if half
               else helper.make_node("Identity", ["difference"], ["y"], name="out")]
-    graph = helper.make_graph(nodes, "offset", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], [offset])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, [offset], ["N", 8], ["N", 8], name="offset")
 
 
 def test_the_first_jump_is_where_fp16_rounds_the_value_away(tmp_path: Path) -> None:

@@ -68,14 +68,14 @@ def test_a_trusted_engine_reaches_the_tensorrt_backend(tmp_path: Path, run_cli) 
 
 
 def test_a_trusted_engine_is_labelled_as_such() -> None:
-    from trtpipe.bench.runner import _label
+    from trtpipe.bench.plan import label
     from trtpipe.runtime.tensorrt.backend import FOREIGN_NOTE, foreign_engine_description
     from trtpipe.vocab import OnnxExecution
 
     plan = Path(__file__)  # any file: the description reads its size only
     description = foreign_engine_description(plan)
     assert description.engine is None and description.note == FOREIGN_NOTE
-    assert _label(description, OnnxExecution.CPU) == f"tensorrt-trusted ({plan.stem})"
+    assert label(description, OnnxExecution.CPU) == f"tensorrt-trusted ({plan.stem})"
 
 
 def test_bench_flags_for_tensorrt_engines(run_cli) -> None:  # type: ignore[no-untyped-def]

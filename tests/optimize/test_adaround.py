@@ -10,8 +10,9 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import x_to_y
 from tests.optimize.conftest import run
 from trtpipe.optimize.int8.adaround import _layer_function, adaround, rounded_layers
 from trtpipe.optimize.int8.calibrate import calibrate
@@ -22,7 +23,7 @@ from trtpipe.vocab import CalibMethod, Target
 RNG = np.random.default_rng(2)
 
 
-def _model() -> onnx.ModelProto:
+def _strided_grouped_classifier() -> onnx.ModelProto:
     """Conv 3->8 stride 2 with uneven pads -> Clip(0, 6) -> grouped Conv -> Relu -> Flatten -> Gemm 128->5."""
     inits = [numpy_helper.from_array(a, n) for a, n in (
         (RNG.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w1"),
@@ -39,14 +40,12 @@ def _model() -> onnx.ModelProto:
         helper.make_node("Flatten", ["a2"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], name="fc", transB=1),
     ]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 5], opset=18)
 
 
 def test_layer_function_reproduces_onnxruntime() -> None:
     """The torch function AdaRound differentiates is exactly the ONNX node (and the activation after it)."""
-    model = _model()
+    model = _strided_grouped_classifier()
     nodes = {n.name: n for n in model.graph.node}
     constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32) * 4
@@ -63,7 +62,7 @@ def test_layer_function_reproduces_onnxruntime() -> None:
 
 @pytest.mark.parametrize("target", [Target.TENSORRT, Target.CPU])
 def test_learned_rounding_beats_nearest(target: Target) -> None:
-    model = _model()
+    model = _strided_grouped_classifier()
     calib = [RNG.standard_normal((16, 3, 8, 8)).astype(np.float32) for _ in range(4)]
     profile = profile_for(target)
     ranges = calibrate(model, calib, CalibMethod.MINMAX, symmetric=profile.symmetric_activations)

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import x_to_y
 from trtpipe.optimize.int8.bias_correction import channel_means, correct_biases
 
 RNG = np.random.default_rng(0)
@@ -18,9 +19,7 @@ B = RNG.standard_normal(4).astype(np.float32)
 
 
 def _graph(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto]) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 4, 8, 8], opset=18)
 
 
 def _fp32() -> onnx.ModelProto:

@@ -6,55 +6,41 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import constant, cpu_optimized_ops, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.conformance.check import check_model
+from trtpipe.optimize.activations import channel_bounds, channel_ranges
+from trtpipe.optimize.gains import EXACT_LEVELS, GAIN_SUFFIX, INVERSE_SUFFIX
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.preactivations import gained, integer_preactivations
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel, responsive_intervals
-from trtpipe.optimize.passes.equalize import channel_bounds, channel_ranges
-from trtpipe.optimize.passes.scale_depthwise import (
-    EXACT_LEVELS,
-    GAIN_SUFFIX,
-    INVERSE_SUFFIX,
-    carried_gains,
-    find_carries,
-    find_sites,
-    scale_depthwise,
-)
+from trtpipe.optimize.passes.scale_depthwise import carried_gains, find_carries, find_sites, scale_depthwise
 from trtpipe.vocab import CalibMethod, Target
 
 RNG = np.random.default_rng(23)
 CHANNELS = 8
 
 
-def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
-
-
 def _conv_hardswish_depthwise(project: bool = True) -> onnx.ModelProto:
     """Conv 3->8 (output channels scaled 0.1x to 16x, as BatchNorm folding leaves PP-PicoDet's stem) -> HardSwish
     -> depthwise 3x3 [-> Conv 1x1 8->4]."""
     spread = np.logspace(-1, 1.2, CHANNELS).astype(np.float32)
-    inits = [_init(RNG.standard_normal((CHANNELS, 3, 3, 3)) * spread[:, None, None, None], "w1"),
-             _init(RNG.standard_normal(CHANNELS) * spread * 0.5, "b1"),
-             _init(RNG.standard_normal((CHANNELS, 1, 3, 3)), "w2"),
-             _init(RNG.standard_normal((4, CHANNELS, 1, 1)), "w3")]
+    inits = [constant(RNG.standard_normal((CHANNELS, 3, 3, 3)) * spread[:, None, None, None], "w1"),
+             constant(RNG.standard_normal(CHANNELS) * spread * 0.5, "b1"),
+             constant(RNG.standard_normal((CHANNELS, 1, 3, 3)), "w2"),
+             constant(RNG.standard_normal((4, CHANNELS, 1, 1)), "w3")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["pre"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("HardSwish", ["pre"], ["act"], name="hswish"),
              helper.make_node("Conv", ["act", "w2"], ["dw" if project else "y"], name="depthwise", pads=[1, 1, 1, 1],
                               group=CHANNELS)]
     if project:
         nodes.append(helper.make_node("Conv", ["dw", "w3"], ["y"], name="project"))
-    graph = helper.make_graph(nodes, "carry", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                                             ["n", 4 if project else CHANNELS, 8, 8])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 4 if project else CHANNELS, 8, 8], name="carry")
 
 
 def _batches(count: int = 4) -> list[np.ndarray]:
@@ -125,13 +111,6 @@ def test_the_carried_preactivation_is_narrowed_channel_by_channel() -> None:
     assert carried not in channel_intervals(negative)  # a negative scale flips the interval: not narrowed
 
 
-def _optimized_ops(model: onnx.ModelProto, tmp_path) -> list[str]:  # type: ignore[no-untyped-def]
-    options = ort.SessionOptions()
-    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return [node.op_type for node in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
-
-
 def _cpu_int8(model: onnx.ModelProto, batches: list[np.ndarray]) -> onnx.ModelProto:
     ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
     intervals = channel_intervals(model)
@@ -150,7 +129,7 @@ def test_cpu_runs_the_carried_block_in_integer(tmp_path) -> None:  # type: ignor
     assert "HardSwish" not in {n.op_type for n in quantized.graph.node}
     assert not [n.name for n in quantized.graph.node if n.name.endswith(GAIN_SUFFIX)]  # both gains are folded in
     assert check_model(quantized, Target.CPU).errors == []
-    ops = _optimized_ops(quantized, tmp_path)
+    ops = cpu_optimized_ops(quantized, tmp_path)
     assert ops.count("QLinearConv") == 2 and ops.count("QLinearMul") == 2 and "QLinearAdd" in ops, ops
     assert not {"HardSwish", "HardSigmoid", "Mul"} & set(ops), ops
 
@@ -179,9 +158,9 @@ def _quantized_carried(gains: np.ndarray, x_range: tuple[float, float]) -> onnx.
     quantizer leaves it, on a [1, C, 256] tensor (one uint8 level of x' per position)."""
     channels = gains.size
     shape = (1, channels, 1)
-    inits = [_init((1.0 / gains).reshape(shape), "inverse"), _init(gains.reshape(shape), "gain"),
-             _init(np.array(0.02), "xs"), numpy_helper.from_array(np.array(128, np.uint8), "xz"),
-             _init(np.array(Y_SCALE), "ys"), numpy_helper.from_array(np.array(Y_ZERO, np.uint8), "yz")]
+    inits = [constant((1.0 / gains).reshape(shape), "inverse"), constant(gains.reshape(shape), "gain"),
+             constant(np.array(0.02), "xs"), numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+             constant(np.array(Y_SCALE), "ys"), numpy_helper.from_array(np.array(Y_ZERO, np.uint8), "yz")]
     nodes = [helper.make_node("Identity", ["x"], ["scaled"], name="writer"),
              helper.make_node("Mul", ["scaled", "inverse"], ["pre"], name=f"pre{INVERSE_SUFFIX}"),
              helper.make_node("QuantizeLinear", ["pre", "xs", "xz"], ["pre_q"], name="q_pre"),
@@ -190,10 +169,7 @@ def _quantized_carried(gains: np.ndarray, x_range: tuple[float, float]) -> onnx.
              helper.make_node("Mul", ["act", "gain"], ["lifted"], name="act_channel_gain"),
              helper.make_node("QuantizeLinear", ["lifted", "ys", "yz"], ["lifted_q"], name="q_y"),
              helper.make_node("DequantizeLinear", ["lifted_q", "ys", "yz"], ["y"], name="dq_y")]
-    graph = helper.make_graph(nodes, "carried", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                               [1, channels, 256])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 256])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, [1, channels, 256], [1, channels, 256], name="carried")
 
 
 Y_SCALE, Y_ZERO = 0.05, 20  # the lifted activation covers [-1, 11.75]

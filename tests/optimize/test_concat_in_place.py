@@ -1,4 +1,4 @@
-"""The openvino INT8 flavour on a tiny FPN fusion (``fpn_models.fpn`` with a Concat: DBNet's neck, a lateral map
+"""The openvino INT8 flavour on a tiny FPN fusion (``builders.fpn`` with a Concat: DBNet's neck, a lateral map
 and an upsampled one concatenated and read by a convolution): one scale into the Concat and no Q/DQ after it, the
 outputs against the FP32 reference, and the cases left alone."""
 
@@ -10,15 +10,13 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from tests.builders import fpn, minmax_int8
 from tests.optimize.conftest import run
-from tests.optimize.fpn_models import fpn
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.concat_in_place import concatenate_in_place
 from trtpipe.optimize.int8.placement import placement_record
 from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.vocab import CalibMethod, Target
+from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(5)
 
@@ -28,7 +26,7 @@ def _quantized(model: onnx.ModelProto, target: Target, *, rewrite: bool = True) 
     profile = profile_for(target)
     if not rewrite:
         profile = replace(profile, concat_in_place=False)
-    return quantize(model, calibrate(model, batches, CalibMethod.MINMAX, symmetric=False), profile)
+    return minmax_int8(model, batches, profile, symmetric=False)
 
 
 def _concat_io(model: onnx.ModelProto) -> tuple[list[tuple[str, str]], list[str]]:

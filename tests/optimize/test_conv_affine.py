@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import constant, onnx_model, tensor
 from tests.optimize.conftest import run
-from trtpipe.optimize.passes.conv_affine import fold_conv_affine
+from trtpipe.optimize.conv_affine import fold_conv_affine
 
 RNG = np.random.default_rng(3)
 
@@ -17,13 +18,10 @@ def _model(after: list[onnx.NodeProto], constants: dict[str, np.ndarray], output
            extra_outputs: tuple[str, ...] = ()) -> onnx.ModelProto:
     inits = [numpy_helper.from_array(RNG.standard_normal((6, 3, 3, 3)).astype(np.float32), "w"),
              numpy_helper.from_array(RNG.standard_normal(6).astype(np.float32), "b"),
-             *[numpy_helper.from_array(np.asarray(v, dtype=np.float32), k) for k, v in constants.items()]]
+             *[constant(v, k) for k, v in constants.items()]]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["conv"], name="conv", pads=[1, 1, 1, 1]), *after]
-    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 6, 8, 8])
-               for name in (output, *extra_outputs)]
-    graph = helper.make_graph(nodes, "affine", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              outputs, inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    outputs = [tensor(name, [1, 6, 8, 8]) for name in (output, *extra_outputs)]
+    return onnx_model(nodes, inits, [tensor("x", [1, 3, 8, 8])], outputs, name="affine")
 
 
 def _folded(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int, float]:

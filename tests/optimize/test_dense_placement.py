@@ -8,24 +8,22 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import constant, minmax_int8, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.errors import BadInput
+from trtpipe.optimize.activations import channel_ranges
+from trtpipe.optimize.gains import GAIN, GAIN_SUFFIX, gain_kind
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.placement import float_nodes, placement_record
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.recipes import RECIPES, recipe_for
-from trtpipe.optimize.passes.equalize import channel_ranges
-from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX, find_sites, scale_depthwise
+from trtpipe.optimize.passes.scale_depthwise import find_sites, scale_depthwise
 from trtpipe.vocab import CalibMethod, Quality, Target
 
 RNG = np.random.default_rng(7)
 STRIDE = 8.0
 ANCHORS = 4 * 4
-
-
-def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
 
 
 def _detector() -> onnx.ModelProto:
@@ -34,9 +32,9 @@ def _detector() -> onnx.ModelProto:
     [N, 7, anchors]: the layout that puts coordinates up to ~40 and probabilities below 1 in one tensor."""
     grid = np.stack(np.meshgrid(np.arange(4), np.arange(4)), 0).reshape(2, ANCHORS)
     grid = np.concatenate([grid, grid], 0)[None].astype(np.float32)  # [1, 4, anchors]
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * 0.5, "w1"), _init(RNG.standard_normal(8) * 0.1, "b1"),
-             _init(RNG.standard_normal((7, 8, 1, 1)) * 0.5, "w2"), _init(np.zeros(7), "b2"),
-             _init(grid, "grid"), _init(np.array(STRIDE), "stride"),
+    inits = [constant(RNG.standard_normal((8, 3, 3, 3)) * 0.5, "w1"), constant(RNG.standard_normal(8) * 0.1, "b1"),
+             constant(RNG.standard_normal((7, 8, 1, 1)) * 0.5, "w2"), constant(np.zeros(7), "b2"),
+             constant(grid, "grid"), constant(np.array(STRIDE), "stride"),
              numpy_helper.from_array(np.array([1, 7, ANCHORS], np.int64), "flat"),
              numpy_helper.from_array(np.array([4, 3], np.int64), "split")]
     nodes = [
@@ -50,9 +48,7 @@ def _detector() -> onnx.ModelProto:
         helper.make_node("Sigmoid", ["cls"], ["scores"], name="sigmoid"),
         helper.make_node("Concat", ["pixels", "scores"], ["y"], name="concat_out", axis=1),
     ]
-    graph = helper.make_graph(nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7, ANCHORS])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, [1, 3, 8, 8], [1, 7, ANCHORS], name="det")
 
 
 def _calibrated(model: onnx.ModelProto, target: Target, samples: int = 16) -> dict[str, tuple[float, float]]:
@@ -88,8 +84,8 @@ def test_distribution_expectation_reads_the_softmax_in_float() -> None:
     """Conv -> Reshape to bins -> Softmax -> 1x1 Conv with weights 0..7 (a DFL box side) -> Conv after it (so the
     expectation is not post-processing): the expectation's input has no Q/DQ; the convolutions' inputs do."""
     bins = np.arange(8, dtype=np.float32).reshape(1, 8, 1, 1)
-    inits = [_init(RNG.standard_normal((8, 3, 1, 1)), "w1"), _init(bins, "proj"),
-             _init(RNG.standard_normal((2, 1, 1, 1)), "w3")]
+    inits = [constant(RNG.standard_normal((8, 3, 1, 1)), "w1"), constant(bins, "proj"),
+             constant(RNG.standard_normal((2, 1, 1, 1)), "w3")]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["logits"], name="conv1"),
              helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
              helper.make_node("Conv", ["probs", "proj"], ["side"], name="expectation"),
@@ -107,15 +103,13 @@ def test_distribution_expectation_reads_the_softmax_in_float() -> None:
 
 def _concat_model() -> onnx.ModelProto:
     """Two convolutions whose outputs differ 50x in range, concatenated and read by a third (an FPN's fusion)."""
-    inits = [_init(RNG.standard_normal((4, 3, 1, 1)), "wa"), _init(RNG.standard_normal((4, 3, 1, 1)) * 50, "wb"),
-             _init(RNG.standard_normal((2, 8, 1, 1)), "wc")]
+    inits = [constant(RNG.standard_normal((4, 3, 1, 1)), "wa"), constant(RNG.standard_normal((4, 3, 1, 1)) * 50, "wb"),
+             constant(RNG.standard_normal((2, 8, 1, 1)), "wc")]
     nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a"),
              helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
              helper.make_node("Concat", ["a", "b"], ["ab"], name="concat", axis=1),
              helper.make_node("Conv", ["ab", "wc"], ["y"], name="conv_c")]
-    graph = helper.make_graph(nodes, "cat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, [1, 3, 8, 8], [1, 2, 8, 8], name="cat")
 
 
 def test_concat_inputs_share_one_scale_for_tensorrt() -> None:
@@ -149,10 +143,10 @@ def _hardswish_depthwise(project: bool = True) -> onnx.ModelProto:
     """Conv 3->8 with channel ranges 0.01..30 -> HardSwish as exporters write it (x * Clip(x + 3, 0, 6) / 6) ->
     depthwise 3x3 [-> Conv 1x1]: what PP-PicoDet's and MobileNetV3's blocks look like after BatchNorm folding."""
     spread = np.logspace(-2, 1.5, 8).astype(np.float32)
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * spread[:, None, None, None], "w1"),
-             _init(RNG.standard_normal((8, 1, 3, 3)), "w2"), _init(RNG.standard_normal((4, 8, 1, 1)), "w3"),
-             _init(np.array(3.0), "three"), _init(np.array(0.0), "zero"), _init(np.array(6.0), "six"),
-             _init(np.array(6.0), "six_div")]
+    inits = [constant(RNG.standard_normal((8, 3, 3, 3)) * spread[:, None, None, None], "w1"),
+             constant(RNG.standard_normal((8, 1, 3, 3)), "w2"), constant(RNG.standard_normal((4, 8, 1, 1)), "w3"),
+             constant(np.array(3.0), "three"), constant(np.array(0.0), "zero"), constant(np.array(6.0), "six"),
+             constant(np.array(6.0), "six_div")]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c1", "three"], ["p3"], name="hs_add"),
              helper.make_node("Clip", ["p3", "zero", "six"], ["gate"], name="hs_clip"),
@@ -162,10 +156,7 @@ def _hardswish_depthwise(project: bool = True) -> onnx.ModelProto:
                               group=8)]
     if project:
         nodes.append(helper.make_node("Conv", ["dw", "w3"], ["y"], name="project"))
-    graph = helper.make_graph(nodes, "hs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4 if project else 8, 8, 8])],
-                              inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 4 if project else 8, 8, 8], name="hs")
 
 
 def test_depthwise_scaling_is_exact_folds_into_the_hardswish_and_evens_the_channels() -> None:
@@ -224,7 +215,7 @@ def _with_learnable_affine(model: onnx.ModelProto) -> onnx.ModelProto:
     position = list(graph.node).index(depthwise)
     graph.node.insert(position, helper.make_node("Add", ["scaled", "beta"], ["affine"], name="affine_add"))
     graph.node.insert(position, helper.make_node("Mul", ["hs", "alpha"], ["scaled"], name="affine_mul"))
-    graph.initializer.extend([_init(np.array(0.7), "alpha"), _init(np.array(0.2), "beta")])
+    graph.initializer.extend([constant(np.array(0.7), "alpha"), constant(np.array(0.2), "beta")])
     return model
 
 
@@ -253,7 +244,7 @@ def test_a_gain_folds_past_a_convolution_that_also_reads_the_tensor() -> None:
     graph = model.graph
     graph.node.append(helper.make_node("Conv", ["affine", "w_neck"], ["neck"], name="neck", pads=[1, 1, 1, 1]))
     graph.output.append(helper.make_tensor_value_info("neck", TensorProto.FLOAT, ["n", 4, 8, 8]))
-    graph.initializer.append(_init(RNG.standard_normal((4, 8, 3, 3)), "w_neck"))
+    graph.initializer.append(constant(RNG.standard_normal((4, 8, 3, 3)), "w_neck"))
     batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
     scaled, applied = scale_depthwise(model, channel_ranges(model, ["affine"], batches))
     assert applied["affine"] > 100
@@ -287,12 +278,30 @@ def test_a_gain_that_cannot_fold_is_a_float_mul() -> None:
         assert float_nodes(scaled, profile_for(target))[gains[0]] == "channel-gain"
 
 
+def test_a_gain_is_found_by_its_mark_and_in_older_files_by_its_name() -> None:
+    """scale_depthwise marks the Mul it adds, and the INT8 placement finds it by that mark whatever the node is
+    called; in a file written before the marks, the name alone still says it is a gain."""
+    model = _hardswish_depthwise()
+    model.graph.node.append(helper.make_node("Relu", ["hs"], ["side"], name="other_reader"))
+    model.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, ["n", 8, 8, 8]))
+    batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
+    scaled, _ = scale_depthwise(model, channel_ranges(model, ["hs"], batches))
+    [gain] = [n for n in scaled.graph.node if gain_kind(n) == GAIN]
+    name = gain.name
+    gain.name = "renamed"
+    assert float_nodes(scaled, profile_for(Target.TENSORRT))["renamed"] == "channel-gain"
+    gain.name = name
+    del gain.metadata_props[:]  # as an older file holds it
+    assert gain_kind(gain) == GAIN
+    assert float_nodes(scaled, profile_for(Target.TENSORRT))[name] == "channel-gain"
+
+
 def test_cpu_keeps_a_convolution_output_float_before_a_hardswish_and_integer_before_a_relu() -> None:
     """ONNX Runtime's QLinearConv needs a Q/DQ on its output; where a float HardSwish reads it, that rounding of the
     pre-activation is removed, and where a Relu folds into it, it stays."""
     model = _hardswish_depthwise()
     batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32)]
-    quantized = quantize(model, calibrate(model, batches, CalibMethod.MINMAX, symmetric=False), profile_for(Target.CPU))
+    quantized = minmax_int8(model, batches, profile_for(Target.CPU), symmetric=False)
     quantized_tensors = {n.input[0] for n in quantized.graph.node if n.op_type == "QuantizeLinear"}
     assert "c1" not in quantized_tensors and "hs" in quantized_tensors
     detector = _detector()
@@ -318,7 +327,7 @@ def test_recipes_refuse_too_few_samples_by_name_and_the_default_steps_down() -> 
 def test_cpu_keeps_a_folded_relu_that_a_float_op_reads() -> None:
     """ONNX Runtime folds a Relu into its convolution's output quantization (the Relu node goes); a float reader of
     that tensor must still see the clamped value, not the convolution's raw output."""
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)), "w1")]
+    inits = [constant(RNG.standard_normal((8, 3, 3, 3)), "w1")]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("Sigmoid", ["r1"], ["y"], name="gate")]
@@ -336,8 +345,8 @@ def _squeeze_excitation(head: bool = False) -> onnx.ModelProto:
     """Conv 3->8 -> Relu -> [GlobalAveragePool -> Conv 8->2 -> Relu -> Conv 2->8 -> HardSigmoid] gating the
     feature map -> Conv 8->4: a MobileNetV3 / PP-LCNet block. With ``head``, the pooled value also feeds a
     classifier (Flatten -> Gemm), which makes the pool's branch no gate."""
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)), "w1"), _init(RNG.standard_normal((2, 8, 1, 1)), "se_w1"),
-             _init(RNG.standard_normal((8, 2, 1, 1)), "se_w2"), _init(RNG.standard_normal((4, 8, 1, 1)), "w2")]
+    inits = [constant(RNG.standard_normal((8, 3, 3, 3)), "w1"), constant(RNG.standard_normal((2, 8, 1, 1)), "se_w1"),
+             constant(RNG.standard_normal((8, 2, 1, 1)), "se_w2"), constant(RNG.standard_normal((4, 8, 1, 1)), "w2")]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("GlobalAveragePool", ["r1"], ["pooled"], name="squeeze"),
@@ -349,7 +358,7 @@ def _squeeze_excitation(head: bool = False) -> onnx.ModelProto:
              helper.make_node("Conv", ["excited", "w2"], ["y"], name="project")]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])]
     if head:
-        inits.append(_init(RNG.standard_normal((5, 8)), "fc"))
+        inits.append(constant(RNG.standard_normal((5, 8)), "fc"))
         nodes += [helper.make_node("Flatten", ["pooled"], ["flat"], name="flatten"),
                   helper.make_node("Gemm", ["flat", "fc"], ["logits"], name="classifier", transB=1)]
         outputs.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 5]))

@@ -9,8 +9,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import x_to_y
 from trtpipe.errors import BadInput
 from trtpipe.optimize.dynamic_batch import make_batch_dynamic
 
@@ -26,10 +27,7 @@ def _batch_one_model(shape_first: int, *, mix: bool = False) -> onnx.ModelProto:
         axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
         nodes.append(helper.make_node("ReduceSum", ["r", "axes"], ["s"], keepdims=1, name="mix"))
         nodes.append(helper.make_node("Add", ["r", "s"], ["y"], name="add"))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])],
-                              [weight, target, *([axes] if mix else [])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return x_to_y(nodes, [weight, target, *([axes] if mix else [])], [1, 2, 4, 4], [1, 32], opset=18, ir_version=None)
 
 
 def test_a_batch_one_reshape_is_made_to_copy_the_batch() -> None:

@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import x_to_y
 from tests.optimize.conftest import run
+from trtpipe.optimize.activations import channel_ranges
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.passes.equalize import channel_ranges, equalize, find_pairs, pair_ranges
+from trtpipe.optimize.passes.equalize import equalize, find_pairs, pair_ranges
 from trtpipe.vocab import CalibMethod, Target
 
 RNG = np.random.default_rng(1)
@@ -22,7 +24,7 @@ RNG = np.random.default_rng(1)
 SPREAD = np.logspace(-2, 1.5, 8).astype(np.float32)
 
 
-def _model() -> onnx.ModelProto:
+def _spread_channels_block() -> onnx.ModelProto:
     """Conv 3->8 (channel ranges 0.01..30) -> ReLU6 -> depthwise 3x3 -> Relu -> Conv 1x1 8->4."""
     w1 = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32) * SPREAD[:, None, None, None]
     b1 = RNG.standard_normal(8).astype(np.float32) * SPREAD
@@ -38,9 +40,7 @@ def _model() -> onnx.ModelProto:
         helper.make_node("Relu", ["c2"], ["a2"], name="relu"),
         helper.make_node("Conv", ["a2", "w3"], ["y"], name="project"),
     ]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 4, 8, 8], opset=18)
 
 
 def _weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -48,13 +48,13 @@ def _weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 def test_both_pairs_found_through_relu6_and_relu() -> None:
-    pairs = find_pairs(_model())
+    pairs = find_pairs(_spread_channels_block())
     assert [(p.first.name, p.second.name) for p in pairs] == [("conv1", "depthwise"), ("depthwise", "project")]
     assert pairs[0].clip_bound == 6.0 and pairs[1].clip_bound is None
 
 
 def test_same_function_with_the_relu6_clipping() -> None:
-    model = _model()
+    model = _spread_channels_block()
     x = RNG.standard_normal((4, 3, 8, 8)).astype(np.float32) * 3
     before = run(model, x)
     equalized, _ = equalize(model)
@@ -68,7 +68,7 @@ def test_same_function_with_the_relu6_clipping() -> None:
 
 def test_one_round_matches_the_closed_form() -> None:
     """s_i = sqrt(r1_i / r2_i): after one round of the first pair, both layers' channel ranges are sqrt(r1 r2)."""
-    model = _model()
+    model = _spread_channels_block()
     w = _weights(model)
     r1 = np.abs(w["w1"]).max(axis=(1, 2, 3))
     r2 = np.abs(w["w2"]).max(axis=(1, 2, 3))
@@ -87,7 +87,7 @@ CALIB = [RNG.standard_normal((8, 3, 8, 8)).astype(np.float32) for _ in range(2)]
 def test_data_aware_mode_gives_the_depthwise_input_one_range() -> None:
     """Into a depthwise layer every channel is scaled to the widest one: the first layer's output channels (their
     positive part, before the ReLU6) end with one range."""
-    model = _model()
+    model = _spread_channels_block()
     ranges = pair_ranges(model, CALIB, after_activation=False)
     equalized, pairs = equalize(model, activation_ranges=ranges)
     first_output = pairs[0].first.output[0]
@@ -99,7 +99,7 @@ def test_data_aware_mode_gives_the_depthwise_input_one_range() -> None:
 
 @pytest.mark.parametrize("target", [Target.TENSORRT, Target.CPU])
 def test_int8_of_the_equalized_graph_is_closer_to_fp32(target: Target) -> None:
-    model = _model()
+    model = _spread_channels_block()
     x = RNG.standard_normal((16, 3, 8, 8)).astype(np.float32)
     reference = run(model, x)
     profile = profile_for(target)
@@ -125,7 +125,7 @@ def test_pass_records_what_it_did(digits_onnx: Path, tmp_path: Path) -> None:
 
 def test_a_shared_weight_is_left_alone() -> None:
     """Two convolutions reading one weight initializer: rescaling it for one pair would change the other."""
-    model = _model()
+    model = _spread_channels_block()
     model.graph.node[4].input[1] = "w1_again"
     w1 = _weights(model)["w1"]
     model.graph.initializer.append(numpy_helper.from_array(w1[:4, :1].repeat(8, axis=1)[:, :8], "w1_again"))
@@ -137,7 +137,7 @@ def test_a_shared_weight_is_left_alone() -> None:
 
 def test_tensorrt_mode_gives_the_quantized_depthwise_input_one_range() -> None:
     """For TensorRT the quantized tensor is the depthwise layer's input, after the ReLU6: its channels end equal."""
-    model = _model()
+    model = _spread_channels_block()
     ranges = pair_ranges(model, CALIB, after_activation=True)
     equalized, pairs = equalize(model, activation_ranges=ranges)
     middle = pairs[0].second.input[0]

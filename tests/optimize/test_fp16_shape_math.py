@@ -13,7 +13,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.optimize.passes.fp16 import SHAPE_REASON, convert_fp16, remove_fp16_round_trips
+from tests.builders import x_to_y
+from trtpipe.optimize.fp16_limits import remove_fp16_round_trips
+from trtpipe.optimize.passes.fp16 import SHAPE_REASON, convert_fp16
 
 if TYPE_CHECKING:
     from torch import nn
@@ -41,10 +43,7 @@ def _column_grid_model() -> onnx.ModelProto:
              numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
              numpy_helper.from_array(np.array(1.0, np.float32), "one"),
              numpy_helper.from_array(np.array(0.5, np.float32), "half")]
-    graph = helper.make_graph(nodes, "column_grid",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2, "h", "w"])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2, "h", "w"])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    return x_to_y(nodes, inits, ["n", 2, "h", "w"], ["n", 2, "h", "w"], name="column_grid", ir_version=10)
 
 
 def test_a_range_over_a_run_time_width_keeps_its_types_and_values() -> None:

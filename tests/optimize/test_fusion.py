@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import x_to_y
 from tests.optimize.conftest import run
 from trtpipe.onnx_info import op_counts
 from trtpipe.optimize.passes.fuse import simplify
@@ -26,9 +27,7 @@ def _graph_with_bn_identity_and_dropout() -> onnx.ModelProto:
     ]
     inits = [numpy_helper.from_array(a, n) for a, n in
              [(weight, "w"), (scale, "s"), (bias, "b"), (mean, "m"), (var, "v")]]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, 8, 8])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 8, 8, 8], ir_version=10)
 
 
 def test_fusion_folds_bn_and_removes_no_ops_with_the_same_outputs() -> None:

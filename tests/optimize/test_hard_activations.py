@@ -6,31 +6,26 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import constant, onnx_model, tensor
 from tests.optimize.conftest import run
+from trtpipe.optimize.hard_activations import fuse_hard_activations
 from trtpipe.optimize.passes.fuse import simplify
-from trtpipe.optimize.passes.hard_activations import fuse_hard_activations
 
 RNG = np.random.default_rng(3)
-
-
-def _scalar(value: float, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.array(value, np.float32), name)
 
 
 def _model(body: list[onnx.NodeProto], scalars: dict[str, float], opset: int = 17,
            second_input: bool = False) -> onnx.ModelProto:
     """x [n, 4, 5, 5] -> Conv 1x1 -> ``body`` (reading "c", writing "y")."""
     inits = [numpy_helper.from_array(RNG.standard_normal((4, 4, 1, 1)).astype(np.float32) * 3, "w"),
-             *(_scalar(v, k) for k, v in scalars.items())]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 5, 5])]
+             *(constant(v, k) for k, v in scalars.items())]
+    inputs = [tensor("x", ["n", 4, 5, 5])]
     if second_input:
-        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 4, 5, 5]))
+        inputs.append(tensor("z", ["n", 4, 5, 5]))
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), *body]
-    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    return onnx_model(nodes, inits, inputs, [tensor("y", None)], opset=opset, ir_version=8)
 
 
 def _hard_swish(x: np.ndarray) -> np.ndarray:

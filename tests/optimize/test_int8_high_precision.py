@@ -13,29 +13,25 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import constant, minmax_int8, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.conformance.check import check_model
 from trtpipe.errors import BadInput
-from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.high_precision import FP16_SCALE_OPSET, fp16_elsewhere, half_scale
 from trtpipe.optimize.int8.profiles import high_precision_for, profile_for
-from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.options import OptimizeOptions
-from trtpipe.vocab import CalibMethod, Precision, Target
+from trtpipe.vocab import Precision, Target
 
 RNG = np.random.default_rng(11)
 HALF, FLOAT = TensorProto.FLOAT16, TensorProto.FLOAT
 
 
-def _init(array: np.ndarray | float, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
-
-
 def _se_block(hot: bool = True) -> onnx.ModelProto:
     """Conv 3->8 -> HardSwish -> SE (GlobalAveragePool -> Conv -> Sigmoid -> Mul) -> Conv 8->8 [-> Mul by 4e4 ->
     Conv 8->4, activations near 1e6: the region FP16 cannot hold] -> Relu."""
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)), "w1"), _init(RNG.standard_normal(8), "b1"),
-             _init(RNG.standard_normal((8, 8, 1, 1)) * 0.3, "w_se"), _init(RNG.standard_normal((8, 8, 1, 1)), "w2")]
+    inits = [constant(RNG.standard_normal((8, 3, 3, 3)), "w1"), constant(RNG.standard_normal(8), "b1"),
+             constant(RNG.standard_normal((8, 8, 1, 1)) * 0.3, "w_se"),
+             constant(RNG.standard_normal((8, 8, 1, 1)), "w2")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("HardSwish", ["c1"], ["h1"], name="hardswish"),
              helper.make_node("GlobalAveragePool", ["h1"], ["squeezed"], name="se_pool"),
@@ -45,15 +41,13 @@ def _se_block(hot: bool = True) -> onnx.ModelProto:
              helper.make_node("Conv", ["excited", "w2"], ["c2"], name="conv2")]
     if hot:
         # One factor per pixel, not per channel: fusion would fold a per-channel one into conv2's weights.
-        inits += [_init(np.full((1, 1, 8, 8), 4e4), "big"), _init(RNG.standard_normal((4, 8, 1, 1)) * 1e-4, "w3")]
+        inits += [constant(np.full((1, 1, 8, 8), 4e4), "big"), constant(RNG.standard_normal((4, 8, 1, 1)) * 1e-4, "w3")]
         nodes += [helper.make_node("Mul", ["c2", "big"], ["hot"], name="hot_mul"),
                   helper.make_node("Conv", ["hot", "w3"], ["c3"], name="conv3"),
                   helper.make_node("Relu", ["c3"], ["y"], name="relu_out")]
     else:
         nodes.append(helper.make_node("Relu", ["c2"], ["y"], name="relu_out"))
-    graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", FLOAT, ["n", 4 if hot else 8, 8, 8])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 4 if hot else 8, 8, 8], name="se")
 
 
 def _types(model: onnx.ModelProto) -> dict[str, int]:
@@ -69,8 +63,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def _quantized(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[np.ndarray]]:
     batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32) for _ in range(4)]
-    ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=True)
-    return quantize(model, ranges, profile_for(Target.TENSORRT)), batches
+    return minmax_int8(model, batches, profile_for(Target.TENSORRT), symmetric=True), batches
 
 
 def test_the_float_layers_run_in_fp16_and_the_overflowing_region_stays_fp32() -> None:
@@ -152,11 +145,10 @@ def test_a_weight_scale_below_fp16s_normal_range_is_rounded_up_and_requantized()
          helper.make_node("Conv", ["y", "w_out"], ["z"], name="conv_out")],
         "tiny", [helper.make_tensor_value_info("x", FLOAT, ["n", 3, 4, 4])],
         [helper.make_tensor_value_info("z", FLOAT, ["n", 2, 4, 4])],
-        [_init(weights, "w"), _init(RNG.standard_normal((2, 4, 1, 1)), "w_out")])
+        [constant(weights, "w"), constant(RNG.standard_normal((2, 4, 1, 1)), "w_out")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     batches = [RNG.standard_normal((4, 3, 4, 4)).astype(np.float32) * 1e3 for _ in range(2)]
-    quantized = quantize(model, calibrate(model, batches, CalibMethod.MINMAX, symmetric=True),
-                         profile_for(Target.TENSORRT))
+    quantized = minmax_int8(model, batches, profile_for(Target.TENSORRT), symmetric=True)
     converted, report = fp16_elsewhere(quantized, batches)
     assert report.subnormal_scales >= 1 and report.requantized_weights >= 1
     inits = {t.name: numpy_helper.to_array(t) for t in converted.graph.initializer}
@@ -224,19 +216,18 @@ def test_a_constant_only_fp32_nodes_read_keeps_its_value() -> None:
     """x * 1e5 * 1e-5 between two convolutions, the factors as Constant nodes: both Muls stay FP32 (their values pass
     FP16's range), and so do the Constants, which the float16 converter would otherwise have clamped to 65504."""
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1"),
-             helper.make_node("Constant", [], ["up"], name="up_factor", value=_init(1e5, "up_value")),
-             helper.make_node("Constant", [], ["down"], name="down_factor", value=_init(1e-5, "down_value")),
+             helper.make_node("Constant", [], ["up"], name="up_factor", value=constant(1e5, "up_value")),
+             helper.make_node("Constant", [], ["down"], name="down_factor", value=constant(1e-5, "down_value")),
              helper.make_node("Mul", ["c1", "up"], ["big"], name="scale_up"),
              helper.make_node("Mul", ["big", "down"], ["back"], name="scale_down"),
              helper.make_node("Conv", ["back", "w2"], ["y"], name="conv2")]
     graph = helper.make_graph(nodes, "const", [helper.make_tensor_value_info("x", FLOAT, ["n", 3, 4, 4])],
                               [helper.make_tensor_value_info("y", FLOAT, ["n", 2, 4, 4])],
-                              [_init(RNG.standard_normal((4, 3, 1, 1)), "w1"),
-                               _init(RNG.standard_normal((2, 4, 1, 1)), "w2")])
+                              [constant(RNG.standard_normal((4, 3, 1, 1)), "w1"),
+                               constant(RNG.standard_normal((2, 4, 1, 1)), "w2")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     batches = [RNG.standard_normal((4, 3, 4, 4)).astype(np.float32) for _ in range(2)]
-    quantized = quantize(model, calibrate(model, batches, CalibMethod.MINMAX, symmetric=True),
-                         profile_for(Target.TENSORRT))
+    quantized = minmax_int8(model, batches, profile_for(Target.TENSORRT), symmetric=True)
     converted, report = fp16_elsewhere(quantized, batches)
     kept = {item["node"] for item in report.kept_fp32}
     assert {"scale_up", "scale_down", "up_factor", "down_factor"} <= kept
@@ -255,8 +246,8 @@ def test_fp16_that_breaks_the_outputs_falls_back_to_fp32(tmp_path: Path, run_cli
          helper.make_node("Conv", ["small", "w2"], ["y"], name="conv2")],
         "tiny", [helper.make_tensor_value_info("x", FLOAT, ["n", 3, 4, 4])],
         [helper.make_tensor_value_info("y", FLOAT, ["n", 2, 4, 4])],
-        [_init(RNG.standard_normal((4, 3, 1, 1)), "w1"), _init(1e-9, "tiny"),
-         _init(RNG.standard_normal((2, 4, 1, 1)), "w2")])
+        [constant(RNG.standard_normal((4, 3, 1, 1)), "w1"), constant(1e-9, "tiny"),
+         constant(RNG.standard_normal((2, 4, 1, 1)), "w2")])
     source, out = tmp_path / "tiny.onnx", tmp_path / "int8.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), source)
     result = run_cli("optimize", source, "-o", out, "--precision", "int8", "--target", "tensorrt", "--calib",

@@ -8,14 +8,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import minmax_int8, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.conformance.check import check_model
-from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.vocab import CalibMethod, Target
+from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(3)
 
@@ -31,17 +30,14 @@ def _pooled(pool: str) -> onnx.ModelProto:
              helper.make_node(pool, ["r1"], ["p"], name="pool", **window),
              helper.make_node("Conv", ["p", "w2"], ["y"], name="conv2")]
     side = 1 if pool.startswith("Global") else 4
-    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, side, side])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 4, side, side], name="pool")
 
 
 @pytest.mark.parametrize("pool", ["AveragePool", "MaxPool", "GlobalAveragePool"])
 def test_a_pool_reads_and_writes_through_qdq_on_tensorrt(pool: str) -> None:
     model = _pooled(pool)
     batches = [RNG.standard_normal((4, 3, 8, 8)).astype(np.float32) for _ in range(4)]
-    quantized = quantize(model, calibrate(model, batches, CalibMethod.MINMAX, symmetric=True),
-                         profile_for(Target.TENSORRT))
+    quantized = minmax_int8(model, batches, profile_for(Target.TENSORRT), symmetric=True)
     producer = {o: n for n in quantized.graph.node for o in n.output}
     node = next(n for n in quantized.graph.node if n.name == "pool")
     read = producer[node.input[0]]

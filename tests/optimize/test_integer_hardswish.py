@@ -8,12 +8,11 @@ import dataclasses
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import conv_hardswish, conv_hardswish_ranges, cpu_optimized_ops, x_to_y
 from tests.optimize.conftest import run
-from tests.optimize.test_preactivations import _calibrated, _conv_hardswish
 from trtpipe.conformance.check import check_model
 from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.profiles import profile_for
@@ -21,6 +20,7 @@ from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(11)
+CONV_RNG = np.random.default_rng(5)  # conv_hardswish's weights and calibration data
 X_SCALE, X_ZERO = 0.05, 100  # uint8 x covers [-5, 7.75]: both of HardSwish's kinks and its curved part
 Y_SCALE, Y_ZERO = 0.04, 10
 
@@ -40,17 +40,7 @@ def _qdq_hardswish(x_zero_type: int = TensorProto.UINT8, reader: str = "Quantize
                   helper.make_node("DequantizeLinear", ["hq", "ys", "yz"], ["y"], name="dqy")]
     else:
         nodes.append(helper.make_node("Identity", ["h"], ["y"], name="float_reader"))
-    graph = helper.make_graph(nodes, "qdq_hswish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-
-
-def _optimized_ops(model: onnx.ModelProto, tmp_path) -> list[str]:  # type: ignore[no-untyped-def]
-    """The operators ONNX Runtime's CPU provider runs after its graph optimizations (its QDQ fusions)."""
-    options = ort.SessionOptions()
-    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return [node.op_type for node in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
+    return x_to_y(nodes, inits, [1, 64], [1, 64], name="qdq_hswish")
 
 
 def test_every_uint8_input_level_lands_within_one_output_step_of_hardswish(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -60,7 +50,7 @@ def test_every_uint8_input_level_lands_within_one_output_step_of_hardswish(tmp_p
     assert integer_hardswish(model) == 1
     assert "HardSwish" not in {n.op_type for n in model.graph.node}
     onnx.checker.check_model(model, full_check=True)
-    ops = _optimized_ops(model, tmp_path)
+    ops = cpu_optimized_ops(model, tmp_path)
     assert {"QLinearAdd", "QLinearMul"} <= set(ops) and not {"HardSwish", "HardSigmoid"} & set(ops), ops
     levels = (np.arange(256, dtype=np.float32) - X_ZERO) * X_SCALE
     got = np.concatenate([run(model, chunk[None]) for chunk in levels.reshape(4, 64)], axis=None)
@@ -83,13 +73,13 @@ def test_signed_inputs_and_float_readers_keep_the_hardswish(zero_type: int, read
 def test_cpu_quantization_runs_the_activation_in_integer_close_to_fp32(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Conv -> HardSwish -> Conv through the cpu profile: no float HardSwish left for ONNX Runtime, its output as
     close to the FP32 reference as with the float activation, and every conformance rule of the target kept."""
-    model = _conv_hardswish()
-    ranges = _calibrated(model)
+    model = conv_hardswish(CONV_RNG)
+    ranges = conv_hardswish_ranges(model, CONV_RNG)
     profile = profile_for(Target.CPU)
     assert profile.integer_hardswish
     integer = quantize(model, ranges, profile)
     floated = quantize(model, ranges, dataclasses.replace(profile, integer_hardswish=False))
-    ops = _optimized_ops(integer, tmp_path)
+    ops = cpu_optimized_ops(integer, tmp_path)
     assert "QLinearMul" in ops and "HardSwish" not in ops and "HardSigmoid" not in ops, ops
     assert check_model(integer, Target.CPU).passed
     x = RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) * 2
@@ -101,6 +91,6 @@ def test_cpu_quantization_runs_the_activation_in_integer_close_to_fp32(tmp_path)
 @pytest.mark.parametrize("target", [Target.TENSORRT, Target.OPENVINO])
 def test_other_targets_keep_hardswish(target: Target) -> None:
     """TensorRT and OpenVINO fuse the HardSwish into the convolution before it."""
-    model = _conv_hardswish()
-    quantized = quantize(model, _calibrated(model), profile_for(target))
+    model = conv_hardswish(CONV_RNG)
+    quantized = quantize(model, conv_hardswish_ranges(model, CONV_RNG), profile_for(target))
     assert "HardSwish" in {n.op_type for n in quantized.graph.node}

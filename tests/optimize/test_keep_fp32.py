@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from tests.builders import cpu_optimized_ops, minmax_int8, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.optimize.int8.adaround import adaround
 from trtpipe.optimize.int8.calibrate import calibrate
@@ -22,7 +22,7 @@ from trtpipe.vocab import CalibMethod, Target
 RNG = np.random.default_rng(5)
 
 
-def _model() -> onnx.ModelProto:
+def _residual_depthwise_classifier() -> onnx.ModelProto:
     """Conv -> ReLU6 -> depthwise Conv -> Relu -> 1x1 Conv -> + ReLU6 output (residual) -> ReduceMean -> Gemm."""
     inits = [numpy_helper.from_array(a, n) for a, n in (
         (RNG.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.4, "w1"),
@@ -43,17 +43,14 @@ def _model() -> onnx.ModelProto:
         helper.make_node("ReduceMean", ["s", "axes"], ["m"], name="pool", keepdims=0),
         helper.make_node("Gemm", ["m", "w4", "b4"], ["y"], name="fc", transB=1),
     ]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 5], opset=18)
 
 
 def _quantized(target: Target) -> tuple[onnx.ModelProto, onnx.ModelProto, list[np.ndarray]]:
-    model = _model()
+    model = _residual_depthwise_classifier()
     calib = [RNG.standard_normal((16, 3, 8, 8)).astype(np.float32) * 2 for _ in range(2)]
     profile = profile_for(target)
-    ranges = calibrate(model, calib, CalibMethod.MINMAX, symmetric=profile.symmetric_activations)
-    return model, quantize(model, ranges, profile), calib
+    return model, minmax_int8(model, calib, profile, symmetric=profile.symmetric_activations), calib
 
 
 @pytest.mark.parametrize("target", [Target.TENSORRT, Target.CPU])
@@ -93,22 +90,14 @@ def test_tensorrt_mix_equals_the_quantizer_excluding_those_nodes() -> None:
         np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-5, err_msg=str(unit))
 
 
-def _fused_ops(model: onnx.ModelProto, tmp_path) -> list[str]:  # type: ignore[no-untyped-def]
-    """The op types ONNX Runtime's CPU provider actually runs after its graph optimisations."""
-    options = ort.SessionOptions()
-    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node]
-
-
 def test_cpu_fp32_node_leaves_its_neighbours_in_int8_kernels(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The depthwise conv back in FP32 must not take conv1 or project out of QLinearConv: conv1 keeps writing INT8
     and the FP32 node reads it after its Q/DQ."""
     model, quantized, calib = _quantized(Target.CPU)
     profile = profile_for(Target.CPU)
-    assert _fused_ops(quantized, tmp_path).count("QLinearConv") == 3
+    assert cpu_optimized_ops(quantized, tmp_path).count("QLinearConv") == 3
     mixed = keep_in_fp32(quantized, model, ["depthwise"], profile)
-    ops = _fused_ops(mixed, tmp_path)
+    ops = cpu_optimized_ops(mixed, tmp_path)
     assert ops.count("QLinearConv") == 2 and ops.count("Conv") + ops.count("FusedConv") == 1
     # Wired right, one node back in FP32 computes the model about as well as INT8 everywhere (the logits come
     # out unquantized either way); a wrong wire would be off by the size of the logits.

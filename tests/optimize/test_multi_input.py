@@ -11,8 +11,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from tests.builders import nhwc_uint8_onnx, two_input_data, two_input_onnx
 from tests.conftest import error_line
-from tests.optimize.multi_input_models import nhwc_uint8_onnx, two_input_data, two_input_onnx
 from trtpipe.errors import BadInput
 from trtpipe.inputs import InputSpec, Layout
 from trtpipe.optimize.data import load_dataset

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
+from tests.builders import constant, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
@@ -39,14 +40,11 @@ def _hardswish_fpn(rng: np.random.Generator) -> onnx.ModelProto:
     """stem Conv+HardSwish -> (lateral 1x1 Conv+HardSwish, strided Conv+HardSwish -> nearest Resize x2) -> Concat ->
     head Conv, input [1, 3, 16, 16]: the Concat's inputs go below zero (HardSwish's -0.375) and a convolution reads
     it, as in PP-PicoDet's neck."""
-    def init(array: np.ndarray | list[float], name: str) -> onnx.TensorProto:
-        return numpy_helper.from_array(np.asarray(array, np.float32), name)
-
-    inits = [init(rng.standard_normal((8, 3, 3, 3)) * 0.4, "w_stem"), init(rng.standard_normal(8), "b_stem"),
-             init(rng.standard_normal((8, 8, 1, 1)) * 0.4, "w_lat"), init(rng.standard_normal(8), "b_lat"),
-             init(rng.standard_normal((8, 8, 3, 3)) * 0.4, "w_down"), init(rng.standard_normal(8), "b_down"),
-             init(rng.standard_normal((4, 16, 3, 3)) * 0.2, "w_head"), init(np.zeros(4), "b_head"),
-             init([1, 1, 2, 2], "scales")]
+    inits = [constant(rng.standard_normal((8, 3, 3, 3)) * 0.4, "w_stem"), constant(rng.standard_normal(8), "b_stem"),
+             constant(rng.standard_normal((8, 8, 1, 1)) * 0.4, "w_lat"), constant(rng.standard_normal(8), "b_lat"),
+             constant(rng.standard_normal((8, 8, 3, 3)) * 0.4, "w_down"), constant(rng.standard_normal(8), "b_down"),
+             constant(rng.standard_normal((4, 16, 3, 3)) * 0.2, "w_head"), constant(np.zeros(4), "b_head"),
+             constant([1, 1, 2, 2], "scales")]
     nodes = [helper.make_node("Conv", ["x", "w_stem", "b_stem"], ["stem_pre"], name="stem", pads=[1, 1, 1, 1]),
              helper.make_node("HardSwish", ["stem_pre"], ["stem"], name="stem_act"),
              helper.make_node("Conv", ["stem", "w_lat", "b_lat"], ["lateral_pre"], name="lateral"),
@@ -57,9 +55,7 @@ def _hardswish_fpn(rng: np.random.Generator) -> onnx.ModelProto:
              helper.make_node("Resize", ["down", "", "scales"], ["up"], name="upsample", mode="nearest"),
              helper.make_node("Concat", ["up", "lateral"], ["joined"], name="join", axis=1),
              helper.make_node("Conv", ["joined", "w_head", "b_head"], ["y"], name="head", pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(nodes, "fpn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    return x_to_y(nodes, inits, [1, 3, 16, 16], [1, 4, 16, 16], name="fpn")
 
 
 def _openvino(model: onnx.ModelProto, x: np.ndarray, folder: Path, isa: str | None) -> np.ndarray:

@@ -7,15 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trtpipe.optimize.passes.registry import (
-    GraphPass,
-    PrecisionPass,
-    declared_passes,
-    graph_pass,
-    graph_pass_names,
-    parse_passes,
-    precision_pass,
-)
+from trtpipe.optimize.passes.loader import DeclaredPass, graph_pass, precision_pass
+from trtpipe.optimize.passes.registry import GraphPass, PrecisionPass, declared_passes, graph_pass_names, parse_passes
 from trtpipe.vocab import Precision
 
 
@@ -41,9 +34,11 @@ def test_the_shipped_passes() -> None:
             parse_passes(helper)
     assert parse_passes("fuse, equalize") == ("fuse", "equalize") and parse_passes("none") == ()
     for name in graph_pass_names():
-        assert isinstance(graph_pass(name).PASS, GraphPass)  # what was read is what the module declares
+        loaded = graph_pass(name)  # a Pass: its name, what it does, apply()
+        assert isinstance(loaded, DeclaredPass) and isinstance(loaded.module.PASS, GraphPass)
+        assert loaded.name == name and loaded.description == loaded.module.PASS.description  # read == declared
     assert precision_pass(Precision.FP32) is None
     for precision in Precision:
         if precision.optimizable and precision is not Precision.FP32:
-            module = precision_pass(precision)
-            assert module is not None and module.PASS.precision is precision
+            loaded = precision_pass(precision)
+            assert isinstance(loaded, DeclaredPass) and loaded.module.PASS.precision is precision

@@ -8,56 +8,23 @@ import json
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import constant, conv_hardswish, conv_hardswish_ranges, cpu_optimized_ops
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.preactivations import integer_preactivations
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.saturation import responsive_intervals, saturated_ranges
-from trtpipe.vocab import CalibMethod, Target
+from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(5)
 
 
-def _init(array: np.ndarray, name: str) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array, dtype=np.float32), name)
-
-
-def _conv_hardswish(bias_shift: float = -20.0) -> onnx.ModelProto:
-    """Conv -> HardSwish -> Conv, the first convolution's bias pushing most pre-activations far below -3 (where
-    HardSwish gives 0), as BatchNorm-folded convolutions in PP-LCNet do: min/max calibration spans [-40, 10]."""
-    inits = [_init(RNG.standard_normal((8, 3, 3, 3)) * 0.5, "w1"),
-             _init(np.full(8, bias_shift) + np.arange(8) * 4, "b1"),
-             _init(RNG.standard_normal((4, 8, 1, 1)) * 0.5, "w2"), _init(np.zeros(4), "b2")]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["pre"], name="conv1", pads=[1, 1, 1, 1]),
-             helper.make_node("HardSwish", ["pre"], ["act"], name="hswish"),
-             helper.make_node("Conv", ["act", "w2", "b2"], ["y"], name="conv2")]
-    graph = helper.make_graph(nodes, "conv_hswish", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                                   [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-
-
-def _calibrated(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
-    batches = [RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) * 2 for _ in range(16)]
-    return calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
-
-
-def _integer_ops(model: onnx.ModelProto, tmp_path) -> list[str]:  # type: ignore[no-untyped-def]
-    """The operators ONNX Runtime's CPU provider runs after its graph optimizations (its QDQ fusions)."""
-    options = ort.SessionOptions()
-    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return [node.op_type for node in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
-
-
 def test_the_pre_activation_range_is_narrowed_to_where_hardswish_responds() -> None:
-    model = _conv_hardswish()
-    ranges = _calibrated(model)
+    model = conv_hardswish(RNG)
+    ranges = conv_hardswish_ranges(model, RNG)
     assert ranges["pre"][0] < -10  # what min/max saw
     narrowed = saturated_ranges(model, ranges)
     assert narrowed["pre"] == (-3.0, ranges["pre"][1])
@@ -65,15 +32,15 @@ def test_the_pre_activation_range_is_narrowed_to_where_hardswish_responds() -> N
 
 
 def test_cpu_runs_the_convolution_before_a_hardswish_in_integer_and_stays_close_to_fp32(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    model = _conv_hardswish()
-    ranges = _calibrated(model)
+    model = conv_hardswish(RNG)
+    ranges = conv_hardswish_ranges(model, RNG)
     profile = profile_for(Target.CPU)
     assert integer_preactivations(model, profile) == ["hswish"]
     quantized = quantize(model, ranges, profile)
     # conv2 writes the graph's float output, so it runs as a float Conv on dequantized inputs either way.
-    assert _integer_ops(quantized, tmp_path).count("QLinearConv") == 1
+    assert cpu_optimized_ops(quantized, tmp_path).count("QLinearConv") == 1
     floated = quantize(model, ranges, profile, exclude=["hswish"])
-    assert _integer_ops(floated, tmp_path).count("QLinearConv") == 0  # conv1's float output: a float Conv
+    assert cpu_optimized_ops(floated, tmp_path).count("QLinearConv") == 0  # conv1's float output: a float Conv
     x = RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) * 2
     reference = run(model, x)
     error = np.abs(run(quantized, x) - reference).mean()
@@ -87,11 +54,11 @@ def test_cpu_runs_the_convolution_before_a_hardswish_in_integer_and_stays_close_
 @pytest.mark.parametrize("target", [Target.TENSORRT, Target.OPENVINO])
 def test_other_targets_leave_hardswish_inputs_alone(target: Target) -> None:
     """TensorRT and OpenVINO fuse a HardSwish into the convolution before it and run it with a float output."""
-    assert integer_preactivations(_conv_hardswish(), profile_for(target)) == []
+    assert integer_preactivations(conv_hardswish(RNG), profile_for(target)) == []
 
 
 def test_each_saturating_activation_gives_its_interval() -> None:
-    consts = [_init(np.array(0.0), "zero"), _init(np.array(6.0), "six")]
+    consts = [constant(np.array(0.0), "zero"), constant(np.array(6.0), "six")]
     nodes = [helper.make_node("Relu", ["a"], ["ra"]),
              helper.make_node("HardSigmoid", ["b"], ["hb"], alpha=0.2, beta=0.5),
              helper.make_node("Clip", ["c", "zero", "six"], ["cc"]),
@@ -112,7 +79,7 @@ def test_the_int8_pass_measures_both_and_records_its_choice(tmp_path, run_cli) -
     manifest holds both figures and the decision, and the decision follows them (no task measure here: the
     outputs' cosine, within 1e-3)."""
     source, out = tmp_path / "hswish.onnx", tmp_path / "int8.onnx"
-    onnx.save(_conv_hardswish(), source)
+    onnx.save(conv_hardswish(RNG), source)
     result = run_cli("optimize", source, "-o", out, "--precision", "int8", "--target", "cpu", "--calib", "random",
                      "--calib-samples", "16")
     assert result.exit_code == 0, result.output
@@ -200,10 +167,10 @@ def test_without_gains_or_when_the_others_cost_too_the_search_is_over_all_of_the
 
 
 def test_gained_finds_the_activations_a_channel_gain_reads() -> None:
+    from trtpipe.optimize.gains import GAIN_SUFFIX
     from trtpipe.optimize.int8.preactivations import gained
-    from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX
 
-    consts = [_init(np.ones((1, 4, 1, 1)), "g")]
+    consts = [constant(np.ones((1, 4, 1, 1)), "g")]
     nodes = [helper.make_node("HardSwish", ["a"], ["ha"], name="hs_a"),
              helper.make_node("HardSwish", ["b"], ["hb"], name="hs_b"),
              helper.make_node("Mul", ["ha", "g"], ["ga"], name=f"ha{GAIN_SUFFIX}"),
@@ -226,7 +193,7 @@ def test_the_float_preactivations_stay_in_the_manifests_placement_record(tmp_pat
     monkeypatch.setattr(preactivations, "TOLERANCE_PP", -1.0)
     monkeypatch.setattr(preactivations, "COSINE_TOLERANCE", -1.0)
     source, out = tmp_path / "hswish.onnx", tmp_path / "int8.onnx"
-    onnx.save(_conv_hardswish(), source)
+    onnx.save(conv_hardswish(RNG), source)
     optimize(source, out, OptimizeOptions(precision=Precision.INT8, target=Target.CPU, calib="random",
                                           calib_samples=16))
     section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import onnx_model, tensor, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
@@ -36,11 +37,8 @@ def _segmenter() -> onnx.ModelProto:
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("Conv", ["r1", "w2", "b2"], ["scores"], name="conv2", pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(nodes, "saturating", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                                 [None, 3, 12, 12])],
-                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, CLASSES, 12, 12])],
-                              inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = onnx_model(nodes, inits, [tensor("x", [None, 3, 12, 12])], [tensor("scores", [None, CLASSES, 12, 12])],
+                       name="saturating", opset=13, ir_version=None)
     centre = run(model, RNG.standard_normal((8, 3, 12, 12)).astype(np.float32)).mean(axis=(0, 2, 3))
     model.graph.initializer[-1].CopyFrom(numpy_helper.from_array(-centre.astype(np.float32), "b2"))
     return model
@@ -94,10 +92,7 @@ def test_7_bit_weights_stop_at_the_layers_that_saturate_depthwise_keeps_8_bits()
     nodes = [helper.make_node("Conv", ["x", "w_dw", "b_dw"], ["d"], name="depthwise", group=8, pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["d"], ["r"], name="relu"),
              helper.make_node("Conv", ["r", "w_pw", "b_pw"], ["y"], name="pointwise")]
-    graph = helper.make_graph(nodes, "separable", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                                [None, 8, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4, 8, 8])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = x_to_y(nodes, inits, [None, 8, 8, 8], [None, 4, 8, 8], name="separable", opset=13, ir_version=None)
     ranges = calibrate(model, [RNG.standard_normal((4, 8, 8, 8)).astype(np.float32)], CalibMethod.MINMAX,
                        symmetric=False)
     reduced = quantize(model, ranges, replace(profile_for(Target.CPU), reduce_range=True))

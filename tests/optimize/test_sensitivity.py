@@ -11,14 +11,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.builders import minmax_int8, x_to_y
 from trtpipe import console
 from trtpipe.comparison import Comparison
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import outputs
 from trtpipe.optimize.int8 import sensitivity
-from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.sensitivity import (
     CHANNEL_ENERGY_FLOOR,
     MIN_PROBE_SAMPLES,
@@ -30,7 +29,7 @@ from trtpipe.optimize.int8.sensitivity import (
     probe_samples,
     removed_errors,
 )
-from trtpipe.vocab import CalibMethod, Target, Task
+from trtpipe.vocab import Target, Task
 
 OUTLIER = 1000.0
 
@@ -64,9 +63,7 @@ def _outlier_model() -> onnx.ModelProto:
         helper.make_node("ReduceMean", ["a3", "axes"], ["m"], name="pool", keepdims=0),
         helper.make_node("Gemm", ["m", "w4", "b4"], ["y"], name="fc", transB=1),
     ]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 6], opset=18)
 
 
 def _images(count: int, seed: int) -> np.ndarray:
@@ -75,8 +72,7 @@ def _images(count: int, seed: int) -> np.ndarray:
 
 def _quantized(model: onnx.ModelProto, target: Target, calib: np.ndarray) -> onnx.ModelProto:
     profile = profile_for(target)
-    ranges = calibrate(model, [calib], CalibMethod.MINMAX, symmetric=profile.symmetric_activations)
-    return quantize(model, ranges, profile)
+    return minmax_int8(model, [calib], profile, symmetric=profile.symmetric_activations)
 
 
 def _with_outputs(model: onnx.ModelProto, names: list[str]) -> ort.InferenceSession:

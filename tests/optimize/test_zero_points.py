@@ -11,13 +11,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from tests.builders import fpn, minmax_int8
 from tests.optimize.conftest import run
-from tests.optimize.fpn_models import fpn
-from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.zero_points import zero_point_free_joins
-from trtpipe.vocab import CalibMethod, Target
+from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(11)
 
@@ -29,7 +27,7 @@ def _quantized(target: Target, model: onnx.ModelProto | None = None, *,
     profile = profile_for(target)
     if not rewrite:
         profile = replace(profile, zero_point_free_joins=False)
-    return model, quantize(model, calibrate(model, batches, CalibMethod.MINMAX, symmetric=False), profile)
+    return model, minmax_int8(model, batches, profile, symmetric=False)
 
 
 def _dequantized_inputs(model: onnx.ModelProto) -> dict[str, list[tuple[int, float, int]]]:

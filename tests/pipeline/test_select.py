@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from trtpipe.bench.rows import BenchRow
+from trtpipe.bench.timing import LatencyStats
 from trtpipe.pipeline.select import batch_advice, choose
 from trtpipe.vocab import BackendKind, Device, Precision
 
 
 def _row(variant: str, backend: str, batch: int, p50: float, memory: float, *, device: str = "cpu") -> BenchRow:
+    latency = LatencyStats(iters=10, p50_ms=p50, p90_ms=p50, p99_ms=p50 * 1.2, mean_ms=p50, std_ms=0.0, min_ms=p50,
+                           max_ms=p50, throughput=batch * 1000 / p50)
     return BenchRow(variant=variant, backend=BackendKind(backend), precision=Precision.INT8, device=Device(device),
-                    batch=batch, iters=10,
-                    p50_ms=p50, p90_ms=p50, p99_ms=p50 * 1.2, mean_ms=p50, std_ms=0.0, min_ms=p50, max_ms=p50,
-                    throughput=batch * 1000 / p50, artifact=f"models/{variant}/1/model.onnx", top1_agreement=0.99,
+                    batch=batch, latency=latency, artifact=f"models/{variant}/1/model.onnx", top1_agreement=0.99,
                     host_memory_mb=memory if device == "cpu" else 50.0,
                     device_memory_mb=memory if device == "cuda" else None)
 

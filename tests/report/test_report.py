@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import error_line
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
+from trtpipe.bench.timing import LatencyStats
+from trtpipe.report.charts import Chart
 from trtpipe.report.columns import COLUMNS
 from trtpipe.report.html import load_results, render_html
 from trtpipe.report.tables import print_table, to_markdown, write_reports
@@ -22,10 +24,10 @@ SKIPPED = "OpenVINO rows skipped: OpenVINO is not installed (pip install 'trtpip
 
 def _row(variant: str, backend: BackendKind, precision: Precision, batch: int, p50: float,
          **extra: Any) -> dict[str, Any]:
-    return BenchRow(variant=variant, backend=backend, precision=precision, device=Device.CPU, batch=batch, iters=20,
-                    p50_ms=p50, p90_ms=p50 * 1.1, p99_ms=p50 * 1.3, mean_ms=p50 * 1.05, std_ms=p50 * 0.05,
-                    min_ms=p50 * 0.9, max_ms=p50 * 1.5, throughput=batch * 1000 / p50, agreement_samples=847,
-                    **extra).to_dict()
+    latency = LatencyStats(iters=20, p50_ms=p50, p90_ms=p50 * 1.1, p99_ms=p50 * 1.3, mean_ms=p50 * 1.05,
+                           std_ms=p50 * 0.05, min_ms=p50 * 0.9, max_ms=p50 * 1.5, throughput=batch * 1000 / p50)
+    return BenchRow(variant=variant, backend=backend, precision=precision, device=Device.CPU, batch=batch,
+                    latency=latency, agreement_samples=847, **extra).to_dict()
 
 
 @pytest.fixture()
@@ -78,9 +80,9 @@ def test_markdown_has_every_row_the_present_columns_and_their_legend(report: dic
 
 def test_html_has_every_row_the_legend_and_escapes_names(report: dict[str, Any]) -> None:
     report["results"][0]["variant"] = "pytorch-fp32 <b>"
-    page = render_html(report, {"latency": "<svg>chart</svg>"})
-    assert page.count("<td>onnxruntime-int8</td>") == 2
-    assert "<td>pytorch-fp32 &lt;b&gt;</td>" in page and "pytorch-fp32 <b>" not in page
+    page = render_html(report, [Chart("latency", "Latency", "<svg>chart</svg>")])
+    assert page.count("<td class=variant>onnxruntime-int8</td>") == 2
+    assert "<td class=variant>pytorch-fp32 &lt;b&gt;</td>" in page and "pytorch-fp32 <b>" not in page
     for header in _columns(shown=True):
         assert f">{header}</th>" in page
     for header in _columns(shown=False):

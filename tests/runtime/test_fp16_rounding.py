@@ -118,7 +118,7 @@ def test_the_setting_is_typed(value: object) -> None:
 def test_intermediate_tensors_exposed_without_a_type_are_rounded_too() -> None:
     # trtpipe debug exposes every tensor as an output declared without a type: each must still hold what the GPU
     # writes, and the graph's own readers must not see more than that.
-    from trtpipe.optimize.activations import with_outputs
+    from trtpipe.runtime.onnxruntime.probe import with_outputs
 
     exposed = with_outputs(_sum_then_difference(), ["sum16", "difference16"])
     rewritten, rounded = round_fp16_tensors(exposed)

@@ -17,8 +17,8 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.builders import lookup
 from tests.serve.conftest import RunningServer
-from tests.serve.tiny_models import lookup
 
 
 def _body(value: float) -> bytes:

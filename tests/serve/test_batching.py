@@ -62,7 +62,7 @@ def test_a_request_the_model_refuses_fails_alone_and_the_others_get_their_rows(t
     """A real ONNX Runtime Gather refuses one index of twelve joined requests: the batch is run again in halves,
     so only that request hears of the failure."""
     import trtpipe
-    from tests.serve.tiny_models import TABLE, lookup
+    from tests.builders import TABLE, lookup
 
     runs: list[int] = []
     with trtpipe.load(lookup(tmp_path)) as model:

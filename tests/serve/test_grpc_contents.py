@@ -13,11 +13,11 @@ from typing import Any
 import grpc
 import httpx
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from tests.builders import save_in_repository
 from tests.serve.conftest import RunningServer
 
 LIMIT = 1_000_000  # RunningServer's --max-body-mb, in bytes
@@ -25,18 +25,12 @@ TYPES = {"FP32": TensorProto.FLOAT, "FP64": TensorProto.DOUBLE, "INT64": TensorP
          "INT8": TensorProto.INT8, "UINT16": TensorProto.UINT16, "BOOL": TensorProto.BOOL}
 
 
-def _save(graph: onnx.GraphProto, repository: Path, name: str) -> None:
-    path = repository / name / "1" / "model.onnx"
-    path.parent.mkdir(parents=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9), path)
-
-
 def _identity(repository: Path, datatype: str) -> None:
     """``y = x`` for an ``[n, k]`` tensor of ``datatype``: what comes back is exactly what the server decoded."""
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], datatype,
                               [helper.make_tensor_value_info("x", TYPES[datatype], ["n", "k"])],
                               [helper.make_tensor_value_info("y", TYPES[datatype], ["n", "k"])])
-    _save(graph, repository, datatype.lower())
+    save_in_repository(graph, repository, datatype.lower())
 
 
 def _row_sums(repository: Path) -> None:
@@ -45,7 +39,7 @@ def _row_sums(repository: Path) -> None:
     graph = helper.make_graph([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)], "sums",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "k"])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1])], initializer=[axes])
-    _save(graph, repository, "sums")
+    save_in_repository(graph, repository, "sums")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.serve.tiny_models import wide
+from tests.builders import wide
 from trtpipe.serve.loopback import free_port, wait_until_ready
 
 ROW = 1 << 24  # float32 values a row expands to: 64 MiB a row

@@ -1,7 +1,7 @@
 """A model's rejection of one request's data is a 400 for that request alone, whatever it was batched with, and
 no message names a library's source file; a model whose outputs change the batch axis is never split wrongly.
 
-Real servers and real ONNX Runtime sessions on the tiny models of ``tiny_models.py``.
+Real servers and real ONNX Runtime sessions on the tiny failure models of ``tests/builders.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import trtpipe
+from tests.builders import TABLE, lookup, regroup
 from tests.serve.conftest import RunningServer
-from tests.serve.tiny_models import TABLE, lookup, regroup
 from trtpipe import console
 from trtpipe.serve.batching import BatchingOptions, MicroBatcher
 

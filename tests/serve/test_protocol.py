@@ -205,7 +205,8 @@ EIGHT = [1, 2, 3, 4, 5, 6, 7, 8]
 @pytest.mark.parametrize(("text", "expected"), [
     (b"[1,2,3,4,5,6,7,8]", EIGHT),
     (b'[ [[[1, 2],\n [3, 4]]],\t[[[5e0, 6.0E0], [7, 8]]] ]', EIGHT),
-    (b"[[1,2,3],[4,5,6,7,8]]", EIGHT),  # nesting is read in row-major order, as Triton reads it
+    (b"[[1,2,3,4],[5,6,7,8]]", EIGHT),  # nesting is read in row-major order, as Triton reads it
+    (b"[[1,2,3],[4,5,6,7,8]]", r"ragged \(arrays at depth 2 hold 3 and 5"),  # the right count, but not a tensor
     (b"[1,2,3,4,5,6,7,8,]", "not valid JSON"),
     (b"[1,2,3,4,5,6,7,,8]", "not valid JSON"),
     (b"[[1,2,3,4][5,6,7,8]]", "not valid JSON"),

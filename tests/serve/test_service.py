@@ -18,6 +18,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
+from tests.builders import lookup
 from tests.serve.conftest import RunningServer
 
 
@@ -65,8 +66,12 @@ class SlowParse:
     def __init__(self, parse: Any) -> None:
         self.parse = parse
         self.parsing, self.release, self.parsed = threading.Event(), threading.Event(), threading.Event()
+        self.armed = threading.Event()  # cleared: calls pass straight through (a server's warm-up decode at start)
+        self.armed.set()
 
     def __call__(self, *args: Any) -> Any:
+        if not self.armed.is_set():
+            return self.parse(*args)
         self.parsing.set()
         self.release.wait(30)
         self.parsed.set()
@@ -153,7 +158,9 @@ def test_shutting_down_refuses_both_transports(limited: RunningServer) -> None:
 
 def test_grpc_calls_are_bounded_by_max_connections(repository: Path, slow_parse: SlowParse) -> None:
     """Past --max-connections calls at once, gRPC refuses new ones (RESOURCE_EXHAUSTED) as HTTP does (503)."""
+    slow_parse.armed.clear()  # the server decodes a small request in each thread before it is ready
     running = RunningServer(repository, max_connections=1)
+    slow_parse.armed.set()
     try:
         client = triton_grpc.InferenceServerClient(running.grpc_url)
         thread, results = _in_background(lambda: _grpc_infer(running, "digits", IMAGE).as_numpy("output").shape)
@@ -171,19 +178,8 @@ def test_grpc_calls_are_bounded_by_max_connections(repository: Path, slow_parse:
 @pytest.fixture(scope="module")
 def failing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """A model that loads and fails at run time: ONNX Runtime's Gather refuses an index past its table of 10."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    table = numpy_helper.from_array(np.arange(10, dtype=np.float32), "table")
-    graph = helper.make_graph(
-        [helper.make_node("Cast", ["input"], ["index"], to=TensorProto.INT64),
-         helper.make_node("Gather", ["table", "index"], ["output"], axis=0)], "lookup",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 1])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["n", 1])], initializer=[table])
     repository = tmp_path_factory.mktemp("failing")
-    (repository / "lookup" / "1").mkdir(parents=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9),
-              repository / "lookup" / "1" / "model.onnx")
+    lookup(repository)
     running = RunningServer(repository)
     yield running
     running.stop()

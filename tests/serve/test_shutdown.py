@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.serve.tiny_models import lookup
+from tests.builders import lookup
 from trtpipe.serve.loopback import free_port, wait_until_ready
 
 

@@ -74,14 +74,13 @@ def _lineage(artifact: Path, manifest: ArtifactManifest | None) -> _Lineage:
     for _ in range(MAX_CHAIN):
         if manifest is None:
             return _Lineage(tuple(hashes), made_from=made_from)
-        source = manifest.details.get("source")
-        if isinstance(source, dict) and isinstance(source.get("weights_sha256"), str):
-            return _Lineage(tuple(hashes), source, made_from)
-        given = manifest.details.get("input")
-        if not isinstance(given, dict) or not isinstance(given.get("path"), str) \
-                or not isinstance(given.get("sha256"), str):
+        source = manifest.source_model
+        if source is not None and source.weights_sha256 is not None:
+            return _Lineage(tuple(hashes), source.record, made_from)
+        given = manifest.made_from
+        if given is None or given.sha256 is None:
             return _Lineage(tuple(hashes), made_from=made_from, complete=False)
-        recorded, sha256 = Path(given["path"]), str(given["sha256"])
+        recorded, sha256 = Path(given.path), given.sha256
         hashes.append(sha256)
         made_from = made_from or recorded
         upstream, manifest = _upstream(artifact, recorded, sha256)

@@ -1,13 +1,12 @@
 """A variant's host memory measured alone, in a fresh process (the CPU rows of artifacts and peers).
 
-Variants opened in one process share what their runtime keeps once it has run anything: oneDNN's JIT-compiled
-kernels and primitive cache, OpenVINO's CPU plugin pools and scratchpads, thread pools. Measured in turn inside
-the bench's own process, the first variant of a runtime paid for all of it and the ones after it looked
-cheaper: ResNet-50 INT8 on OpenVINO added 114 MB when loaded first and 69 MB when NNCF's copy of the same
-network ran before it, and NNCF's figure moved the same way (108 vs 61 MB), so the order of the rows, not the
-variant, made the difference. Here each row's figure is taken in a fresh Python process that imports the
-runtime, then opens the variant and runs each batch, smallest first: what a process serving that variant adds
-beyond the runtime's import, whatever ran before it. The child runs between timed variants, never during one.
+Variants opened in one process share what their runtime keeps once it has run anything: oneDNN's JIT-compiled kernels
+and primitive cache, OpenVINO's CPU plugin pools and scratchpads, thread pools. Measured in turn inside the bench's own
+process, the first variant of a runtime paid for all of it and the ones after it looked cheaper, so the order of the
+rows, not the variant, made the difference (measured: docs/results/cpu.md, the memory paragraph of 'trtpipe against what
+users would pick instead'). Here each row's figure is taken in a fresh Python process that imports the runtime, then
+opens the variant and runs each batch, smallest first: what a process serving that variant adds beyond the runtime's
+import, whatever ran before it. The child runs between timed variants, never during one.
 """
 
 from __future__ import annotations

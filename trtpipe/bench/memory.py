@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import gc
 from pathlib import Path
+from typing import Any
 
 from trtpipe.hardware import proc_kib
 from trtpipe.vocab import Device
@@ -76,3 +77,10 @@ class MemoryProbe:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def module_mb(module: Any) -> float:
+    """MB of a PyTorch module's parameters and buffers: in memory before a probe around its backend starts, so a
+    CPU row of it adds them to its host figure."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors) / MB

@@ -78,8 +78,8 @@ class OnnxReference:
 
         image = self.inputs[0]
         last = image.layout is Layout.NHWC
-        size = self.sample_shape[:2] if last else self.sample_shape[-2:]
-        batch = natural_batch(self.packaged, count=PACKAGED_EVAL_SAMPLES, seed=seed, size=size,  # type: ignore[arg-type]
+        height, width = self.sample_shape[:2] if last else self.sample_shape[-2:]
+        batch = natural_batch(self.packaged, count=PACKAGED_EVAL_SAMPLES, seed=seed, size=(height, width),
                               raw=image.dtype == "uint8", channels_last=last)
         return EvaluationData(batch.inputs.astype(image.dtype, copy=False), None,
                               f"{batch.source} (reference: {REFERENCE}; agreement, no labels)")
@@ -134,9 +134,8 @@ def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, packaged: s
     names = [t.name for t in graph]
     check_declared(declared, names, "--input-shape")
     manifest = read_manifest(path)
-    recorded = {item["name"]: item for item in (manifest.details.get("input_specs") or [] if manifest else [])
-                if isinstance(item, dict) and item.get("name") in names}
-    ranges = {name: tuple(item["range"]) for name, item in recorded.items() if item.get("range")}
+    recorded = {name: spec for name, spec in (manifest.input_specs if manifest else {}).items() if name in names}
+    ranges = {name: spec.value_range for name, spec in recorded.items() if spec.value_range is not None}
     for name, bounds in (getattr(options, "input_range", None) or {}).items():  # the options' win
         ranges[names[0] if name == FIRST else name] = bounds
     specs = []
@@ -157,9 +156,9 @@ def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, packaged: s
         specs.append((info.name, dims, info.dtype, tuple(given)))
     resolved = resolve([(name, dims, dtype) for name, dims, dtype, _ in specs],
                        shapes={name: given for name, _, _, given in specs},
-                       dtypes=getattr(options, "input_dtype", None), ranges=ranges or None)  # type: ignore[arg-type]
-    return tuple(replace(spec, layout=Layout(recorded[spec.name]["layout"]))
-                 if recorded.get(spec.name, {}).get("layout") else spec for spec in resolved)
+                       dtypes=getattr(options, "input_dtype", None), ranges=ranges or None)
+    return tuple(replace(spec, layout=known.layout) if (known := recorded.get(spec.name)) is not None and known.layout
+                 else spec for spec in resolved)
 
 
 def bench_reference(spec: str, options: ModelOptions,
@@ -197,9 +196,8 @@ def pytorch_origin(onnx_file: Path, options: ModelOptions) -> LoadedModel | None
         return None
     # Every input as convert recorded it beside the file (name, shape, dtype, range), else the source's record.
     manifest = read_manifest(onnx_file)
-    recorded = [{**item, "shape": [1 if d is None else d for d in item["shape"]]}
-                for item in (manifest.details.get("input_specs") or [] if manifest else [])
-                if isinstance(item, dict) and item.get("name") and item.get("shape")]
+    recorded = [replace(spec, shape=tuple(1 if d is None else d for d in spec.shape)).to_dict()
+                for spec in (manifest.input_specs.values() if manifest else [])]
     if len(recorded) == 1:
         recorded[0]["name"] = FIRST  # a single input: whatever its forward parameter is called
     recorded = recorded or origin.get("inputs") or [{"name": FIRST, "shape": origin.get("input_shape")}]

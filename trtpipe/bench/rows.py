@@ -6,9 +6,10 @@ its latency includes host-device copies, the model's size and how long it took t
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from trtpipe.bench.timing import LatencyStats
 from trtpipe.vocab import BackendKind, Baseline, Device, Precision, Target, Task
 
 BENCH_SCHEMA = "trtpipe.bench/3"  # 3: every output compared, the task's agreement
@@ -21,15 +22,7 @@ class BenchRow:
     precision: Precision
     device: Device
     batch: int
-    iters: int
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-    mean_ms: float
-    std_ms: float
-    min_ms: float
-    max_ms: float
-    throughput: float  # items per second at the median latency
+    latency: LatencyStats  # its fields are the row's in JSON (``iters``, ``p50_ms``...) and read as row attributes
     artifact: str | None = None
     target: Target | None = None  # INT8 target
     simulated: bool = False  # runs here only to measure another runtime's arithmetic: its latency means nothing
@@ -63,19 +56,64 @@ class BenchRow:
         ONNX Runtime when bench was given an ONNX file as its model."""
         return self.reference
 
+    @property
+    def iters(self) -> int:
+        return self.latency.iters
+
+    @property
+    def p50_ms(self) -> float:
+        return self.latency.p50_ms
+
+    @property
+    def p90_ms(self) -> float:
+        return self.latency.p90_ms
+
+    @property
+    def p99_ms(self) -> float:
+        return self.latency.p99_ms
+
+    @property
+    def mean_ms(self) -> float:
+        return self.latency.mean_ms
+
+    @property
+    def std_ms(self) -> float:
+        return self.latency.std_ms
+
+    @property
+    def min_ms(self) -> float:
+        return self.latency.min_ms
+
+    @property
+    def max_ms(self) -> float:
+        return self.latency.max_ms
+
+    @property
+    def throughput(self) -> float:
+        """Items per second at the median latency."""
+        return self.latency.throughput
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The row as the results JSON has it: the latency's fields in its place, flat among the row's."""
+        flat: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if key == "latency":
+                flat.update(value)
+            else:
+                flat[key] = value
+        return flat
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchRow:
         """A row read back from a results JSON: its choices become the vocabulary's enums here, once."""
-        known = set(cls.__dataclass_fields__)
+        known = set(cls.__dataclass_fields__) - {"latency"}
         values = {k: v for k, v in data.items() if k in known}
         for key, enum in _ENUMS.items():
             if values.get(key) is not None:
                 values[key] = enum(values[key])
-        return cls(**values)
+        return cls(**values, latency=LatencyStats(**{k: data[k] for k in _LATENCY if k in data}))
 
 
 _ENUMS = {"backend": BackendKind, "precision": Precision, "device": Device, "target": Target, "baseline": Baseline,
           "task": Task}
+_LATENCY = tuple(f.name for f in fields(LatencyStats))

@@ -5,8 +5,8 @@ batch, as a ratio of p50s (above 1: trtpipe is faster), with both rows' agreemen
 since a faster row that agrees less with FP32 is not a win by itself. When the run was split into rounds, the ratio
 is taken round by round (both rows were timed in the same round, moments apart) and the headline is the median of
 those paired ratios: a slow spell of a shared machine that lands on one round moves the p50 over all runs of
-whichever row it hit (ResNet-50 at batch 8 here: one round at 0.56x turned a 1.02x median into 0.93x over all runs),
-and moves the median of paired ratios least. The ratio of the p50s over all runs is kept beside it, with the lowest
+whichever row it hit, and moves the median of paired ratios least (measured: docs/results/cpu.md, 'trtpipe
+against what users would pick instead'). The ratio of the p50s over all runs is kept beside it, with the lowest
 and highest round ratio as the spread to read the median within.
 """
 
@@ -16,6 +16,10 @@ import statistics
 from typing import Any
 
 from trtpipe.vocab import BackendKind, Device
+
+# Fewer paired rounds than this have no median to speak of (of two it is their mean, and one stalled round makes it):
+# the ratio of the p50s over all runs is the headline then.
+MIN_PAIRED_ROUNDS = 3
 
 
 def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -52,7 +56,7 @@ def _against(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
     ours_rounds, peer_rounds = ours.get("round_p50_ms"), peer.get("round_p50_ms")
     if ours_rounds and peer_rounds and len(ours_rounds) == len(peer_rounds):
         ratios = [p / o for p, o in zip(peer_rounds, ours_rounds, strict=True) if o > 0]
-        if ratios:
+        if len(ratios) >= MIN_PAIRED_ROUNDS:
             figures |= {"ratio": statistics.median(ratios), "rounds": len(ratios), "round_ratio_min": min(ratios),
                         "round_ratio_median": statistics.median(ratios), "round_ratio_max": max(ratios)}
     return figures
@@ -118,6 +122,10 @@ def describe_pytorch(entry: dict[str, Any]) -> str:
     if entry.get("trtpipe_agreement") is not None and entry.get("pytorch_agreement") is not None:
         agreement = (f"; agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
                      f"{100 * entry['pytorch_agreement']:.1f} %")
+    spread = ""
+    if entry.get("rounds"):
+        spread = (f" (median of {entry['rounds']} round-by-round ratios, {entry['round_ratio_min']:.2f}x-"
+                  f"{entry['round_ratio_max']:.2f}x; {entry['p50_ratio']:.2f}x from the p50s over all runs)")
     return (f"{entry['device']} batch {entry['batch']}{copies}: trtpipe's fastest, {entry['trtpipe']} "
             f"({entry['trtpipe_p50_ms']:.2f} ms), runs at {entry['ratio']:.2f}x the speed of the fastest PyTorch "
-            f"row, {entry['pytorch']} ({entry['pytorch_p50_ms']:.2f} ms){agreement}")
+            f"row, {entry['pytorch']} ({entry['pytorch_p50_ms']:.2f} ms){spread}{agreement}")

@@ -22,6 +22,7 @@ import numpy as np
 from trtpipe import console
 from trtpipe.bench.timing import measure
 from trtpipe.errors import BadInput
+from trtpipe.inputs import Batch
 from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.onnxruntime.tuned import TUNABLE, TunedRun, tunable_settings, write_tuned
 from trtpipe.runtime.options import RunOptions
@@ -63,7 +64,7 @@ class _Candidate:
                 "p50_ms": None if p50 is None else round(p50, 4), "rejected": self.rejected}
 
 
-def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution, feeds: np.ndarray | dict[str, Any],
+def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution, feeds: Batch,
                   *, base: RunOptions | None = None, rounds: int = PROBE_ROUNDS,
                   seconds: float = PROBE_SECONDS) -> TunedRun:
     """Probe ``execution``'s candidates on ``feeds`` (one batch), record the fastest accepted one beside the

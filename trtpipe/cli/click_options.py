@@ -80,7 +80,7 @@ def options_from(cls: type, param: str, *, only: Iterable[str] | None = None,
                 if "/" not in flag and default:
                     flag = f"{flag}/--no-{flag.removeprefix('--')}"
                 declaration = [flag, dest] if not spec.short else [spec.short, flag, dest]
-                flag_kind = {} if "/" in flag else {"is_flag": True}
+                flag_kind: dict[str, Any] = {} if "/" in flag else {"is_flag": True}
                 wrapper = click.option(*declaration, default=default, show_default=True, help=spec.help,
                                        **flag_kind)(wrapper)
                 continue

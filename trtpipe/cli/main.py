@@ -8,6 +8,8 @@ User errors (TrtpipeError) are translated here, once, into ``Error: <message>`` 
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,25 @@ OUTPUT_FILE = click.Path(dir_okay=False, path_type=Path)
 
 
 class UserError(click.ClickException):
-    """A TrtpipeError as click shows it: one line, the error's own exit code."""
+    """A TrtpipeError as click shows it: one line, the error's own exit code (see :func:`user_error`)."""
 
     def __init__(self, error: TrtpipeError) -> None:
         super().__init__(error.message)
-        self.exit_code = error.exit_code
+
+
+@functools.cache
+def _user_error_class(exit_code: int) -> type[UserError]:
+    class CodedUserError(UserError):
+        pass
+
+    CodedUserError.exit_code = exit_code
+    return CodedUserError
+
+
+def user_error(error: TrtpipeError) -> UserError:
+    """``error`` as click shows it. click reads the exit code from a class variable, so each code has its own
+    subclass."""
+    return _user_error_class(error.exit_code)(error)
 
 
 class InputFile(click.Path):
@@ -51,11 +67,11 @@ class InputFile(click.Path):
         self.what = what  # how the message names it: "ONNX file", "Artifact"...
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
-        path = Path(super().convert(value, param, ctx))
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
         try:
             return require_file(path, self.what)
         except TrtpipeError as error:
-            raise UserError(error) from None
+            raise user_error(error) from None
 
 
 class TrtpipeGroup(click.Group):
@@ -63,7 +79,7 @@ class TrtpipeGroup(click.Group):
         try:
             return super().invoke(ctx)
         except TrtpipeError as error:
-            raise UserError(error) from None
+            raise user_error(error) from None
 
 
 class BatchListType(click.ParamType):

@@ -69,7 +69,7 @@ class Verification:
         if overall.agreement is not None:
             text += f", {overall.agreement_name} {100 * overall.agreement:.2f}%"
         labelled = next((c for _, c, _ in self.cases if c.accuracy is not None), None)
-        if labelled is not None and labelled.reference_accuracy is not None:
+        if labelled is not None and labelled.accuracy is not None and labelled.reference_accuracy is not None:
             text += (f"; held-out {labelled.accuracy_name or 'accuracy'} {100 * labelled.accuracy:.2f}% (PyTorch "
                      f"{100 * labelled.reference_accuracy:.2f}%)")
         return text

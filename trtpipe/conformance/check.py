@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from trtpipe import console
 from trtpipe.conformance.findings import CheckReport, Severity
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 _RULES = Path(__file__).parent / "rules"

@@ -35,9 +35,9 @@ from trtpipe.inputs import Batch, InputSpec, named, random_batch, resolve, take
 from trtpipe.manifest import ArtifactManifest, read_manifest
 from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.onnx_info import detect_precision, load_onnx
-from trtpipe.optimize.activations import with_outputs
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
+from trtpipe.runtime.onnxruntime.probe import probe_session, with_outputs
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import ChannelOrder, Precision
 
@@ -49,7 +49,7 @@ def debug_model(model_path: Path, options: DebugOptions | None = None) -> DebugR
     options = options or DebugOptions()
     model_path = Path(model_path)
     model = load_onnx(model_path)
-    manifest = read_manifest(model_path, on_mismatch=console.warn)
+    manifest = read_manifest(model_path, on_mismatch=console.warn, on_other_layout=console.warn)
     reference_path = reference_of(model_path, options.reference, manifest)
     reference = load_onnx(reference_path)
     found = detect_precision(reference)
@@ -92,18 +92,18 @@ def reference_of(model_path: Path, given: Path | None, manifest: ArtifactManifes
     was given it: tried from here, then from the model's folder; its SHA-256 must still be the recorded one)."""
     if given is not None:
         return require_file(Path(given), "Reference ONNX file")
-    source = (manifest.details.get("input") if manifest is not None else None) or {}
-    recorded = source.get("path") if isinstance(source, dict) else None
-    if not isinstance(recorded, str) or not recorded:
+    source = manifest.made_from if manifest is not None else None
+    if source is None:
         why = "has no trtpipe manifest" if manifest is None else "has a manifest that names no source ONNX"
         raise BadInput(f"{model_path} {why}: give the FP32 ONNX it was made from with --reference FP32.onnx.")
+    recorded = source.path
     path = Path(recorded)
     candidates = [path] if path.is_absolute() else [path, model_path.parent / path, model_path.parent / path.name]
     existing = [c for c in candidates if c.is_file()]
     if not existing:
         raise BadInput(f"{model_path} was optimized from {recorded}, which is not there any more: give it with "
                        "--reference FP32.onnx.")
-    digest = source.get("sha256")
+    digest = source.sha256
     for candidate in existing:
         if not digest or sha256_file(candidate) == digest:
             console.note(f"Reference: {candidate} (the source {model_path.name}'s manifest records)")
@@ -137,24 +137,18 @@ def input_specs(model: onnx.ModelProto, reference: onnx.ModelProto, options: Deb
             raise BadInput(f"Input '{name}' has shape {format_shape(mine)} in the model and {format_shape(other)} in "
                            "the reference: shapes differ, so they are not the same network.")
     recorded = _recorded_specs(manifest, list(theirs))
-    shapes = options.input_shape or {n: s.shape for n, s in recorded.items() if all(d is not None for d in s.shape)}
+    fixed = {n: s.fixed_shape for n, s in recorded.items()}
+    shapes = options.input_shape or {n: shape for n, shape in fixed.items() if shape is not None}
     ranges = {n: s.value_range for n, s in recorded.items() if s.value_range is not None}
     graph = [(name, _shape_of(value), _dtype_of(value)) for name, value in theirs.items()]
-    specs = resolve(graph, shapes=shapes or None, ranges=ranges or None)  # type: ignore[arg-type]
+    specs = resolve(graph, shapes=shapes or None, ranges=ranges or None)
     return tuple(replace(s, layout=recorded[s.name].layout) if s.name in recorded and recorded[s.name].layout
                  else s for s in specs)
 
 
 def _recorded_specs(manifest: ArtifactManifest | None, names: list[str]) -> dict[str, InputSpec]:
-    specs = {}
-    for item in (manifest.details.get("input_specs") if manifest is not None else None) or []:
-        try:
-            spec = InputSpec.from_dict(item)
-        except (KeyError, TypeError, ValueError):
-            continue  # an entry of another layout: the graph's own shapes then
-        if spec.name in names:
-            specs[spec.name] = spec
-    return specs
+    recorded = manifest.input_specs if manifest is not None else {}  # an entry of another layout: the graph's then
+    return {name: spec for name, spec in recorded.items() if name in names}
 
 
 def _dataset(options: DebugOptions, specs: tuple[InputSpec, ...], reference_sha: str,
@@ -187,10 +181,10 @@ def _dataset(options: DebugOptions, specs: tuple[InputSpec, ...], reference_sha:
 
 def _recorded_data(manifest: ArtifactManifest | None) -> str | None:
     """The eval (else calibration) DATA optimize was given, where it can still be loaded from here."""
-    recorded = (manifest.details.get("options") if manifest is not None else None) or {}
+    recorded = manifest.recorded_options if manifest is not None else None
     for key in ("eval", "calib"):
-        text = recorded.get(key) if isinstance(recorded, dict) else None
-        if not isinstance(text, str) or not text:
+        text = recorded.text(key) if recorded is not None else None
+        if text is None:
             continue
         data = DataSpec.parse(text)
         if data.kind is DataKind.RANDOM or (data.path is not None and not data.path.exists()):
@@ -203,17 +197,11 @@ def _recorded_data(manifest: ArtifactManifest | None) -> str | None:
 
 def _preprocessing(manifest: ArtifactManifest | None) -> ImagePreprocessing:
     """Image preprocessing as optimize used it (its recorded options), for data made from image files."""
-    recorded = (manifest.details.get("options") if manifest is not None else None) or {}
-    if not isinstance(recorded, dict):
+    if manifest is None:
         return ImagePreprocessing()
-
-    def floats(key: str) -> tuple[float, ...] | None:
-        value = recorded.get(key)
-        return tuple(float(v) for v in value) if isinstance(value, list) and value else None
-
-    resize = recorded.get("resize")
-    return ImagePreprocessing(resize=resize if isinstance(resize, int) else None, mean=floats("mean"),
-                              std=floats("std"), channel_order=str(recorded.get("channel_order") or ChannelOrder.RGB))
+    recorded = manifest.recorded_options.preprocessing
+    return ImagePreprocessing(resize=recorded.resize, mean=recorded.mean, std=recorded.std,
+                              channel_order=recorded.channel_order or ChannelOrder.RGB)
 
 
 def _static_batch(model: onnx.ModelProto) -> int | None:
@@ -225,15 +213,8 @@ def _static_batch(model: onnx.ModelProto) -> int | None:
 # -- running both models ---------------------------------------------------------------------------------------
 
 def _session(model: onnx.ModelProto, path: Path) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    # No graph rewrites: every exposed tensor must be computed exactly as the graph says (a fused Q/DQ or a
-    # constant-folded cast would hide the very rounding this looks for).
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return probe_session(model)
     except Exception as error:  # ONNX Runtime raises its own Fail/InvalidGraph/NotImplemented types
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise BadInput(f"ONNX Runtime cannot run {path} with its intermediate tensors exposed: {reason}") from None
@@ -315,7 +296,7 @@ def _run(model: onnx.ModelProto, reference: onnx.ModelProto, matching: Matching,
             reference_session = _session(with_outputs(reference, theirs), paths[1]) if theirs else None
             for batch in batches:
                 values = dict(zip(ours, model_session.run(ours, _feeds(model_session, batch)), strict=True))
-                expected: dict[str, np.ndarray] = named(batch, list(matching.reference_inputs))  # type: ignore[assignment]
+                expected: dict[str, np.ndarray] = named(batch, list(matching.reference_inputs))
                 if reference_session is not None:
                     expected = {**expected, **dict(zip(theirs, reference_session.run(
                         theirs, _feeds(reference_session, batch)), strict=True))}

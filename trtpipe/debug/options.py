@@ -11,11 +11,11 @@ from pathlib import Path
 from trtpipe.options import Options, option
 from trtpipe.shapes import format_input_shapes, format_size, parse_input_shapes, parse_size
 
-# Defaults of the jump rule, documented in the README and in trtpipe.debug.report: a tensor is where the error
-# jumps when its relative error exceeds JUMP_THRESHOLD and JUMP_FACTOR times the worst error of the tensors it is
-# computed from. One INT8 rounding of a well-scaled tensor costs about 0.5-3 % (8 bits over the calibrated range)
-# and errors grow slowly from layer to layer, so a tenfold-noisier-than-rounding tensor that is also four times
-# worse than its inputs is the first place worth looking at.
+# Defaults of the jump rule, documented in docs/guides/debugging.md and trtpipe.debug.report: a tensor is where the
+# error jumps when its relative error exceeds JUMP_THRESHOLD and JUMP_FACTOR times the worst error of the tensors it is
+# computed from. One INT8 rounding of a well-scaled tensor costs about 0.5-3 % (8 bits over the calibrated range) and
+# errors grow slowly from layer to layer, so a tenfold-noisier-than-rounding tensor that is also four times worse than
+# its inputs is the first place worth looking at.
 JUMP_THRESHOLD = 0.1
 JUMP_FACTOR = 4.0
 SAMPLES = 4

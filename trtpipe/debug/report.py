@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 from trtpipe import console
 from trtpipe.debug.match import Relation, Skipped
@@ -223,11 +226,12 @@ def print_report(report: DebugReport) -> None:
     table = Table(title=escape(f"{report.model} vs {report.reference} (ONNX Runtime CPU), {report.samples} samples "
                                f"of {report.data}: {len(report.rows)} tensors in topological order"),
                   title_justify="left")
-    for header, justify in (("#", "right"), ("tensor", "left"), ("op", "left"), ("cosine", "right"),
-                            ("rel. error", "right"), ("max abs error", "right"), ("inputs' rel. error", "right"),
-                            ("", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("#", "right"), ("tensor", "left"), ("op", "left"), ("cosine", "right"), ("rel. error", "right"),
+        ("max abs error", "right"), ("inputs' rel. error", "right"), ("", "left"))
+    for header, justify in columns:
         # Tensor names are what the user searches the graph for: folded onto a second line, never cut.
-        table.add_column(header, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(header, justify=justify, overflow="fold")
     first = report.first_jump
     for row in report.rows:
         notes = []

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trtpipe.engine.specs import ProfileSpec, format_profiles, parse_profiles
 from trtpipe.options import Options, option
 from trtpipe.shapes import format_shape_specs, format_size, parse_shape_specs, parse_size
 from trtpipe.vocab import HardwareCompat
 
-_SPECS = {"parse": parse_shape_specs, "format": format_shape_specs, "metavar": "NAME:SHAPE,..."}
+_SPECS: dict[str, Any] = {"parse": parse_shape_specs, "format": format_shape_specs, "metavar": "NAME:SHAPE,..."}
 
 
 @dataclass

@@ -50,8 +50,8 @@ def plan_profile(
     whichever of them are given (see :func:`_fill`), and is refused when none is."""
     shapes, min_shapes, opt_shapes, max_shapes = shapes or {}, min_shapes or {}, opt_shapes or {}, max_shapes or {}
     known = {i.name for i in inputs}
-    for given in (shapes, min_shapes, opt_shapes, max_shapes):
-        unknown = sorted(set(given) - known)
+    for declared in (shapes, min_shapes, opt_shapes, max_shapes):
+        unknown = sorted(set(declared) - known)
         if unknown:
             raise BadInput(f"Shape given for {', '.join(unknown)}, which the ONNX does not have: its inputs are "
                            f"{', '.join(sorted(known))}.")
@@ -60,8 +60,8 @@ def plan_profile(
         if info.name in shapes:
             low = opt = high = shapes[info.name]
         else:
-            given = {"min": min_shapes.get(info.name), "opt": opt_shapes.get(info.name),
-                     "max": max_shapes.get(info.name)}
+            given: dict[str, tuple[int, ...] | None] = {
+                "min": min_shapes.get(info.name), "opt": opt_shapes.get(info.name), "max": max_shapes.get(info.name)}
             for label, dims in given.items():
                 if dims is not None:
                     _check_fits(info, dims, label)

@@ -42,17 +42,15 @@ def locked(path: Path) -> Iterator[None]:
     try:
         import fcntl
     except ImportError:
-        fcntl = None  # type: ignore[assignment]
-    with _thread_lock(path):
-        if fcntl is None:
+        with _thread_lock(path):
             yield
-            return
-        with open(lock_path(path), "a+b") as handle:
-            fcntl.lockf(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.lockf(handle.fileno(), fcntl.LOCK_UN)
+        return
+    with _thread_lock(path), open(lock_path(path), "a+b") as handle:
+        fcntl.lockf(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(handle.fileno(), fcntl.LOCK_UN)
 
 
 def read(path: Path | None) -> bytes | None:

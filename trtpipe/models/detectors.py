@@ -59,6 +59,12 @@ class DetectorHead(nn.Module):
     ``anchors`` [A, 4] (this module's buffer, x1 y1 x2 y2) with the model's box coder.
     """
 
+    # buffers (registered in __init__), declared for the type checker: nn.Module's attribute lookup says only
+    # "a tensor or a module"
+    mean: Tensor
+    std: Tensor
+    anchors: Tensor
+
     def __init__(self, model: nn.Module, input_size: tuple[int, int] | int, *, raw: bool = False) -> None:
         super().__init__()
         family = _family(model)
@@ -69,12 +75,14 @@ class DetectorHead(nn.Module):
             raise BadInput(f"torchvision's {type(model).__name__} pads images to a multiple of {divisor} pixels: "
                            f"give an input size that is one (not {height}x{width}).")
         self.family, self.raw = family, raw
-        self.backbone, self.head = model.backbone, model.head
+        detector: Any = model  # a torchvision detector: its parts are attributes nn.Module's types do not know
+        self.backbone: nn.Module = detector.backbone
+        self.head: nn.Module = detector.head
         self.register_buffer("mean", torch.tensor(transform.image_mean).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(transform.image_std).view(1, 3, 1, 1), persistent=False)
-        self.box_coder: Any = model.box_coder
+        self.box_coder: Any = detector.box_coder
         self.input_shape = (1, 3, height, width)  # what trtpipe reads when --input-shape is not given
-        self.register_buffer("anchors", self._make_anchors(model.anchor_generator, height, width), persistent=False)
+        self.register_buffer("anchors", self._make_anchors(detector.anchor_generator, height, width), persistent=False)
 
     def _make_anchors(self, generator: nn.Module, height: int, width: int) -> Tensor:
         from torchvision.models.detection.image_list import ImageList

@@ -18,7 +18,11 @@ STAGES = ((1, 3, 1, 1, 32, 16), (2, 3, 2, 6, 16, 24), (2, 5, 2, 6, 24, 40), (3, 
 # name: (width multiplier, depth multiplier, resolution, dropout)
 VARIANTS = {"efficientnet_lite0": (1.0, 1.0, 224, 0.2), "efficientnet_lite1": (1.0, 1.1, 240, 0.2),
             "efficientnet_lite2": (1.1, 1.2, 260, 0.3)}
-BN = {"eps": 1e-3, "momentum": 0.01}
+
+
+def _batch_norm(channels: int) -> nn.BatchNorm2d:
+    """The checkpoints' batch norm (TensorFlow's epsilon and momentum)."""
+    return nn.BatchNorm2d(channels, eps=1e-3, momentum=0.01)
 
 
 def _channels(channels: int, width: float, divisor: int = 8) -> int:
@@ -34,11 +38,11 @@ class MBConv(nn.Module):
         self.expand = expansion != 1
         if self.expand:
             self._expand_conv = nn.Conv2d(inp, hidden, 1, bias=False)
-            self._bn0 = nn.BatchNorm2d(hidden, **BN)
+            self._bn0 = _batch_norm(hidden)
         self._depthwise_conv = nn.Conv2d(hidden, hidden, kernel, stride, kernel // 2, groups=hidden, bias=False)
-        self._bn1 = nn.BatchNorm2d(hidden, **BN)
+        self._bn1 = _batch_norm(hidden)
         self._project_conv = nn.Conv2d(hidden, out, 1, bias=False)
-        self._bn2 = nn.BatchNorm2d(out, **BN)
+        self._bn2 = _batch_norm(out)
         self.residual = stride == 1 and inp == out
         self.act = nn.ReLU6(inplace=True)
 
@@ -54,7 +58,7 @@ class EfficientNetLite(nn.Module):
         super().__init__()
         width, depth, _, dropout = VARIANTS[variant]
         self._conv_stem = nn.Conv2d(3, 32, 3, 2, 1, bias=False)
-        self._bn0 = nn.BatchNorm2d(32, **BN)
+        self._bn0 = _batch_norm(32)
         blocks: list[nn.Module] = []
         last = len(STAGES) - 1
         for index, (repeats, kernel, stride, expansion, inp, out) in enumerate(STAGES):
@@ -65,7 +69,7 @@ class EfficientNetLite(nn.Module):
                 blocks.append(MBConv(inp if step == 0 else out, out, kernel, stride if step == 0 else 1, expansion))
         self._blocks = nn.ModuleList(blocks)
         self._conv_head = nn.Conv2d(_channels(STAGES[-1][5], width), 1280, 1, bias=False)
-        self._bn1 = nn.BatchNorm2d(1280, **BN)
+        self._bn1 = _batch_norm(1280)
         self.act = nn.ReLU6(inplace=True)
         self._avg_pooling = nn.AdaptiveAvgPool2d(1)
         self._dropout = nn.Dropout(dropout)

@@ -224,7 +224,9 @@ def load_model(
         found = _load_registry(get_architecture(spec))
     found.module.eval()
     inputs = _resolve_inputs(found, shapes, dtypes, ranges)
-    loaded = LoadedModel(found.module, found.name, found.source, found.kind, tuple(inputs[0].shape),  # type: ignore[arg-type]
+    first = inputs[0].fixed_shape
+    assert first is not None, "_resolve_inputs gives every input a whole declared or recorded shape"
+    loaded = LoadedModel(found.module, found.name, found.source, found.kind, first,
                          found.sha256, found.dataset, found.extra, inputs=inputs)
     loaded.task = task
     if postprocess is not None:
@@ -395,8 +397,7 @@ def _load_file(path: Path, arch: str | None, trust: bool) -> _Found:
     if isinstance(obj, nn.Module):
         return _Found(obj, _name_from(path), str(path), "pickled", shape or _declared_shape(obj), digest,
                       no_shape=f"Pickled module {path} does not record its input shape: pass --input-shape.")
-    state = _find_state_dict(obj, path)
-    return _from_state_dict(state, path, arch, shape, digest, "state_dict")
+    return _from_state_dict(_find_state_dict(obj, path), path, arch, shape, digest, "state_dict")
 
 
 def _read(load: Any, path: Path, what: str) -> Any:
@@ -505,7 +506,7 @@ def _pickled_globals(path: Path) -> list[str] | None:
 
 
 def _note_opcode(name: str, arg: Any, pushes: bool, found: list[str], recent: list[Any], memo: dict[int, Any]) -> None:
-    """Follow one opcode far enough to name the globals it imports (see _pickled_globals)."""
+    """Follow one opcode far enough to name the globals it imports (see _pickled_globals): appends to ``found``."""
     if name in ("GLOBAL", "INST"):
         found.append(".".join(str(arg).split(" ", 1)))
     elif name == "STACK_GLOBAL":
@@ -523,7 +524,6 @@ def _note_opcode(name: str, arg: Any, pushes: bool, found: list[str], recent: li
     elif pushes:
         recent.append(None)
     del recent[:-2]
-    return found
 
 
 def _find_state_dict(obj: Any, path: Path) -> Mapping[str, torch.Tensor]:

@@ -57,8 +57,10 @@ class SizeRule:
             return self.size
         assert self.side is not None
         ratio = self.side / min(height, width) if min(height, width) < self.side else 1.0
-        return tuple(max(self.multiple, round(int(n * ratio) / self.multiple) * self.multiple)  # type: ignore[return-value]
-                     for n in (height, width))
+        def side(n: int) -> int:
+            return max(self.multiple, round(int(n * ratio) / self.multiple) * self.multiple)
+
+        return side(height), side(width)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class PackagedPreprocessing:
         """One H x W x 3 uint8 RGB image, already at its input size, as a 3 x H x W float32 input; ``raw``: its
         pixels in the model's channel order, uint8, not normalised; ``channels_last``: H x W x 3."""
         pixels = rgb[..., ::-1] if self.channel_order is ChannelOrder.BGR else rgb
+        x: np.ndarray
         if raw:
             x = pixels.astype(np.uint8)
         else:

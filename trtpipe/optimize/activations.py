@@ -8,6 +8,7 @@ ONNX Runtime CPU over the data in batches, keeping running statistics rather tha
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 import onnx
 
 from trtpipe.inputs import Batch, named
+from trtpipe.runtime.onnxruntime.probe import probe_session
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE}
 
@@ -29,17 +31,6 @@ def float_activations(model: onnx.ModelProto) -> list[str]:
     for node in model.graph.node:
         names += [o for o in node.output if o and types.get(o) in FLOAT_TYPES and node.op_type != "Constant"]
     return list(dict.fromkeys(names))
-
-
-def with_outputs(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProto:
-    """A copy of ``model`` whose graph also outputs ``names``."""
-    exposed = onnx.ModelProto()
-    exposed.CopyFrom(model)
-    existing = {o.name for o in exposed.graph.output}
-    for name in names:
-        if name not in existing:
-            exposed.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-    return exposed
 
 
 @dataclass
@@ -67,16 +58,6 @@ def feeds(session: Any, batch: Batch) -> dict[str, np.ndarray]:
     return {name: given[name] for name in names if name in given}
 
 
-def _session(model: onnx.ModelProto):  # type: ignore[no-untyped-def]
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    # No graph rewrites: every exposed tensor must be computed exactly as the graph says.
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
 def observe(
     model: onnx.ModelProto,
     names: list[str],
@@ -88,7 +69,7 @@ def observe(
 ) -> dict[str, RunningStats]:
     """Run the batches and return per-tensor min/max/abs-max; with ``histogram_bins`` and the ``ranges``
     of a first pass, also a histogram of each tensor over [-abs_max, abs_max]."""
-    session = _session(with_outputs(model, names))
+    session = probe_session(model, exposing=names)
     stats = {name: RunningStats() for name in names}
     for batch in batches:
         values = session.run(names, feeds(session, batch))
@@ -105,3 +86,28 @@ def observe(
         if on_batch:
             on_batch()
     return stats
+
+
+def channel_ranges(model: onnx.ModelProto, names: list[str], batches: list[Batch],
+                   positive: AbstractSet[str] = frozenset()) -> dict[str, np.ndarray]:
+    """Per-channel (axis 1) max |value| of each tensor in ``names`` over all batches, in FP32 (for the names in
+    ``positive``: max of the positive part)."""
+    return {name: np.maximum(high, 0) if name in positive else np.maximum(-low, high)
+            for name, (low, high) in channel_bounds(model, names, batches).items()}
+
+
+def channel_bounds(model: onnx.ModelProto, names: list[str],
+                   batches: list[Batch]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per-channel (axis 1) lowest and highest value of each tensor in ``names`` over all batches, in FP32."""
+    if not names:  # ONNX Runtime would hand back every graph output for an empty list
+        return {}
+    session = probe_session(model, exposing=names)
+    bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for batch in batches:
+        for name, value in zip(names, session.run(names, feeds(session, batch)), strict=True):
+            flat = np.moveaxis(value, 1, 0).reshape(value.shape[1], -1)
+            low, high = flat.min(axis=1), flat.max(axis=1)
+            if name in bounds:
+                low, high = np.minimum(bounds[name][0], low), np.maximum(bounds[name][1], high)
+            bounds[name] = (low, high)
+    return bounds

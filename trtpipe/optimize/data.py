@@ -76,6 +76,13 @@ class Dataset:
     def __len__(self) -> int:
         return count(self.images)
 
+    @property
+    def array(self) -> np.ndarray:
+        """The one array of a single input's data (what image sources make); TypeError for several inputs'."""
+        if not isinstance(self.images, np.ndarray):
+            raise TypeError(f"{self.source} holds several inputs ({', '.join(self.images)}), not one array")
+        return self.images
+
     def fingerprints(self) -> list[str]:
         """One short SHA-256 per sample (every input's bytes): what tells whether two data sets share samples
         (the manifest records its calibration samples' so select can tell a figure measured on them)."""
@@ -215,7 +222,8 @@ def _images(data: DataSpec, image: InputSpec, purpose: str, samples: int | None,
                        ".npy/.npz of {image.dtype} samples.")
     raw, last = image.dtype == "uint8", image.layout is Layout.NHWC
     chw = _chw(image, data)
-    if data.kind in _SIZED_BY_MODEL and any(d is None for d in chw):
+    fixed = tuple(d for d in chw if d is not None)  # all of chw where the model sizes the data
+    if data.kind in _SIZED_BY_MODEL and len(fixed) != len(chw):
         example = "x".join("N" if d is None else str(d) for d in (1, *image.sample_shape))
         raise BadInput(f"Input '{image.name}' has dynamic dimensions ({format_shape(image.shape)}), and {data} data is "
                        f"made at the model's size: give --input-shape {image.name}:{example} with N filled in, or "
@@ -224,10 +232,10 @@ def _images(data: DataSpec, image: InputSpec, purpose: str, samples: int | None,
     if data.kind is DataKind.PHOTOS:
         from trtpipe.models.photos import photo_crops
 
-        channels = chw[0]
-        mean = prep.mean or (IMAGENET_MEAN if channels == 3 else (0.5,) * channels)  # type: ignore[operator]
-        std = prep.std or (IMAGENET_STD if channels == 3 else (0.5,) * channels)  # type: ignore[operator]
-        images = photo_crops(purpose, chw, mean, std, samples, raw=raw, channels_last=last)  # type: ignore[arg-type]
+        channels = fixed[0]
+        mean = prep.mean or (IMAGENET_MEAN if channels == 3 else (0.5,) * channels)
+        std = prep.std or (IMAGENET_STD if channels == 3 else (0.5,) * channels)
+        images = photo_crops(purpose, fixed, mean, std, samples, raw=raw, channels_last=last)
         return Dataset(images.astype(image.dtype, copy=False), None, f"{len(images)} {purpose} crops of packaged "
                        f"photos{' (uint8 pixels)' if raw else ''}", reference_labels=True)
     if data.kind is DataKind.PACKAGED:
@@ -240,8 +248,8 @@ def _images(data: DataSpec, image: InputSpec, purpose: str, samples: int | None,
         return Dataset(batch.inputs.astype(image.dtype, copy=False), None, f"{len(batch.inputs)} {purpose} inputs "
                        f"of {data.name}: {batch.source}", reference_labels=True)
     assert data.path is not None
-    dataset = _image_folder(data.path, chw, purpose, prep, raw=raw)  # type: ignore[arg-type]
-    images = dataset.images.transpose(0, 2, 3, 1) if last else dataset.images  # type: ignore[union-attr]
+    dataset = _image_folder(data.path, fixed, purpose, prep, raw=raw)
+    images = dataset.array.transpose(0, 2, 3, 1) if last else dataset.array
     return Dataset(np.ascontiguousarray(images).astype(image.dtype, copy=False), dataset.labels, dataset.source)
 
 
@@ -253,8 +261,8 @@ def _with_others(dataset: Dataset, specs: tuple[InputSpec, ...], image: InputSpe
     console.warn(f"Only '{image.name}' has data from {dataset.source}; the other inputs are drawn at random ({drawn}). "
                  f"Give a .npz keyed by input names ({_names(specs)}) for real data.")
     size = len(dataset)
-    batch = {s.name: dataset.images if s is image else s.random(size, rng) for s in specs}
-    return Dataset(batch, dataset.labels, f"{dataset.source}, other inputs random ({drawn})",  # type: ignore[arg-type]
+    batch = {s.name: dataset.array if s is image else s.random(size, rng) for s in specs}
+    return Dataset(batch, dataset.labels, f"{dataset.source}, other inputs random ({drawn})",
                    dataset.reference_labels)
 
 
@@ -346,12 +354,12 @@ def _checked(dataset: Dataset, specs: tuple[InputSpec, ...]) -> Dataset:
     size = count(conformed)
     if size == 0:
         raise BadInput(f"{dataset.source} holds no samples.")
-    boxes = dataset.labels is not None and bool(dataset.labels.dtype.names)
-    if boxes and len(dataset.labels) and int(dataset.labels["image"].max()) >= size:  # type: ignore[index]
-        raise BadInput(f"{dataset.source} has {size} samples but label boxes for image "
-                       f"{int(dataset.labels['image'].max())}.")  # type: ignore[index]
-    if dataset.labels is not None and not boxes and len(dataset.labels) != size:
-        raise BadInput(f"{dataset.source} has {size} samples but {len(dataset.labels)} labels.")
+    labels = dataset.labels
+    boxes = labels is not None and bool(labels.dtype.names)
+    if labels is not None and boxes and len(labels) and int(labels["image"].max()) >= size:
+        raise BadInput(f"{dataset.source} has {size} samples but label boxes for image {int(labels['image'].max())}.")
+    if labels is not None and not boxes and len(labels) != size:
+        raise BadInput(f"{dataset.source} has {size} samples but {len(labels)} labels.")
     return Dataset(conformed, dataset.labels, dataset.source, dataset.reference_labels)
 
 
@@ -420,8 +428,8 @@ def _read_image(path: Path, sample_shape: tuple[int, ...], prep: ImagePreprocess
 
     channels, height, width = sample_shape
     try:
-        with Image.open(path) as image:
-            image = image.convert("L" if channels == 1 else "RGB")
+        with Image.open(path) as opened:
+            image = opened.convert("L" if channels == 1 else "RGB")
             short = prep.resize or round(min(height, width) * 256 / 224)
             scale = short / min(image.size)
             image = image.resize((max(width, round(image.size[0] * scale)), max(height, round(image.size[1] * scale))),

@@ -89,8 +89,7 @@ def _copy_batch_in_reshapes(model: onnx.ModelProto) -> int:
 
 def _check_rows(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> None:
     """Batch 2 of one random sample must give that sample's batch-1 output on both rows."""
-    import onnxruntime as ort
-
+    from trtpipe.runtime.onnxruntime.probe import SILENT, probe_session
     from trtpipe.vocab import dtype
 
     rng = np.random.default_rng(0)
@@ -101,9 +100,7 @@ def _check_rows(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> No
         kind = np.dtype(entry.numpy if entry else "float32")
         single[value.name] = (rng.random((1, *shape)) if kind.kind == "f" else np.zeros((1, *shape))).astype(kind)
     try:
-        quiet = ort.SessionOptions()
-        quiet.log_severity_level = 4  # its shape warnings are what this check turns into one line
-        session = ort.InferenceSession(model.SerializeToString(), quiet, providers=["CPUExecutionProvider"])
+        session = probe_session(model, log_level=SILENT)  # its shape warnings are what this check makes one line
         one = session.run(None, single)
         two = session.run(None, {name: np.concatenate([array, array]) for name, array in single.items()})
     except Exception as error:  # ORT's own exception types

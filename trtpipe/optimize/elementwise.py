@@ -74,8 +74,10 @@ class Chain:
         values: dict[str, np.ndarray] = {self.source: x}
 
         def value(name: str) -> np.ndarray:
-            return values[name] if name in values else np.float64(self.scalars[name])
+            return values[name] if name in values else np.asarray(self.scalars[name], np.float64)
 
+        low: np.ndarray | float
+        high: np.ndarray | float
         for node in self.nodes:
             if node.op_type == "Clip":
                 if len(node.input) == 1:  # opset < 11: bounds are attributes

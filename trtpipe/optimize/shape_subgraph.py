@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import onnx
 
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 
 # Nodes that read only the shape of their input, whatever its values and type: where shape computations start.
 SHAPE_SOURCES = frozenset({"Shape", "Size"})
@@ -32,7 +32,7 @@ def shape_computations(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     """
     index = GraphIndex.of(model)
     nodes = index.nodes
-    constant: set[str] = set(index.initializers)  # Constant nodes' outputs are there too
+    constant: set[str] = set(index.constants)  # initializers and Constant nodes' outputs
     from_shape: set[str] = set()
     members: set[int] = set()
     for position, node in enumerate(nodes):

@@ -17,15 +17,23 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
-from trtpipe.inputs import InputSpec, Layout, random_batch, resolve, take
-from trtpipe.manifest import ArtifactManifest, CpuRecord, commit_artifact, read_manifest
+from trtpipe.inputs import InputSpec, random_batch, resolve, take
+from trtpipe.manifest import (
+    ArtifactManifest,
+    CpuRecord,
+    MadeFrom,
+    RecordedPreprocessing,
+    commit_artifact,
+    read_manifest,
+)
 from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.int8.recipes import recipe_for
 from trtpipe.optimize.opset import upgrade_for_precision
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.registry import graph_pass, precision_pass
+from trtpipe.optimize.passes.loader import graph_pass, precision_pass
+from trtpipe.optimize.passes.records import Int8Record
 from trtpipe.options import to_plain
 from trtpipe.shapes import FIRST
 from trtpipe.vocab import CpuClass, Precision, Target, Task
@@ -73,7 +81,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     name_nodes(model)
 
     # The source's hash and manifest, read once: its preprocessing, its task and the record below all use them.
-    source_sha, source_manifest = sha256_file(source), read_manifest(source)
+    source_sha, source_manifest = sha256_file(source), read_manifest(source, on_other_layout=console.warn)
     specs, static_batch = input_specs(model, options, source_manifest)
     preprocessing = _preprocessing(options, source, source_manifest)
     calib = _load(options.calib, specs, "calibration", options.calib_samples, preprocessing)
@@ -105,7 +113,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
                      "with FP32, not ImageNet accuracy")
     context = PassContext(options, target, calib, evaluation, probe, static_batch, output, task, decoder)
     context.details.update({
-        "input": {"path": str(source), "sha256": source_sha, "precision": str(Precision.FP32)},
+        "input": MadeFrom(str(source), source_sha, Precision.FP32).to_dict(),
         "options": to_plain(options) | {"target": str(target)},
         "data": {"calibration": _describe(calib, fingerprints=True),
                  "eval": _describe(evaluation if options.eval else None),
@@ -136,7 +144,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         onnx.checker.check_model(str(tmp))
         manifest = ArtifactManifest.describe(
             output, precision, content=tmp, target=target if precision is Precision.INT8 else None,
-            seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.details,
+            seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.manifest_details(),
             task=context.task, cpu=_cpu_record(options, target, context))
         manifest_file = commit_artifact(tmp, output, manifest)
     console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
@@ -168,9 +176,10 @@ def _cpu_class(options: OptimizeOptions, precision: Precision, target: Target) -
 def _cpu_record(options: OptimizeOptions, target: Target, context: PassContext) -> CpuRecord | None:
     """A cpu or openvino INT8 artifact's CPU record: the class it was made for, its final figure as measured on
     this machine's class, and the classes it is known unsafe on."""
-    final = (context.details.get(str(Precision.INT8)) or {}).get("final")
-    if options.cpu_class is None or final is None:
+    record = context.recorded(Int8Record)
+    if options.cpu_class is None or record is None:
         return None
+    final = record.final.to_dict()
     from trtpipe.hardware import cpu_class
     from trtpipe.optimize.int8.profiles import cpu_record, profile_for
 
@@ -195,18 +204,16 @@ def _preprocessing(options: OptimizeOptions, source: Path,
                    manifest: ArtifactManifest | None) -> ImagePreprocessing:
     """Image preprocessing for data made from images: the options', else what the model's weights were trained
     with (recorded by convert from the registry). Options that contradict the recorded values are refused."""
-    recorded = {}
-    if manifest is not None:
-        recorded = (manifest.details.get("source") or {}).get("preprocessing") or {}
+    source_model = manifest.source_model if manifest is not None else None
+    recorded = source_model.preprocessing if source_model is not None else RecordedPreprocessing()
     for key in ("resize", "mean", "std"):
-        given, known = getattr(options, key), recorded.get(key)
+        given, known = getattr(options, key), getattr(recorded, key)
         if given is not None and known is not None and tuple(np.atleast_1d(given)) != tuple(np.atleast_1d(known)):
-            raise BadInput(f"--{key} {given} does not match the {key} the model's weights were trained with ({known}, "
-                           f"recorded in {source.stem}.manifest.json): drop --{key} or fix it.")
-    return ImagePreprocessing(resize=options.resize or recorded.get("resize"),
-                              mean=options.mean or (tuple(recorded["mean"]) if "mean" in recorded else None),
-                              std=options.std or (tuple(recorded["std"]) if "std" in recorded else None),
-                              channel_order=options.channel_order)
+            raise BadInput(f"--{key} {given} does not match the {key} the model's weights were trained with "
+                           f"({known if isinstance(known, int) else list(known)}, recorded in "
+                           f"{source.stem}.manifest.json): drop --{key} or fix it.")
+    return ImagePreprocessing(resize=options.resize or recorded.resize, mean=options.mean or recorded.mean,
+                              std=options.std or recorded.std, channel_order=options.channel_order)
 
 
 def input_specs(model: onnx.ModelProto, options: OptimizeOptions,
@@ -226,21 +233,20 @@ def input_specs(model: onnx.ModelProto, options: OptimizeOptions,
         graph.append((value.name, dims, dtype))
     names = [name for name, _, _ in graph]
     recorded = _recorded_inputs(manifest, names)
-    ranges = {name: tuple(r["range"]) for name, r in recorded.items() if r.get("range")}
+    ranges = {name: r.value_range for name, r in recorded.items() if r.value_range is not None}
     for name, bounds in (options.input_range or {}).items():  # the options' win over the manifest's
         ranges[names[0] if name == FIRST and names else name] = bounds
-    specs = resolve(graph, shapes=options.input_shape, dtypes=options.input_dtype,
-                    ranges=ranges or None)  # type: ignore[arg-type]
-    specs = tuple(replace(spec, layout=Layout(recorded[spec.name]["layout"]))
-                  if recorded.get(spec.name, {}).get("layout") else spec for spec in specs)
+    specs = resolve(graph, shapes=options.input_shape, dtypes=options.input_dtype, ranges=ranges or None)
+    specs = tuple(replace(spec, layout=known.layout) if (known := recorded.get(spec.name)) is not None and known.layout
+                  else spec for spec in specs)
     batch = graph[0][1][0] if graph and graph[0][1] else None
     return specs, batch
 
 
-def _recorded_inputs(manifest: ArtifactManifest | None, names: list[str]) -> dict[str, dict[str, Any]]:
+def _recorded_inputs(manifest: ArtifactManifest | None, names: list[str]) -> dict[str, InputSpec]:
     """The inputs convert recorded (``details.input_specs``: range and layout), by name, for inputs the graph has."""
-    recorded = (manifest.details.get("input_specs") if manifest is not None else None) or []
-    return {item["name"]: item for item in recorded if isinstance(item, dict) and item.get("name") in names}
+    recorded = manifest.input_specs if manifest is not None else {}
+    return {name: spec for name, spec in recorded.items() if name in names}
 
 
 def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | None, model: onnx.ModelProto,

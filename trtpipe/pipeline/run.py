@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +26,14 @@ from trtpipe.models.registry import factory_spec
 from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
-from trtpipe.pipeline.select import Choice, batch_advice, choose
+from trtpipe.pipeline.select import Choice, batch_advice, choose, outside_limits
 from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Device, Precision, __version__
 
 if TYPE_CHECKING:
     from trtpipe.bench.reference import OnnxReference
+    from trtpipe.engine.options import EngineOptions
     from trtpipe.models.loader import LoadedModel
+    from trtpipe.optimize.options import OptimizeOptions
 
 
 def _artifact_path(repository: Path, name: str, kind: ArtifactKind = ArtifactKind.ONNX) -> Path:
@@ -91,6 +93,7 @@ class _Selection:
     choice: Choice | None
     advice: dict[str, Any] | None
     batch: int
+    outside: dict[str, str] = field(default_factory=dict)  # variant -> the limits it breaks (the report marks it)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -162,9 +165,10 @@ class _PipelineRun:
             if isinstance(variant.options, CompileOptions):
                 made.append(self.compile(variant.name, variant.options))
                 continue
+            options = variant.options
             if self.onnx is not None:  # no convert manifest carries [model]'s task and decoder: each variant does
-                variant = _with_model_task(variant, self.pipeline)
-            made.append(_optimize_stage(self.manifest, self.pipeline, variant, converted, converted_sha,
+                options = _with_model_task(options, self.pipeline)
+            made.append(_optimize_stage(self.manifest, self.pipeline, variant.name, options, converted, converted_sha,
                                         self.versions))
         return made
 
@@ -250,7 +254,9 @@ class _PipelineRun:
                         fit_to=_fit_to(rows))
         advice = batch_advice(rows, choice.variant, select.latency_budget_ms, select.memory_budget_mb) \
             if choice else None
-        selection = _Selection(choice, advice, batch)
+        outside = outside_limits(rows, batch=batch, latency_budget_ms=select.latency_budget_ms,
+                                 max_accuracy_drop=select.max_accuracy_drop, memory_budget_mb=select.memory_budget_mb)
+        selection = _Selection(choice, advice, batch, outside)
         if choice:
             (console.success if choice.artifact else console.warn)(f"Chosen: {choice.variant} — {choice.reason}")
             if choice.artifact:
@@ -264,7 +270,7 @@ class _PipelineRun:
         machine and why (a reader of the report was not there to see the warnings)."""
         left_out = [f"{_stage_title(s.stage)}: {s.note}" for s in self.manifest.stages
                     if s.status == "skipped" and s.note]
-        summary = selection.summary | {"left_out": left_out}
+        summary = selection.summary | {"left_out": left_out, "outside": selection.outside}
         key = stage_key(stage="report", bench=sha256_file(bench_path), summary=summary, versions=self.versions)
 
         def do_report() -> list[Path]:
@@ -280,6 +286,8 @@ class _PipelineRun:
     def export_triton(self, artifacts: list[Path], selection: _Selection) -> None:
         """A Triton repository of every artifact; the chosen pair runs there on the runtime it was chosen on."""
         triton = self.pipeline.output.triton
+        if triton is None:  # run() exports only where [output] names a folder
+            return
         choice = selection.choice
         key = stage_key(stage="export-triton", artifacts=[sha256_file(a) for a in artifacts], output=str(triton),
                         serve=to_plain(self.pipeline.serve), chosen=choice.__dict__ if choice else None)
@@ -332,11 +340,10 @@ def _onnx_source(pipeline: Pipeline) -> OnnxReference | None:
     return reference
 
 
-def _with_model_task(variant: Variant, pipeline: Pipeline) -> Variant:
-    """The variant with [model]'s task and postprocess where it names none of its own."""
-    options, model = variant.options, pipeline.model
-    return replace(variant, options=replace(options, task=options.task or model.task,
-                                            postprocess=options.postprocess or model.postprocess))
+def _with_model_task(options: OptimizeOptions, pipeline: Pipeline) -> OptimizeOptions:
+    """A variant's options with [model]'s task and postprocess where it names none of its own."""
+    model = pipeline.model
+    return replace(options, task=options.task or model.task, postprocess=options.postprocess or model.postprocess)
 
 
 def _place_onnx(source: Path, output: Path) -> list[Path]:
@@ -386,19 +393,18 @@ def _unavailable(variant: Variant) -> str | None:
     return None
 
 
-def _optimize_stage(manifest: RunManifest, pipeline: Pipeline, variant: Variant, converted: Path,
+def _optimize_stage(manifest: RunManifest, pipeline: Pipeline, name: str, options: OptimizeOptions, converted: Path,
                     converted_sha: str, versions: dict[str, str]) -> Path:
     from trtpipe.optimize.stage import optimize
 
-    output = _artifact_path(pipeline.output.repository, f"{pipeline.name}_{variant.name}")
-    options = variant.options
+    output = _artifact_path(pipeline.output.repository, f"{pipeline.name}_{name}")
     from trtpipe.hardware import cpu_class
 
     # The CPU class INT8 is made for defaults to this machine's: another machine's cached file is not this one's.
     key = stage_key(stage="optimize", onnx=converted_sha, options=to_plain(options),
                     calib=data_identity(options.calib), eval=data_identity(options.eval), versions=versions,
                     cpu_class=str(options.cpu_class or cpu_class()))
-    return _stage(manifest, f"optimize:{variant.name}", key,
+    return _stage(manifest, f"optimize:{name}", key,
                   lambda: [optimize(converted, output, options).path])[0]
 
 
@@ -430,9 +436,12 @@ def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pa
             options = replace(options, timing_cache=repository / ".trt-timing.cache")
         key = stage_key(stage="build", onnx=sha256_file(onnx_path), options=to_plain(options),
                         tensorrt=trt.__version__, gpu=gpu_name, capability=capability)
-        engines += _stage(manifest, f"build:{name}", key,
-                          lambda onnx_path=onnx_path, output=output, options=options: [
-                              build_engine(onnx_path, output, options).engine])
+
+        def do_build(onnx_path: Path = onnx_path, output: Path = output,
+                     options: EngineOptions = options) -> list[Path]:
+            return [build_engine(onnx_path, output, options).engine]
+
+        engines += _stage(manifest, f"build:{name}", key, do_build)
     return engines
 
 
@@ -457,7 +466,7 @@ def _fit_to(rows: list[BenchRow]) -> dict[str, str]:
     for row in rows:
         if row.artifact and Path(row.artifact).suffix == ArtifactKind.ONNX.suffixes[0] and Path(row.artifact).is_file():
             manifest = read_manifest(Path(row.artifact))
-            caveat = fit_to_caveat(manifest.details.get("data")) if manifest is not None else None
+            caveat = fit_to_caveat(manifest.section("data")) if manifest is not None else None
             if caveat:
                 caveats[row.variant] = caveat
     return caveats

@@ -65,6 +65,44 @@ def _over_memory(row: BenchRow, budget: float | None) -> bool:
     return budget is not None and needed is not None and needed > budget
 
 
+def _deployable(row: BenchRow) -> bool:
+    """A row select may choose: an artifact timed as it would be deployed (not the reference, not a simulation of
+    another runtime's arithmetic, not a device-resident timing)."""
+    return bool(not row.is_reference and row.artifact and row.includes_transfers and not row.simulated)
+
+
+def limits_broken(row: BenchRow, *, latency_budget_ms: float | None, max_accuracy_drop: float | None,
+                  memory_budget_mb: float | None) -> list[str]:
+    """Each limit ``row`` breaks, in a few words ("loses 95.60 pp > 5.0 pp"), latency first; empty where it meets
+    them all."""
+    drop = accuracy_drop_pp(row)
+    broken = []
+    if latency_budget_ms is not None and row.p99_ms > latency_budget_ms:
+        broken.append(f"p99 {row.p99_ms:.2f} ms > {latency_budget_ms} ms")
+    if max_accuracy_drop is not None and drop is not None and drop > max_accuracy_drop:
+        broken.append(f"loses {drop:.2f} pp > {max_accuracy_drop} pp")
+    if _over_memory(row, memory_budget_mb):
+        broken.append(f"needs {memory_mb(row):.0f} MB > {memory_budget_mb} MB")
+    return broken
+
+
+def outside_limits(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
+                   max_accuracy_drop: float | None, memory_budget_mb: float | None = None) -> dict[str, str]:
+    """Variant -> the limits it breaks, for the report to mark it in every chart and table. Each variant is judged
+    on its row at ``batch`` (else its smallest batch's): its accuracy drop always (a simulation's too: its figure is
+    the arithmetic of the runtime it simulates), its latency and memory where select could choose it there. The
+    reference is never outside."""
+    outside = {}
+    for row in sorted(rows, key=lambda r: (r.batch != batch, r.batch)):
+        if row.is_reference or row.variant in outside:
+            continue
+        timed = row.batch == batch and _deployable(row)
+        outside[row.variant] = "; ".join(limits_broken(
+            row, latency_budget_ms=latency_budget_ms if timed else None, max_accuracy_drop=max_accuracy_drop,
+            memory_budget_mb=memory_budget_mb if timed else None))
+    return {variant: broken for variant, broken in outside.items() if broken}
+
+
 def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
            max_accuracy_drop: float | None, memory_budget_mb: float | None = None,
            fit_to: Mapping[str, str] | None = None) -> Choice | None:
@@ -75,8 +113,7 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
     (:func:`fit_to_caveat`); under an accuracy limit such a variant is chosen only where no other fits, and the
     reason says so either way."""
     fit_to = fit_to or {}
-    candidates = [r for r in rows if r.batch == batch and not r.is_reference and r.artifact
-                  and r.includes_transfers and not r.simulated]
+    candidates = [r for r in rows if r.batch == batch and _deployable(r)]
     if not candidates:
         return None
     if max_accuracy_drop is not None and all(accuracy_drop_pp(r) is None for r in candidates):
@@ -87,15 +124,11 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
     rejected = []
     fitting = []
     for row in candidates:
-        drop = accuracy_drop_pp(row)
-        if latency_budget_ms is not None and row.p99_ms > latency_budget_ms:
-            rejected.append(f"{row.variant} p99 {row.p99_ms:.2f} ms > {latency_budget_ms} ms")
-        elif max_accuracy_drop is not None and drop is not None and drop > max_accuracy_drop:
-            rejected.append(f"{row.variant} loses {drop:.2f} pp > {max_accuracy_drop} pp")
-        elif _over_memory(row, memory_budget_mb):
-            rejected.append(f"{row.variant} needs {memory_mb(row):.0f} MB > {memory_budget_mb} MB")
+        if broken := limits_broken(row, latency_budget_ms=latency_budget_ms, max_accuracy_drop=max_accuracy_drop,
+                                   memory_budget_mb=memory_budget_mb):
+            rejected.append(f"{row.variant} {broken[0]}")
         else:
-            fitting.append((row, drop))
+            fitting.append((row, accuracy_drop_pp(row)))
     if not fitting:
         return Choice("none", None, "no variant meets the budget: " + "; ".join(rejected))
     trusted = [item for item in fitting if item[0].variant not in fit_to]

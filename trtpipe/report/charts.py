@@ -1,8 +1,18 @@
-"""Charts of a bench report, drawn with matplotlib as SVG text (no network, no JavaScript)."""
+"""Charts of a bench report, drawn with matplotlib as SVG text (no network, no JavaScript).
+
+Every chart marks each variant's standing (trtpipe.report.marks): the chosen one in green with ★, a variant outside
+the budget hatched grey with ✗, the reference with ◆, so a variant that fails the accuracy limit is never drawn like
+the one chosen. A chart with nothing to show is left out with one line saying why, never drawn empty. Variants sit on
+the vertical axis (their names are tick labels, not a legend over the bars); the accuracy-vs-latency chart numbers
+its points, placed clear of one another (trtpipe.report.labels), and keys the numbers in a table beside it.
+"""
 
 from __future__ import annotations
 
 import io
+import math
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -10,10 +20,37 @@ import matplotlib
 matplotlib.use("Agg")  # no display here, and none needed
 
 import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be chosen first
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from trtpipe.report.labels import place_labels
+from trtpipe.report.marks import CHOSEN_COLOR, HATCH, OUTSIDE_COLOR, REFERENCE_COLOR, Marks, Standing
 from trtpipe.vocab import BackendKind
 
-plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+                     "hatch.color": "#777777", "hatch.linewidth": 0.6})
+
+BATCH_COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#bcbd22", "#e377c2")
+WITHIN_COLOR = BATCH_COLORS[0]
+WIDTH_IN = 8.0
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart of the report, or the line saying why it was left out."""
+
+    name: str  # its id in the page and its file's suffix (report_<name>.svg)
+    title: str
+    svg: str | None = None
+    left_out: str | None = None  # why there is no chart (svg is None)
+    key: tuple[tuple[str, str, str], ...] = ()  # (label drawn on the chart, the variant, its figures in words)
+
+
+def svg_id(kind: str, variant: str, batch: int | None = None) -> str:
+    """The SVG id of a variant's bar, line or point ("bar-onnxruntime-int8-b1"): a reader's tools and the tests
+    find what a chart drew for a variant by it."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", variant).strip("-")
+    return f"{kind}-{slug}" + (f"-b{batch}" if batch is not None else "")
 
 
 def _svg(figure: Any) -> str:
@@ -28,88 +65,261 @@ def _variants(rows: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(r["variant"] for r in rows))
 
 
-def latency_chart(rows: list[dict[str, Any]]) -> str:
-    """p50 latency per variant, grouped by batch, with whiskers up to p99."""
-    variants, batches = _variants(rows), sorted({r["batch"] for r in rows})
-    figure, axis = plt.subplots(figsize=(8, 3.6))
-    width = 0.8 / max(len(variants), 1)
-    for index, variant in enumerate(variants):
-        cells = [next((r for r in rows if r["variant"] == variant and r["batch"] == b), None) for b in batches]
-        xs = [i + index * width for i, c in enumerate(cells) if c]
-        p50 = [c["p50_ms"] for c in cells if c]
-        p99 = [c["p99_ms"] - c["p50_ms"] for c in cells if c]
-        axis.bar(xs, p50, width, yerr=[[0] * len(p99), p99], capsize=2, label=variant)
-    axis.set_xticks([i + 0.4 - width / 2 for i in range(len(batches))], [f"batch {b}" for b in batches])
-    axis.set_ylabel("latency, ms (bar p50, whisker p99)")
-    axis.set_yscale("log")
-    axis.legend(fontsize=7, ncols=2, frameon=False)
-    axis.set_title("Latency by variant and batch")
-    return _svg(figure)
+def _batches(rows: list[dict[str, Any]]) -> list[int]:
+    return sorted({r["batch"] for r in rows})
 
 
-def speedup_chart(rows: list[dict[str, Any]]) -> str:
+def _row(rows: list[dict[str, Any]], variant: str, batch: int) -> dict[str, Any] | None:
+    return next((r for r in rows if r["variant"] == variant and r["batch"] == batch), None)
+
+
+def _bar_style(standing: Standing, color: str, single: bool) -> dict[str, Any]:
+    """How a bar of a variant with this standing is drawn; ``color`` is its batch's (several batches)."""
+    if standing is Standing.OUTSIDE:
+        return {"color": OUTSIDE_COLOR if single else color, "alpha": 1.0 if single else 0.35,
+                "hatch": HATCH[standing], "edgecolor": "#777777", "linewidth": 0.6}
+    if standing is Standing.CHOSEN:
+        return {"color": CHOSEN_COLOR if single else color, "edgecolor": CHOSEN_COLOR, "linewidth": 2.0}
+    if standing is Standing.REFERENCE:
+        return {"color": REFERENCE_COLOR if single else color}
+    return {"color": color}
+
+
+def _label_ticks(axis: Any, variants: list[str], marks: Marks) -> None:
+    """Variant names as the vertical axis' tick labels, each with its marker; chosen in bold green, outside grey."""
+    for tick, variant in zip(axis.get_yticklabels(), variants, strict=True):
+        standing = marks.standing(variant)
+        if standing is Standing.OUTSIDE:
+            tick.set_color("#777777")
+        elif standing is Standing.CHOSEN:
+            tick.set_color(CHOSEN_COLOR)
+            tick.set_fontweight("bold")
+
+
+def _standing_handles(variants: list[str], marks: Marks, single: bool) -> list[Patch]:
+    """Legend entries for the standings this chart shows (nothing for plain variants)."""
+    shown = {marks.standing(v) for v in variants}
+    handles = []
+    if Standing.CHOSEN in shown:
+        handles.append(Patch(facecolor=CHOSEN_COLOR if single else "white", edgecolor=CHOSEN_COLOR, linewidth=2.0,
+                             label=f"★ chosen: {marks.chosen}"))
+    if Standing.OUTSIDE in shown:
+        handles.append(Patch(facecolor=OUTSIDE_COLOR, hatch=HATCH[Standing.OUTSIDE], edgecolor="#777777",
+                             label="✗ outside the budget (accuracy, latency or memory; why in the table)"))
+    if Standing.REFERENCE in shown and single:
+        handles.append(Patch(facecolor=REFERENCE_COLOR, label="◆ reference"))
+    return handles
+
+
+def _figure(height: float) -> tuple[Any, Any]:
+    """A figure the report's width; constrained layout keeps a legend below the axes clear of the axis title."""
+    return plt.subplots(figsize=(WIDTH_IN, height), layout="constrained")
+
+
+def _legend_below(figure: Any, handles: list[Any] | None = None, columns: int = 1) -> None:
+    """The legend under the chart, outside the axes: it never covers a bar, a point or a label."""
+    if handles is None:
+        handles = figure.axes[0].get_legend_handles_labels()[0]
+    if handles:
+        figure.legend(handles=handles, fontsize=7.5, frameon=False, loc="outside lower left", ncols=columns)
+
+
+def _horizontal_bars(rows: list[dict[str, Any]], variants: list[str], marks: Marks, value: Any) -> tuple[Any, Any]:
+    """A figure of one horizontal bar per variant and batch (``value(row)``), variants top to bottom."""
+    batches = _batches(rows)
+    single = len(batches) == 1
+    height = 0.8 / len(batches)
+    figure, axis = _figure(1.2 + len(variants) * (0.16 + 0.14 * len(batches)))
+    for index, batch in enumerate(batches):
+        for position, variant in enumerate(variants):
+            row = _row(rows, variant, batch)
+            if row is None or value(row) is None:
+                continue
+            style = _bar_style(marks.standing(variant), BATCH_COLORS[index % len(BATCH_COLORS)], single)
+            axis.barh(position + index * height, value(row), height, gid=svg_id("bar", variant, batch), **style)
+    axis.set_yticks([i + 0.4 - height / 2 for i in range(len(variants))], [marks.label(v) for v in variants])
+    axis.invert_yaxis()
+    _label_ticks(axis, variants, marks)
+    batch_handles = [] if single else [Patch(facecolor=BATCH_COLORS[i % len(BATCH_COLORS)], label=f"batch {b}")
+                                       for i, b in enumerate(batches)]
+    _legend_below(figure, batch_handles + _standing_handles(variants, marks, single), columns=1)
+    return figure, axis
+
+
+def latency_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
+    """p50 latency per variant and batch, whiskers up to p99."""
+    title = "Latency by variant and batch"
+    variants = _variants(rows)
+    figure, axis = _horizontal_bars(rows, variants, marks, lambda r: r["p50_ms"])
+    height = 0.8 / len(_batches(rows))
+    for index, batch in enumerate(_batches(rows)):
+        for position, variant in enumerate(variants):
+            if row := _row(rows, variant, batch):
+                axis.errorbar(row["p50_ms"], position + index * height, xerr=[[0], [row["p99_ms"] - row["p50_ms"]]],
+                              fmt="none", ecolor="#333333", elinewidth=0.8, capsize=2)
+    axis.set_xscale("log")
+    axis.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 1-2-5 ticks, plain figures: never 3×10¹
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.xaxis.set_minor_formatter(NullFormatter())
+    axis.set_xlabel("latency, ms (bar p50, whisker p99; log scale)")
+    axis.set_title(title)
+    return Chart("latency", title, _svg(figure))
+
+
+def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     references = {r["variant"] for r in rows if r.get("reference")}
     onnx = any(r.get("reference") and r.get("backend") != BackendKind.TORCH for r in rows)  # an FP32 ONNX as MODEL
-    variants = [v for v in _variants(rows) if v not in references and v != "pytorch-fp32"]
-    batches = sorted({r["batch"] for r in rows})
-    figure, axis = plt.subplots(figsize=(8, 3.2))
-    width = 0.8 / max(len(batches), 1)
-    for index, batch in enumerate(batches):
-        values = [next((r["speedup_vs_torch_fp32"] or 0 for r in rows if r["variant"] == v and r["batch"] == batch),
-                       0) for v in variants]
-        axis.barh([i + index * width for i in range(len(variants))], values, width, label=f"batch {batch}")
+    reference = "the FP32 ONNX" if onnx else "PyTorch FP32"
+    title = f"Speedup over {reference}"
+    variants = [v for v in _variants(rows) if v not in references and v != "pytorch-fp32"
+                and any(r["variant"] == v and r.get("speedup_vs_torch_fp32") for r in rows)]
+    if not variants:
+        return Chart("speedup", title, left_out=f"{title} left out: no variant besides the reference has a speedup "
+                                                f"figure.")
+    figure, axis = _horizontal_bars(rows, variants, marks, lambda r: r.get("speedup_vs_torch_fp32"))
+    batches = _batches(rows)
+    if len(batches) <= 3:  # each bar's figure at its end; more bars than that and the figures crowd
+        height = 0.8 / len(batches)
+        for index, batch in enumerate(batches):
+            for position, variant in enumerate(variants):
+                row = _row(rows, variant, batch)
+                if row and row.get("speedup_vs_torch_fp32"):
+                    axis.annotate(f"{row['speedup_vs_torch_fp32']:.2f}×", (row["speedup_vs_torch_fp32"],
+                                  position + index * height), xytext=(3, 0), textcoords="offset points",
+                                  va="center", fontsize=7, color="#333333")
+        axis.set_xlim(0, axis.get_xlim()[1] * 1.12)
     axis.axvline(1.0, color="grey", linewidth=1, linestyle="--")
-    axis.set_yticks([i + 0.4 - width / 2 for i in range(len(variants))], variants)
-    axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (ratio of p50)")
-    axis.legend(fontsize=7, frameon=False)
-    axis.set_title(f"Speedup over {'the FP32 ONNX' if onnx else 'PyTorch FP32'}")
-    return _svg(figure)
+    axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (ratio of p50; dashed: 1×)")
+    axis.set_title(title)
+    return Chart("speedup", title, _svg(figure))
 
 
-def pareto_chart(rows: list[dict[str, Any]], batch: int) -> str:
+def _accuracy_key(points: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(row field, axis name) of the accuracy figure every point has: accuracy against labels, else agreement."""
+    if points and all(r.get("top1_accuracy") is not None for r in points):
+        return "top1_accuracy", "accuracy, %"
+    if any(r.get("agreement") is not None for r in points):
+        name = next((r.get("agreement_name") for r in points if r.get("agreement_name")), "agreement with FP32")
+        return "agreement", f"{name}, %"
+    return None
+
+
+def _far_below(ys: list[float], within: list[float]) -> float | None:
+    """The value under which a point is drawn at the chart's floor rather than where it is: a variant outside the
+    budget far below the others (a broken INT8 at 0.4 %) would otherwise squash every other point into one line."""
+    if not within:
+        return None
+    low, high = min(within), max(within)
+    floor = low - max(8.0 * (high - low), 15.0)  # points, on a percent axis
+    return floor if min(ys) < floor else None
+
+
+def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
     """The task's accuracy (or agreement with the reference: top-1, pixel, mAP@0.5...) against p50 latency at one
-    batch; the Pareto front joined."""
+    batch; the Pareto front of the variants within the budget joined. Points are numbered, the numbers keyed in the
+    chart's table; a variant outside the budget far below the rest sits on the chart's floor as ▼."""
+    title = "Accuracy vs latency"
     points = [r for r in rows if r["batch"] == batch]
-    use_accuracy = all(r.get("top1_accuracy") is not None for r in points)
-    key = "top1_accuracy" if use_accuracy else "agreement"
-    name = next((r.get("agreement_name") for r in points if r.get("agreement_name")), "agreement with FP32")
+    found = _accuracy_key(points)
+    if found is None:
+        return Chart("pareto", title, left_out=f"{title} left out: no row at batch {batch} has an accuracy or "
+                                               "agreement figure.")
+    key, name = found
     points = [r for r in points if r.get(key) is not None]
-    figure, axis = plt.subplots(figsize=(6, 3.6))
-    for row in points:
-        axis.scatter(row["p50_ms"], 100 * row[key], s=30)
-        axis.annotate(row["variant"], (row["p50_ms"], 100 * row[key]), fontsize=7, xytext=(4, 4),
-                      textcoords="offset points")
+    xs, ys = [r["p50_ms"] for r in points], [100 * r[key] for r in points]
+    standings = [marks.standing(r["variant"]) for r in points]
+    floor = _far_below(ys, [y for y, s in zip(ys, standings, strict=True) if s is not Standing.OUTSIDE])
+    far = [floor is not None and y < floor for y in ys]
+    shown = [y for y, f in zip(ys, far, strict=True) if not f]
+    if floor is not None:
+        pad = max((max(shown) - min(shown)) * 0.12, 0.3)
+        bottom = min(shown) - 2 * pad
+        ys = [bottom if f else y for y, f in zip(ys, far, strict=True)]  # on the floor: the bottom axis
+    figure, axis = _figure(4.4)
+    styles: dict[Standing, dict[str, Any]] = {
+        Standing.WITHIN: {"marker": "o", "color": WITHIN_COLOR, "s": 36},
+        Standing.CHOSEN: {"marker": "*", "color": CHOSEN_COLOR, "s": 150},
+        Standing.OUTSIDE: {"marker": "X", "color": OUTSIDE_COLOR, "s": 44, "edgecolors": "#777777"},
+        Standing.REFERENCE: {"marker": "D", "color": REFERENCE_COLOR, "s": 30}}
+    judged = bool(marks.chosen or marks.outside)
+    labels = {Standing.WITHIN: "within the budget" if judged else "variant",
+              Standing.CHOSEN: f"★ chosen: {marks.chosen}", Standing.OUTSIDE: "✗ outside the budget",
+              Standing.REFERENCE: "◆ reference"}
+    for standing, style in styles.items():
+        own = [i for i, s in enumerate(standings) if s is standing]
+        near = [i for i in own if not far[i]]
+        for i in own:  # one scatter per point: each its own SVG group, found by svg_id
+            axis.scatter([xs[i]], [ys[i]], zorder=3, gid=svg_id("point", points[i]["variant"]), clip_on=not far[i],
+                         **(style | ({"marker": "v"} if far[i] else {})))
+        if near := [i for i in own if not far[i]]:  # the legend's entries, drawn under the points
+            axis.scatter([xs[near[0]]], [ys[near[0]]], label=labels[standing], zorder=1, **style)
+        if below := [i for i in own if far[i]]:
+            axis.scatter([xs[below[0]]], [ys[below[0]]], zorder=1, clip_on=False,
+                         **(style | {"marker": "v"}), label=f"{labels[standing]}, far below the others: on the "
+                                                            "floor, its figure beside it")
     front, best = [], -1.0
-    for row in sorted(points, key=lambda r: r["p50_ms"]):
-        if row[key] > best:
-            front.append(row)
-            best = row[key]
+    for index in sorted(range(len(points)), key=lambda i: xs[i]):
+        if standings[index] is not Standing.OUTSIDE and ys[index] > best:
+            front.append(index)
+            best = ys[index]
     if len(front) > 1:
-        axis.plot([r["p50_ms"] for r in front], [100 * r[key] for r in front], linestyle="--", color="grey",
-                  linewidth=1)
+        axis.plot([xs[i] for i in front], [ys[i] for i in front], linestyle="--", color="grey", linewidth=1,
+                  zorder=2, label="Pareto front (within the budget)")
+    axis.margins(x=0.08, y=0.12)
+    low, high = axis.get_ylim()
+    if max(ys) - min(ys) < 1.0:  # every point on one figure: a point either side, not a zoom into nothing
+        low, high = min(ys) - 1.0, max(ys) + 1.0
+    if max(ys) <= 100.0:  # no room above 100 %: there is nothing there
+        high = min(high, 100.0 + 0.06 * (high - low))
+    axis.set_ylim(bottom if floor is not None else low, high)
     axis.set_xlabel(f"p50 latency at batch {batch}, ms")
-    axis.set_ylabel("accuracy, %" if use_accuracy else f"{name}, %")
-    axis.set_title("Accuracy vs latency (Pareto front dashed)")
-    return _svg(figure)
+    axis.set_ylabel("accuracy, %" if key == "top1_accuracy" else name)
+    axis.set_title(f"{title}: points numbered, keyed in the table below")
+    _legend_below(figure, columns=2)
+    figure.canvas.draw()  # lay the figure out, then hold it: labels are placed where they will be drawn
+    figure.set_layout_engine("none")
+    numbers = [str(i + 1) for i in range(len(points))]
+    texts = [f"{n} ▼{100 * r[key]:.1f} %" if f else n for n, r, f in zip(numbers, points, far, strict=True)]
+    sizes = [math.sqrt(styles[s]["s"]) / 2 + 1.5 for s in standings]  # a marker's half-width, in points
+    place_labels(axis, list(zip(xs, ys, strict=True)), texts, radii_pt=sizes, gid_prefix="pareto-label-")
+    return Chart("pareto", title, _svg(figure),
+                 key=tuple((n, r["variant"], f"{r['p50_ms']:.2f} ms, {100 * r[key]:.2f} %")
+                           for n, r in zip(numbers, points, strict=True)))
 
 
-def batch_sweep_chart(rows: list[dict[str, Any]]) -> str:
-    figure, axis = plt.subplots(figsize=(6, 3.6))
+def batch_sweep_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
+    title = "Batch sweep"
+    batches = _batches(rows)
+    if len(batches) < 2:
+        return Chart("batch_sweep", title, left_out=f"{title} left out: the run benched one batch size "
+                                                    f"({batches[0] if batches else 'none'}), so there is no sweep.")
+    figure, axis = _figure(3.6 + 0.12 * len(_variants(rows)))
+    cycle = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4)
     for variant in _variants(rows):
         own = sorted((r for r in rows if r["variant"] == variant), key=lambda r: r["batch"])
-        axis.plot([r["batch"] for r in own], [r["throughput"] for r in own], marker="o", label=variant)
-    batches = sorted({r["batch"] for r in rows})
+        standing = marks.standing(variant)
+        style: dict[str, Any] = {"marker": "o", "linewidth": 1.2, "markersize": 4}
+        if standing is Standing.OUTSIDE:
+            style |= {"color": OUTSIDE_COLOR, "linestyle": ":", "marker": "X", "markeredgecolor": "#777777"}
+        elif standing is Standing.CHOSEN:
+            style |= {"color": CHOSEN_COLOR, "linewidth": 2.6, "marker": "*", "markersize": 10}
+        elif standing is Standing.REFERENCE:
+            style |= {"color": REFERENCE_COLOR, "linestyle": "--", "marker": "D", "markersize": 4}
+        else:
+            style |= {"color": next(c for c in cycle if c not in ("#2ca02c", "#7f7f7f"))}
+        axis.plot([r["batch"] for r in own], [r["throughput"] for r in own], label=marks.label(variant),
+                  gid=svg_id("line", variant), **style)
     axis.set_xscale("log", base=2)
     axis.set_xticks(batches, [str(b) for b in batches])
     axis.minorticks_off()
     axis.set_xlabel("batch size")
     axis.set_ylabel("throughput, items/s (at p50)")
-    axis.legend(fontsize=7, frameon=False)
-    axis.set_title("Batch sweep")
-    return _svg(figure)
+    axis.set_title(title)
+    _legend_below(figure, columns=1 if len(_variants(rows)) < 6 else 2)
+    return Chart("batch_sweep", title, _svg(figure))
 
 
-def all_charts(report: dict[str, Any], batch: int) -> dict[str, str]:
-    rows = report["results"]
-    return {"latency": latency_chart(rows), "speedup": speedup_chart(rows), "pareto": pareto_chart(rows, batch),
-            "batch_sweep": batch_sweep_chart(rows)}
+def all_charts(report: dict[str, Any], batch: int, marks: Marks | None = None) -> list[Chart]:
+    rows, marks = report["results"], marks or Marks()
+    return [latency_chart(rows, marks), speedup_chart(rows, marks), pareto_chart(rows, batch, marks),
+            batch_sweep_chart(rows, marks)]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trtpipe.report.marks import Marks, Standing
+
 
 @dataclass(frozen=True)
 class Column:
@@ -77,8 +79,18 @@ def legend_line(rows: list[dict[str, Any]]) -> str:
     return "Columns: " + "; ".join(f"{header}: {meaning}" for header, meaning in legend(rows)) + "."
 
 
-def markdown_table(rows: list[dict[str, Any]]) -> list[str]:
+def markdown_table(rows: list[dict[str, Any]], marks: Marks | None = None) -> list[str]:
+    """The table as Markdown lines; with ``marks``, each marked variant's cell carries its marker (and, outside the
+    budget, the limits it breaks)."""
     columns = present_columns(rows)
+
+    def text(row: dict[str, Any], column: Column) -> str:
+        if column.key != "variant" or marks is None:
+            return cell(row, column)
+        variant = row["variant"]
+        why = marks.outside.get(variant) if marks.standing(variant) is Standing.OUTSIDE else None
+        return marks.label(variant) + (f" ({why})" if why else "")
+
     return ["| " + " | ".join(c.header for c in columns) + " |",
             "|" + "|".join("---" if c.text else "---:" for c in columns) + "|",
-            *("| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows)]
+            *("| " + " | ".join(text(r, c).replace("|", "\\|") for c in columns) + " |" for r in rows)]

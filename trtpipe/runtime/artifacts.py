@@ -114,7 +114,7 @@ def describe_artifact(path: Path) -> ArtifactDescription:
     from trtpipe.onnx_info import load_onnx
 
     model = load_onnx(path, load_weights=False)  # trtpipe's external-data path checks come first
-    manifest = read_manifest(path, on_mismatch=console.warn)
+    manifest = read_manifest(path, on_mismatch=console.warn, on_other_layout=console.warn)
     if manifest is None:
         return dataclasses.replace(describe_model(model, path), tuned=_tuned(path, None))
     return _faithful(ArtifactDescription(

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,6 +92,16 @@ class Backend(ABC):
     def device_resident_call(self, feeds: dict[str, np.ndarray]) -> Callable[[], None] | None:
         """On a GPU, a call on inputs already in device memory (outputs left there): the latency without
         host-device copies. None where there are no transfers (the CPU) or the backend cannot keep them."""
+        return None
+
+    def replays_cuda_graph(self, feeds: dict[str, np.ndarray]) -> bool | None:
+        """Whether runs of ``feeds``' shapes replay a captured CUDA graph (bench's rows say so); None where the
+        backend does not report it (CPU runtimes; PyTorch, whose CUDA-graph rows say so in their name)."""
+        return None
+
+    def profile_layers(self, feeds: dict[str, np.ndarray], runs: int) -> dict[str, Any] | None:
+        """Every layer's time over ``runs`` runs of ``feeds``' shapes, from the engine's own profiler, taken apart
+        from the timed runs; None where the engine cannot profile its layers (only TensorRT's can)."""
         return None
 
     def feeds(self, inputs: Inputs) -> dict[str, np.ndarray]:

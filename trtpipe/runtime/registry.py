@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from trtpipe.errors import BadInput
 from trtpipe.runtime.base import Backend
@@ -16,9 +16,17 @@ if TYPE_CHECKING:
     from trtpipe.runtime.artifacts import ArtifactDescription
 
 
-def backend_class(kind: BackendKind) -> type[Backend]:
+class ArtifactBackend(Protocol):
+    """What every artifact backend's class is: called with the artifact (a path or its description) and the run
+    settings, it opens the artifact. (TorchBackend, which wraps a live module, is not one.)"""
+
+    def __call__(self, artifact: Path | ArtifactDescription, options: RunOptions | None = None, /) -> Backend: ...
+
+
+def backend_class(kind: BackendKind) -> ArtifactBackend:
     module_name, class_name = kind.implementation.split(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    opener: ArtifactBackend = getattr(importlib.import_module(module_name), class_name)
+    return opener
 
 
 def artifact_kind(path: Path) -> ArtifactKind:

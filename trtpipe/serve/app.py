@@ -208,11 +208,15 @@ async def _read_body(request: Request, service: InferenceService) -> bytes:
 
     try:
         await asyncio.wait_for(receive(), timeout_s)
+        return b"".join(chunks)
     except TimeoutError:
         raise ProtocolError(408, f"The request body did not arrive within {timeout_s:g} s.") from None
     except ClientDisconnect:  # the client went away mid-body: nobody to answer, and not a server failure
         raise ClientLeft from None
-    return b"".join(chunks)
+    finally:
+        # On a failure the exception's traceback and the awaiting frames refer to one another, and would keep the
+        # body received so far until the cyclic collector runs, seconds later: let go of it now.
+        chunks.clear()
 
 
 async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:

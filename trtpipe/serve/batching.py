@@ -47,7 +47,7 @@ class BatchingOptions:
 class _Request:
     inputs: list[np.ndarray]
     rows: int
-    future: Future = field(default_factory=Future)  # type: ignore[type-arg]
+    future: Future[list[np.ndarray]] = field(default_factory=Future)
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -85,7 +85,7 @@ class MicroBatcher:
     def depth(self) -> int:
         return self._queue.qsize()
 
-    def submit(self, inputs: list[np.ndarray]) -> Future:  # type: ignore[type-arg]
+    def submit(self, inputs: list[np.ndarray]) -> Future[list[np.ndarray]]:
         """Queue one request (its own batch of rows); raises QueueFull when the queue is at capacity."""
         rows = int(inputs[0].shape[0])
         if rows > self.options.max_batch_size:

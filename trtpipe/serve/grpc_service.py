@@ -6,13 +6,17 @@ shares the InferenceService with the HTTP routes: the loaded models, their batch
 protocol module's ``infer_request``, as HTTP's are, so both transports accept and refuse exactly the same things;
 errors become gRPC status codes.
 
-ModelInfer takes its request as bytes and decodes it in a worker thread, as HTTP parses its bodies: protobuf
-parsing and the conversion of a 60 MiB ``fp32_contents`` take long, and the event loop keeps answering health
-checks and other models meanwhile (decoded on the loop, as gRPC does by default, one such request stalled
-/v2/health/live for 2.3 s). Each tensor's decoded size is checked against ``--max-body-mb`` and its element count
-against its shape before anything is built; packed fp32/fp64/bool contents and raw contents are then read in
-place in the request's bytes, other typed contents converted a chunk at a time, never as a Python list (through
-JSON, as before, a 60 MiB request took 1 GiB). A request protobuf cannot decode is INVALID_ARGUMENT, on every RPC.
+ModelInfer takes its request as bytes and decodes it in a worker thread, as HTTP parses its bodies: protobuf parsing and
+the conversion of a 60 MiB ``fp32_contents`` take long, and the event loop keeps answering health checks and other
+models meanwhile (decoded on the loop, as gRPC does by default, one such request stalled the health checks for seconds:
+docs/results/serving.md, 'Request decoding costs'). Each tensor's decoded size is checked against ``--max-body-mb`` and
+its element count against its shape before anything is built; packed fp32/fp64/bool contents and raw contents are then
+read in place in the request's bytes, other typed contents converted a chunk at a time, never as a Python list (which
+took many times the request's size). A request protobuf cannot decode is INVALID_ARGUMENT, on every RPC.
+
+The service runs on an event loop and a thread of its own (:class:`GrpcThread`): what gRPC itself does on its loop,
+turning a large message into bytes, then never holds up HTTP's health checks. Memory that runs out while a message is
+received or decoded is that request's UNAVAILABLE, and what a large request took goes back after it (memory.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import contextlib
 import inspect
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Iterator
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -30,6 +35,7 @@ import numpy as np
 from trtpipe import console
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.runtime.base import TensorInfo
+from trtpipe.serve.memory import check_room, give_back, warm_thread
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import (
     InferRequest,
@@ -41,7 +47,7 @@ from trtpipe.serve.protocol import (
     infer_request,
 )
 from trtpipe.serve.repository import ServedModel
-from trtpipe.serve.service import InferenceService
+from trtpipe.serve.service import SERVICE_THREADS, InferenceService, classify_failure
 from trtpipe.vocab import __version__
 
 SERVICE = "inference.GRPCInferenceService"
@@ -94,15 +100,31 @@ class TypedContents(TensorData):
     are read in place, in the request's own bytes (``packed``, found by :func:`wire_layout`); varint integers
     are converted a chunk at a time, range-checked for the narrower types."""
 
-    def __init__(self, contents: Any, datatype: str, packed: tuple[int, memoryview] | None = None) -> None:
+    def __init__(self, contents: Any, datatype: str, packed: tuple[int, memoryview] | None = None,
+                 split: bool = False) -> None:
         self.contents = contents
         self.field = CONTENTS_FIELD.get(datatype)
         self.packed = packed  # (field number, bytes) of the contents' one packed run, in the request's bytes
+        self.split = split  # that run was split off before protobuf parsed the rest (see split_message)
+
+    def _filled(self) -> list[str]:
+        """The contents fields the request fills, the one split off included."""
+        filled = [descriptor.name for descriptor, _ in self.contents.ListFields()]
+        if self.split and self.packed is not None:
+            filled.insert(0, self.contents.DESCRIPTOR.fields_by_number[self.packed[0]].name)
+        return filled
+
+    def _count(self) -> int:
+        """Values in the contents field: a split-off run's length in values (fp32 and fp64 only are split off)."""
+        assert self.field is not None
+        if self.split and self.packed is not None:
+            return len(self.packed[1]) // np.dtype(FIELD_DTYPE[self.field]).itemsize
+        return len(getattr(self.contents, self.field))
 
     def check(self, name: str, shape: list[int], datatype: str, dtype: np.dtype[Any]) -> None:
         if self.field is None:
             raise ProtocolError(400, f"Input '{name}' of datatype {datatype} must come as raw_input_contents.")
-        filled = [descriptor.name for descriptor, _ in self.contents.ListFields()]
+        filled = self._filled()
         if filled and self.field not in filled:
             raise ProtocolError(400, f"Input '{name}' is {datatype}: its values go in {self.field}, but the request "
                                      f"fills {', '.join(filled)}.")
@@ -110,14 +132,16 @@ class TypedContents(TensorData):
             others = ", ".join(f for f in filled if f != self.field)
             raise ProtocolError(400, f"Input '{name}' fills {others} besides {self.field}: give its values in "
                                      f"{self.field} only.")
-        have = len(getattr(self.contents, self.field))
+        if self.split and self.packed is not None and len(self.packed[1]) % np.dtype(FIELD_DTYPE[self.field]).itemsize:
+            raise ProtocolError(400, f"Input '{name}': its {self.field} is cut short (a partial value).")
+        have = self._count()
         if have != math.prod(shape):
             raise count_mismatch(name, have, shape)
 
     def decode(self, name: str, datatype: str, dtype: np.dtype[Any]) -> np.ndarray:
         assert self.field is not None
         values = getattr(self.contents, self.field)
-        count = len(values)
+        count = self._count()
         source = np.dtype(FIELD_DTYPE[self.field])
         number = self.contents.DESCRIPTOR.fields_by_name[self.field].number
         if (self.field in FIXED_WIDTH and self.packed is not None and self.packed[0] == number
@@ -140,6 +164,7 @@ class TypedContents(TensorData):
 INPUTS_FIELD, RAW_CONTENTS_FIELD, CONTENTS_FIELD_NUMBER = 5, 7, 5  # ModelInferRequest.inputs, .raw_input_contents;
 # InferInputTensor.contents
 MAX_WIRE_FIELDS = 10_000  # stepped through in Python to find them: a request of more is read from its message
+EMPTY_RAW_CONTENTS = bytes([RAW_CONTENTS_FIELD << 3 | 2, 0])
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -211,6 +236,86 @@ def wire_layout(data: bytes) -> tuple[list[tuple[int, memoryview] | None], list[
     return typed, raw
 
 
+def split_message(data: bytes) -> tuple[bytes, list[memoryview], list[tuple[int, memoryview] | None]] | None:
+    """A ModelInferRequest's bytes without its bulky payloads, and those payloads, read in place in ``data``: the
+    raw_input_contents (each left as an empty field) and, per input, the one packed run of fp32 or fp64 contents
+    (the contents left empty). protobuf then parses only the small rest: parsing 60 MiB of contents takes a worker
+    thread a tenth of a second that it holds the GIL, stalling both event loops (health checks included) as long.
+    None where there is nothing to split off, or the message cannot be stepped through within MAX_WIRE_FIELDS
+    fields (protobuf then parses all of it, and says what is wrong)."""
+    view = memoryview(data)
+    pieces: list[bytes | memoryview] = []
+    raw: list[memoryview] = []
+    typed: list[tuple[int, memoryview] | None] = []
+    kept_from = 0
+    try:
+        for walked, (number, wire, start, end) in enumerate(_fields(data, 0, len(data))):
+            if walked > MAX_WIRE_FIELDS:
+                return None
+            if wire != 2 or number not in (RAW_CONTENTS_FIELD, INPUTS_FIELD):
+                continue
+            header = _header(data, start, end, number)
+            if header is None or header < kept_from:
+                return None
+            if number == RAW_CONTENTS_FIELD:
+                replacement: bytes | None = EMPTY_RAW_CONTENTS
+                raw.append(view[start:end])
+            else:
+                replacement, run = _input_without_run(data, start, end)
+                typed.append(run)
+            if replacement is not None:
+                pieces += [view[kept_from:header], replacement]
+                kept_from = end
+    except (ValueError, IndexError):
+        return None
+    if not raw and not any(typed):
+        return None
+    pieces.append(view[kept_from:])
+    return b"".join(pieces), raw, typed
+
+
+SPLIT_RUNS = (6, 7)  # InferTensorContents.fp32_contents, .fp64_contents: fixed width, counted by their length
+
+
+def _input_without_run(data: bytes, start: int, end: int) -> tuple[bytes | None, tuple[int, memoryview] | None]:
+    """An InferInputTensor (``data[start:end]``) re-encoded, key and length included, with its contents emptied
+    when they hold one packed fp32 or fp64 run, and that run; (None, None) when there is nothing to split off."""
+    contents = [(s, e) for number, wire, s, e in _fields(data, start, end)
+                if number == CONTENTS_FIELD_NUMBER and wire == 2]
+    if len(contents) != 1:
+        return None, None
+    runs = list(itertools.islice(_fields(data, *contents[0]), 2))
+    if len(runs) != 1 or runs[0][1] != 2 or runs[0][0] not in SPLIT_RUNS:
+        return None, None
+    inner = _header(data, contents[0][0], contents[0][1], CONTENTS_FIELD_NUMBER)
+    if inner is None or inner < start:
+        return None, None
+    body = data[start:inner] + bytes([CONTENTS_FIELD_NUMBER << 3 | 2, 0]) + data[contents[0][1]:end]
+    return bytes([INPUTS_FIELD << 3 | 2]) + _varint_bytes(len(body)) + body, (runs[0][0],
+                                                                             memoryview(data)[runs[0][2]:runs[0][3]])
+
+
+def _header(data: bytes, start: int, end: int, number: int) -> int | None:
+    """Where the key of the length-delimited field ``number`` whose value is ``data[start:end]`` begins: its key is
+    one byte (fields 1 to 15) and its length in its shortest form, as protobuf writes them; None otherwise."""
+    header = start - _length_size(end - start) - 1
+    return header if header >= 0 and data[header] == (number << 3 | 2) else None
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _length_size(length: int) -> int:
+    """Bytes of the varint that encodes ``length`` (protobuf writes lengths in their shortest form)."""
+    return max(1, (length.bit_length() + 6) // 7)
+
+
 def _narrowed(values: np.ndarray, dtype: np.dtype[Any], name: str, datatype: str) -> np.ndarray:
     """``values`` (in the contents field's type, int32 for INT8) as ``dtype``, refused when one does not fit:
     numpy would wrap 300 into an INT8 without a word."""
@@ -226,7 +331,9 @@ def _narrowed(values: np.ndarray, dtype: np.dtype[Any], name: str, datatype: str
 
 def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: list[TensorInfo],
                                max_batch_size: int | None, max_tensor_bytes: int | None,
-                               wire: bytes | None = None) -> InferRequest:
+                               wire: bytes | None = None,
+                               split: tuple[list[memoryview], list[tuple[int, memoryview] | None]] | None = None
+                               ) -> InferRequest:
     """A ModelInferRequest checked against the model's tensors and decoded, in the form the protocol module
     checks for both transports: typed contents and raw contents become TensorData, read only once counted (in
     place in ``wire``, the message's bytes, where given)."""
@@ -238,7 +345,10 @@ def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: 
         if len(tensor.shape) > MAX_RANK:
             raise ProtocolError(400, f"Input '{tensor.name}' has a shape of {len(tensor.shape)} dimensions: at "
                                      f"most {MAX_RANK} are read.")
-    layout = wire_layout(wire) if wire is not None else None
+    layout = wire_layout(wire) if wire is not None and split is None else None
+    if split is not None:  # split off before protobuf parsed the rest: see split_message
+        raw_views, typed_runs = split
+        layout = (typed_runs if typed_runs else [None] * len(message.inputs), raw_views)
     if layout is not None and (len(layout[0]) != len(message.inputs) or len(layout[1]) != len(raw)):
         layout = None
     items = []
@@ -247,7 +357,8 @@ def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: 
         if raw:
             data = RawData(layout[1][index] if layout else raw[index], "raw_input_contents")
         else:
-            data = TypedContents(tensor.contents, tensor.datatype, layout[0][index] if layout else None)
+            data = TypedContents(tensor.contents, tensor.datatype, layout[0][index] if layout else None,
+                                 split=split is not None and layout is not None and layout[0][index] is not None)
         items.append({"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape), "data": data})
     header: dict[str, Any] = {"inputs": items, "parameters": {"binary_data_output": True}}
     if message.id:
@@ -258,6 +369,24 @@ def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: 
 
 
 # -- the service ------------------------------------------------------------------------------------------------------
+
+
+async def _first(context: Any, grpc: Any) -> bytes:
+    """The one message of a ModelInfer call, read by the handler itself with ``context.read()``: when memory runs
+    out while gRPC turns it into bytes, the MemoryError is raised here, where the handler answers it (raised in
+    gRPC's own code, it is answered UNKNOWN). The call's request iterator is never started: suspended at its
+    message, it would hold the message's bytes for as long as anything holds the call."""
+    request = await context.read()
+    if request is grpc.aio.EOF:
+        raise ProtocolError(400, "The ModelInfer call carries no request message.")
+    return request
+
+
+def _refusal(error: Exception) -> ProtocolError:
+    """A failure before the request names its model, as the ProtocolError the client gets: memory that ran out
+    while the message was received or decoded is 503 (UNAVAILABLE), as over HTTP."""
+    return error if isinstance(error, ProtocolError) else classify_failure(error)
+
 
 
 class Undecodable:
@@ -276,6 +405,17 @@ def parse_message(message_class: Any, data: bytes) -> Any:
         return message_class.FromString(data)
     except DecodeError:
         raise ProtocolError(400, Undecodable(message_class.DESCRIPTOR.full_name).message) from None
+
+
+def parse_request(message_class: Any, data: bytes
+                  ) -> tuple[Any, tuple[list[memoryview], list[tuple[int, memoryview] | None]] | None]:
+    """A ModelInferRequest from its bytes, and its bulky payloads read in place (None when there are none):
+    protobuf parses only what is left once they are split off (:func:`split_message`)."""
+    split = split_message(data)
+    if split is None:
+        return parse_message(message_class, data), None
+    skeleton, raw, typed = split
+    return parse_message(message_class, skeleton), (raw, typed)
 
 
 class GrpcEndpoints:
@@ -317,37 +457,63 @@ class GrpcEndpoints:
                                                    inputs=describe(entry.model.inputs),
                                                    outputs=describe(entry.model.outputs))
 
-    async def ModelInfer(self, request: bytes, context: Any) -> Any:
-        """The same steps as HTTP's infer route, counted in the same series; ``request`` is the message's bytes
-        (see :func:`method_handlers`), decoded and converted in worker threads."""
+    async def ModelInfer(self, requests: AsyncIterator[bytes], context: Any) -> Any:
+        """The same steps as HTTP's infer route, counted in the same series. The call is a one-message stream
+        of the message's bytes (see :func:`method_handlers` and :func:`_first`), decoded and converted in worker
+        threads; ``requests``, its iterator, is left unread. No buffer of the request
+        outlives it: the error that answers a refused one is read out of its exception before the call aborts
+        (an exception's traceback holds the frames, and the frames the request's bytes and message), and malloc
+        hands the memory back after a large one."""
+        size = [0]
+        try:
+            response = await self._infer(context, size)
+        except ProtocolError as error:
+            code, details = _status(self.grpc, error.status), error.message
+        else:
+            self._after(size[0])
+            return response
+        self._after(size[0])
+        await context.abort(code, details)
+
+    async def _infer(self, context: Any, size: list[int]) -> Any:
+        """ModelInfer's work: its response, or ProtocolError. Running out of memory while the message is received
+        or decoded is a 503 (UNAVAILABLE) for this request, as it is over HTTP; so is a large message that would
+        leave the server less memory than it keeps in reserve (memory.check_room)."""
         service = self.service
         try:
-            try:
-                service.check_body_size(len(request))
-                message = await self._in_thread(len(request), parse_message, self.messages.ModelInferRequest,
-                                                request)
-            except ProtocolError:
-                with service.accounted(""):  # counted, like every HTTP request, under the unknown model
-                    raise
-            with service.accounted(message.model_name):
-                entry = service.admit(message.model_name, message.model_version or None)
-                model = entry.model
-                assert model is not None
-                parsed = await self._in_thread(len(request), infer_request_from_message, message, model.inputs,
-                                               model.outputs, entry.max_batch_size, service.settings.max_body_bytes,
-                                               request)
-                request_id = message.id
-                del message  # its copy of the tensors: the arrays hold what the model needs
-                outputs = await service.run(entry, [parsed.inputs[t.name] for t in model.inputs])
-                return self._infer_response(entry, request_id, parsed, outputs)
-        except ProtocolError as error:
-            await context.abort(_status(self.grpc, error.status), error.message)
-            raise  # abort raises; this keeps type checkers content
+            request = await _first(context, self.grpc)
+            size[0] = len(request)
+            service.check_body_size(len(request))
+            message, raw = await self._in_thread(len(request), parse_request, self.messages.ModelInferRequest,
+                                                 request)
+        except (ProtocolError, MemoryError) as error:
+            with service.accounted(""):  # counted, like every HTTP request, under the unknown model
+                raise _refusal(error) from None
+        with service.accounted(message.model_name):
+            entry = service.admit(message.model_name, message.model_version or None)
+            model = entry.model
+            assert model is not None
+            parsed = await self._in_thread(len(request), infer_request_from_message, message, model.inputs,
+                                           model.outputs, entry.max_batch_size, service.settings.max_body_bytes,
+                                           request, raw)
+            request_id = message.id
+            del message, request, raw  # their copies of the tensors: the arrays hold what the model needs
+            outputs = await service.run(entry, [parsed.inputs[t.name] for t in model.inputs])
+            return self._infer_response(entry, request_id, parsed, outputs)
+
+    def _after(self, size: int) -> None:
+        """After a large request: malloc's freed memory back to the system, in a worker thread (it walks every
+        arena; ctypes lets go of the GIL meanwhile)."""
+        if size > LARGE_MESSAGE:
+            with contextlib.suppress(RuntimeError):  # the pool has shut down: the server is stopping
+                self.service.executor.submit(give_back)
 
     async def _in_thread(self, size: int, function: Callable[..., Any], *args: Any) -> Any:
         """``function(*args)`` in the service's thread pool (where HTTP parses its bodies); a large request only
-        while it holds one of a few slots."""
+        while it holds one of a few slots, and only when the memory it may take leaves the reserve free."""
         async with self.large_messages if size > LARGE_MESSAGE else contextlib.nullcontext():
+            if size > LARGE_MESSAGE:
+                check_room(size)
             return await asyncio.get_running_loop().run_in_executor(self.service.executor, function, *args)
 
     def _infer_response(self, entry: ServedModel, request_id: str, parsed: InferRequest, outputs: list[Any]) -> Any:
@@ -431,8 +597,8 @@ def method_handlers(grpc: Any, messages: Any, endpoints: Any) -> dict[str, Any]:
         if streaming in makers:
             handlers[method.name] = makers[streaming](behavior, request_deserializer=request_class.FromString,
                                                       response_serializer=response_class.SerializeToString)
-        elif method.name == "ModelInfer":
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+        elif method.name == "ModelInfer":  # read by the handler as a one-message stream: see _first
+            handlers[method.name] = grpc.stream_unary_rpc_method_handler(
                 _guarded(method.name, behavior, grpc), request_deserializer=None,
                 response_serializer=response_class.SerializeToString)
         else:
@@ -444,17 +610,26 @@ def method_handlers(grpc: Any, messages: Any, endpoints: Any) -> dict[str, Any]:
 
 def create_server(grpc: Any, settings: ServeOptions) -> Any:
     """An aio server with HTTP's limits: messages up to ``--max-body-mb`` each way, and at most
-    ``--max-connections`` calls at once (more get RESOURCE_EXHAUSTED, as HTTP's get 503)."""
+    ``--max-connections`` calls at once (more get RESOURCE_EXHAUSTED, as HTTP's get 503). Without
+    ``SO_REUSEPORT`` (gRPC sets it by default): with it, a second server binds a port another one listens on, and
+    the kernel spreads new connections between the two."""
     return grpc.aio.server(options=[("grpc.max_receive_message_length", settings.max_body_bytes),
-                                    ("grpc.max_send_message_length", settings.max_body_bytes)],
+                                    ("grpc.max_send_message_length", settings.max_body_bytes),
+                                    ("grpc.so_reuseport", 0)],
                            maximum_concurrent_rpcs=settings.max_connections)
 
 
 def bind(server: Any, settings: ServeOptions) -> str:
-    """Listen on ``--host`` at ``--grpc-port``; a port that cannot be bound is the user's to change."""
+    """Listen on ``--host`` at ``--grpc-port``; a port that cannot be bound (taken by another process) is the
+    user's to change. gRPC answers that with 0 or, in newer versions, a RuntimeError."""
     address = f"{'[::1]' if settings.host == '::1' else settings.host}:{settings.grpc_port}"
-    if server.add_insecure_port(address) == 0:
-        raise BadInput(f"The gRPC service cannot listen on {address}: choose a free --grpc-port.")
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise BadInput(f"gRPC port {settings.grpc_port} on {settings.host} is taken by another process (or cannot "
+                       "be bound): stop it or choose another --grpc-port.")
     return address
 
 
@@ -464,11 +639,104 @@ def add_service(server: Any, service: InferenceService, grpc: Any, messages: Any
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
-async def start_grpc(service: InferenceService) -> Any:
-    """Create, bind and start the aio gRPC server on the running loop (the HTTP app's, sharing ``service``)."""
+class GrpcThread:
+    """The aio gRPC server on an event loop of its own, in a thread of its own.
+
+    On the HTTP app's loop, gRPC turned each large message into bytes there, a few hundred milliseconds of a 60 MiB
+    one during which the loop answered nothing: HTTP's health checks waited behind gRPC's requests. On a loop of
+    its own, gRPC's work stalls HTTP only while it holds the GIL. Both loops share the InferenceService: its
+    models, batchers, limits and metrics are used from either thread.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="trtpipe-grpc", daemon=True)
+        self.server: Any = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        self.loop.close()
+
+    async def call(self, work: Awaitable[Any]) -> Any:
+        """``work`` run on the gRPC loop, awaited from the caller's loop; its exception is raised here."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))  # type: ignore[arg-type]
+
+    async def start(self, service: InferenceService) -> GrpcThread:
+        self.thread.start()
+        try:
+            self.server = await self.call(_start(service))
+        except BaseException:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+            raise
+        return self
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop the server (calls in flight get ``grace`` seconds), then the loop and its thread."""
+        try:
+            await self.call(self.server.stop(grace))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 30)
+
+
+async def _start(service: InferenceService) -> Any:
+    """Create, bind and start the aio gRPC server on the running loop."""
     grpc, messages, generated = _grpc_modules()
     server = create_server(grpc, service.settings)
     add_service(server, service, grpc, messages, generated)
     bind(server, service.settings)
+    await warm_up(service, messages)
     await server.start()
     return server
+
+
+async def start_grpc(service: InferenceService) -> GrpcThread:
+    """The gRPC service, started on a loop and thread of its own (see GrpcThread), sharing ``service`` with HTTP;
+    ``stop(grace)`` on what it returns stops it."""
+    return await GrpcThread().start(service)
+
+
+def _warm_up_jobs(entry: ServedModel, messages: Any, max_body_bytes: int) -> list[Callable[[], Any]]:
+    """What a worker thread does for ``entry`` while it warms up: decode a one-row ModelInferRequest of zeros, as
+    every request is decoded, and run it on the model where the model runs in the service's pool (without a
+    batcher). A dimension the model leaves free is 1. Nothing for a model that is not loaded."""
+    model = entry.model
+    if model is None:
+        return []
+    arrays = [np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in t.shape], t.dtype) for t in model.inputs]
+    message = messages.ModelInferRequest(model_name=entry.name)
+    for info, array in zip(model.inputs, arrays, strict=True):
+        message.inputs.add(name=info.name, datatype=datatype_of(info.dtype), shape=list(array.shape))
+        message.raw_input_contents.append(array.tobytes())
+    wire = message.SerializeToString()
+
+    def decode() -> None:
+        parsed = messages.ModelInferRequest()
+        parsed.ParseFromString(wire)
+        infer_request_from_message(parsed, model.inputs, model.outputs, entry.max_batch_size, max_body_bytes, wire)
+
+    return [decode] if entry.batcher is not None else [decode, lambda: model.predict_all(arrays)]
+
+
+async def warm_up(service: InferenceService, messages: Any) -> None:
+    """Before the gRPC service takes calls: each of the service's worker threads (all started, see
+    ``service.start_threads``) decodes a small request for each model and runs the models that run in that pool,
+    once. Each thread thereby touches the thread-local storage of the libraries it will use (protobuf, numpy, the
+    runtime) while memory is plentiful: glibc allocates it on a thread's first use, and aborts the process when
+    that allocation fails under a memory limit. A barrier holds each thread until all have had their share, so that
+    every thread gets one; a model that fails here is left to fail on its requests, as it would have."""
+    jobs = [job for versions in service.models.values() for entry in versions.values()
+            for job in _warm_up_jobs(entry, messages, service.settings.max_body_bytes)]
+    workers = SERVICE_THREADS  # the pool's size: service.start started every one
+    barrier = threading.Barrier(workers)
+
+    def warm() -> None:
+        warm_thread(*jobs)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(60)
+
+    loop = asyncio.get_running_loop()
+    await asyncio.gather(*(loop.run_in_executor(service.executor, warm) for _ in range(workers)))
+    give_back()

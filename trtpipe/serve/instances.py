@@ -87,8 +87,9 @@ def warm_up_inputs(model: Model, rows: int) -> list[np.ndarray] | None:
     largest = model.backend.max_batch
     rows = min(rows, largest) if largest is not None else rows
     for tensor in model.inputs:
-        shape = [rows if axis == 0 and not isinstance(d, int) else d for axis, d in enumerate(tensor.shape)]
-        if not all(isinstance(d, int) for d in shape):
+        given = [rows if axis == 0 and not isinstance(d, int) else d for axis, d in enumerate(tensor.shape)]
+        shape = [d for d in given if isinstance(d, int)]
+        if len(shape) != len(given):
             return None
         arrays.append(np.zeros(shape, dtype=tensor.dtype))
     return arrays

@@ -7,12 +7,13 @@ A request is checked in two steps, for both transports (the gRPC service hands i
 :func:`infer_request` in the same form): first everything that needs no decoding, each input's datatype, shape,
 decoded size and element count, its data held as a TensorData that can count itself; then the arrays are built,
 straight in the model's dtype. A JSON request's data arrays are not turned into Python objects to be counted
-(orjson would make some 16 bytes of them per byte of body: a 57 MB body with a wrong count peaked at +870 MiB
-before it was refused): see :func:`read_json`.
+(orjson would make some 16 bytes of them per byte of body before a wrong count could be refused; measured:
+docs/results/serving.md, 'Request decoding costs'): see :func:`read_json`.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import secrets
@@ -109,13 +110,15 @@ class JsonArray(TensorData):
     into the model's dtype. Nesting is flattened in row-major order, as Triton reads it.
     """
 
-    def __init__(self, text: bytes, start: int, end: int, elements: int) -> None:
+    def __init__(self, text: bytes, start: int, end: int, elements: int, nesting: list[int] | str) -> None:
         self.text, self.start, self.end = text, start, end  # text[start] is '[', text[end] its closing ']'
         self.elements = elements
+        self.nesting = nesting  # the length at each depth, or why the arrays are not rectangular
 
     def check(self, name: str, shape: list[int], datatype: str, dtype: np.dtype[Any]) -> None:
         if self.elements != math.prod(shape):
             raise count_mismatch(name, self.elements, shape)
+        check_nesting(name, self.nesting, shape)
 
     def decode(self, name: str, datatype: str, dtype: np.dtype[Any]) -> np.ndarray:
         out = np.empty(self.elements, dtype)
@@ -166,7 +169,8 @@ class JsonValue(TensorData):
         if len(self.flat) != math.prod(shape):
             raise count_mismatch(name, len(self.flat), shape)
         if self.empty:
-            raise ProtocolError(400, f"Input '{name}' data holds an empty array.")
+            raise ProtocolError(400, f"Input '{name}' data {EMPTY_ARRAY}.")
+        check_nesting(name, _nesting_of(self.value), shape)
 
     def decode(self, name: str, datatype: str, dtype: np.dtype[Any]) -> np.ndarray:
         flat = self.flat if self.flat is not None else _flatten(self.value, name)[0]
@@ -191,6 +195,120 @@ def _flatten(value: Any, name: str) -> tuple[list[Any], bool]:
         else:
             stack.pop()
     return flat, empty
+
+
+EMPTY_ARRAY = "holds an empty array"
+
+
+def check_nesting(name: str, nesting: list[int] | str, shape: list[int]) -> None:
+    """ProtocolError(400) when a JSON ``data`` array is ragged: its arrays of one depth differ in length, or values
+    sit beside arrays. Counting the values alone would take [[1000 values], [24 values]] for a 1x1x32x32 input.
+    Rectangular data of the right count is read in row-major order, whatever its nesting (KServe v2 allows a
+    tensor flat or nested as its shape; nested as 32x32 for 1x1x32x32 is the same values)."""
+    if nesting == EMPTY_ARRAY:
+        raise ProtocolError(400, f"Input '{name}' data {EMPTY_ARRAY}.")
+    if isinstance(nesting, str):
+        raise ProtocolError(400, f"Input '{name}' data is ragged ({nesting}): give it flat, or nested as its shape "
+                                 f"{format_shape(shape)}.")
+
+
+def _nesting_of(value: list[Any]) -> list[int] | str:
+    """The length at each depth of a nested list that orjson built, or why it is not rectangular (see
+    :class:`_Nesting`, which reads the same from an array's text)."""
+    dims: list[int] = []
+    level: list[list[Any]] = [value]
+    while True:
+        lengths = sorted({len(items) for items in level})
+        if len(lengths) > 1:
+            return f"arrays at depth {len(dims) + 1} hold {lengths[0]} and {lengths[-1]} elements"
+        dims.append(lengths[0])
+        nested = {isinstance(item, list) for items in level for item in items}
+        if nested != {True}:
+            return dims if len(nested) < 2 else f"values beside arrays at depth {len(dims)}"
+        level = [item for items in level for item in items]
+
+
+FEW_BRACKETS = 256  # in a block of a data array: the values between them are counted slice by slice
+
+
+class _Nesting:
+    """How a scanned data array nests, followed from its brackets a block at a time (vectorised: a block's
+    brackets cost no Python work each): the length at each depth, or why the arrays are not rectangular. Values
+    belong only to the innermost arrays, all at one depth and of one length; an array at any other depth holds
+    arrays only, as many as every other array at its depth."""
+
+    def __init__(self) -> None:
+        self.lengths: dict[int, int] = {}  # depth -> the length of every array there, once one has closed
+        self.innermost: int | None = None  # the depth of the arrays that hold the values
+        self.ragged: str | None = None
+        self.after_open = False  # whether the last bracket seen opened an array
+        self.values = 0  # values since the last bracket
+        self.children: dict[int, int] = {}  # depth -> arrays closed inside the open array at that depth
+
+    def feed(self, opens: np.ndarray, depths: np.ndarray, positions: np.ndarray, starts: np.ndarray) -> None:
+        """One block: for each bracket in it, whether it opens an array, the depth after it and its position;
+        ``starts`` marks the first byte of each value."""
+        if self.ragged is not None:
+            return
+        if not positions.size:
+            self.values += int(np.count_nonzero(starts))
+            return
+        bounds = np.concatenate(([0], positions, [len(starts)]))
+        if positions.size <= FEW_BRACKETS:  # counted slice by slice: no temporary array
+            segments = np.array([np.count_nonzero(starts[a:b]) for a, b in itertools.pairwise(bounds)], np.int64)
+        else:  # from where the values start (np.add.reduceat would cast the whole block to int64 first)
+            segments = np.diff(np.searchsorted(np.flatnonzero(starts), bounds))
+        values = segments[:-1]  # before each bracket, since the one before it
+        values[0] += self.values
+        self.values = int(segments[-1])
+        closes = ~opens
+        after_open = np.concatenate(([self.after_open], opens[:-1]))
+        self.after_open = bool(opens[-1])
+        closed = depths + 1  # the depth of the array a closing bracket closes
+        innermost = closes & after_open
+        if np.any((values > 0) & ~innermost):
+            self.ragged = "values beside arrays"
+            return
+        if innermost.any():
+            at, counts = closed[innermost], values[innermost]
+            if self.innermost is None:
+                self.innermost = int(at[0])
+            if np.any(at != self.innermost):
+                self.ragged = f"values at depths {self.innermost} and {int(at[at != self.innermost][0])}"
+                return
+            if not self._same(self.innermost, counts, "values"):
+                return
+        outer = closes & ~after_open
+        for depth in {int(d) for d in np.unique(closed[closes]) - 1} | {int(d) for d in np.unique(closed[outer])}:
+            if depth < 1:
+                continue
+            children = np.flatnonzero(closes & (closed == depth + 1))
+            ends = np.flatnonzero(outer & (closed == depth))
+            if not ends.size:
+                self.children[depth] = self.children.get(depth, 0) + children.size
+                continue
+            before = np.searchsorted(children, ends)
+            counts = np.diff(before, prepend=0)
+            counts[0] += self.children.get(depth, 0)
+            self.children[depth] = int(children.size - before[-1])
+            if not self._same(depth, counts, "arrays"):
+                return
+
+    def _same(self, depth: int, counts: np.ndarray, what: str) -> bool:
+        """Whether every array closed at ``depth`` holds as many ``what`` as the first one there did."""
+        if not counts.all():
+            self.ragged = EMPTY_ARRAY
+            return False
+        length = self.lengths.setdefault(depth, int(counts[0]))
+        odd = counts[counts != length]
+        if odd.size:
+            self.ragged = f"arrays at depth {depth} hold {length} and {int(odd[0])} {what}"
+        return not odd.size
+
+    def result(self) -> list[int] | str:
+        if self.ragged is not None:
+            return self.ragged
+        return [self.lengths[depth] for depth in range(1, (self.innermost or 1) + 1)]
 
 
 def _describe(value: Any) -> str:
@@ -277,6 +395,7 @@ def _scan_array(text: bytes, start: int) -> JsonArray | None:
     SCAN_FIRST to SCAN_BLOCK bytes, so that the work is in proportion to the array, whatever its size."""
     view = np.frombuffer(text, np.uint8)
     depth, elements, in_value, pos, size = 0, 0, False, start, SCAN_FIRST
+    nesting = _Nesting()
     while pos < len(text):
         kind = _CLASS[view[pos:pos + size]]
         brackets = np.flatnonzero(kind >= 3)  # few: depth is followed at the brackets only
@@ -284,12 +403,17 @@ def _scan_array(text: bytes, start: int) -> JsonArray | None:
         closing = np.flatnonzero(depths == 0)
         if closing.size:
             kind = kind[:int(brackets[closing[0]]) + 1]
+            brackets, depths = brackets[:int(closing[0]) + 1], depths[:int(closing[0]) + 1]
         if not kind.all():  # a class-0 byte
             return None
         value = kind == 2
-        elements += int(np.count_nonzero(value[1:] & ~value[:-1])) + int(bool(value[0]) and not in_value)
+        starts = np.empty_like(value)  # the first byte of each value
+        starts[0] = bool(value[0]) and not in_value
+        np.greater(value[1:], value[:-1], out=starts[1:])
+        elements += int(np.count_nonzero(starts))
+        nesting.feed(kind[brackets] == 3, depths, brackets, starts)
         if closing.size:
-            return JsonArray(text, start, pos + len(kind) - 1, elements)
+            return JsonArray(text, start, pos + len(kind) - 1, elements, nesting.result())
         depth, in_value, pos = int(depths[-1]) if depths.size else depth, bool(value[-1]), pos + len(kind)
         size = min(4 * size, SCAN_BLOCK)
     return None
@@ -345,7 +469,7 @@ def read_json(text: bytes) -> dict[str, Any]:
     for array in arrays.values():  # a "data" array elsewhere (a parameter's): its value is unused, its text checked
         for _ in array.slices("A 'data' array"):
             pass
-    return header  # type: ignore[no-any-return]
+    return header
 
 
 def _check_outside_data(size: int) -> None:
@@ -498,7 +622,10 @@ def _plan_input(item: dict[str, Any], info: TensorInfo, binary: memoryview,
     size = (item.get("parameters") or {}).get("binary_data_size")
     used = 0
     if size is not None:
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size > len(binary):
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            read = f"the string {size!r}" if isinstance(size, str) else _describe(size)
+            raise ProtocolError(400, f"Input '{name}' binary_data_size must be a non-negative integer, got {read}.")
+        if size > len(binary):
             raise ProtocolError(400, f"Input '{name}' declares binary_data_size {size}, but {len(binary)} bytes "
                                      "remain.")
         data: TensorData = RawData(binary[:size], "binary data")
@@ -536,8 +663,8 @@ def encode_infer_response(model_name: str, version: str, request: InferRequest, 
     if request.id is not None:
         response["id"] = request.id
     # orjson writes numpy arrays itself, in C (NaN and infinities as null, each float in its own type's shortest
-    # form): no Python object per value. Through tolist() and json, 14 million floats took 12 s and 600 MB, on the
-    # event loop that answers every other request (now 1 s, and the text itself).
+    # form): no Python object per value, on the event loop that answers every other request (tolist() and json
+    # took an order of magnitude longer: docs/results/serving.md, 'Request decoding costs').
     header = orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
     if not chunks:
         return header, {"content-type": "application/json"}

@@ -6,7 +6,10 @@ ready, with the reason, and the others serve.
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +41,9 @@ class ServedModel:
     batcher: MicroBatcher | None = None
     max_batch_size: int | None = None
     versions: list[str] = field(default_factory=list)
-    in_flight: int = 0  # requests admitted without a batcher (on the event loop: no lock needed)
+    in_flight: int = 0  # requests admitted without a batcher, counted under ``admission``
+    # HTTP's event loop and gRPC's (a thread of its own) both admit requests: the count is taken under a lock
+    admission: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def ready(self) -> bool:
@@ -136,8 +141,9 @@ def _linked(path: Path) -> bool:
     return False
 
 
-def load_repository(repository: Path, options: ServeOptions, on_batch: object = None,
-                    on_instance_run: object = None) -> dict[str, dict[str, ServedModel]]:
+def load_repository(repository: Path, options: ServeOptions, on_batch: Callable[[str, int], None] | None = None,
+                    on_instance_run: Callable[[str, str, int], None] | None = None,
+                    ) -> dict[str, dict[str, ServedModel]]:
     """Load every version of every model, ``options.instances`` times each; returns {name: {version: ServedModel}}.
 
     ``on_batch(name, rows)`` is called after each batch a batcher ran; ``on_instance_run(name, version, index)``
@@ -158,12 +164,10 @@ def load_repository(repository: Path, options: ServeOptions, on_batch: object = 
                 runtime = serving_runtime(description, serve_options.runtime)
                 run_options = serving_options(runtime, threads, serve_options.device)
                 entry.instances = open_instances(
-                    lambda description=description, run_options=run_options, runtime=runtime: open_model(
-                        description, run_options, runtime=runtime),
+                    functools.partial(open_model, description, run_options, runtime=runtime),
                     options.instances, rows=batching.max_batch_size if batching else 1, budget=budget,
                     label=f"{name} version {version}",
-                    on_run=((lambda index, name=name, version=version: on_instance_run(name, version, index))
-                            if callable(on_instance_run) else None))
+                    on_run=functools.partial(on_instance_run, name, version) if on_instance_run is not None else None)
                 entry.model = entry.instances.first
                 entry.max_batch_size = _max_batch(entry.model, batching)
                 changed = batch_axis_change(entry.model) if batching and _batches_on_axis_0(entry.model) else None
@@ -174,7 +178,7 @@ def load_repository(repository: Path, options: ServeOptions, on_batch: object = 
                         entry.instances.predict_all,
                         BatchingOptions(entry.max_batch_size or batching.max_batch_size, batching.max_delay_s,
                                         batching.preferred_batch_sizes, batching.max_queue),
-                        on_batch=(lambda rows, name=name: on_batch(name, rows)) if callable(on_batch) else None,
+                        on_batch=functools.partial(on_batch, name) if on_batch is not None else None,
                         name=f"{name} version {version}", workers=len(entry.instances),
                     )
                 copies = f", {len(entry.instances)} instances" if len(entry.instances) > 1 else ""

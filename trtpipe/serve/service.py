@@ -31,6 +31,7 @@ from trtpipe.errors import BadInput
 from trtpipe.serve.batching import QueueFull
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import InferRequest, ProtocolError, parse_infer_request
+from trtpipe.serve.refusal_log import REFUSALS
 from trtpipe.serve.repository import ServedModel
 from trtpipe.vocab import BackendKind
 
@@ -272,14 +273,18 @@ class InferenceService:
         if entry.batcher is not None:
             return await self._execute(entry, arrays)
         max_queue = self.settings.max_queue
-        if entry.in_flight >= max_queue:
-            raise ProtocolError(503, f"{entry.in_flight} requests are already waiting or running for "
+        with entry.admission:
+            waiting = entry.in_flight
+            if waiting < max_queue:
+                entry.in_flight += 1
+        if waiting >= max_queue:
+            raise ProtocolError(503, f"{waiting} requests are already waiting or running for "
                                      f"'{entry.name}' (--max-queue {max_queue}): retry later.")
-        entry.in_flight += 1
         try:
             return await self._execute(entry, arrays)
         finally:
-            entry.in_flight -= 1
+            with entry.admission:
+                entry.in_flight -= 1
 
     async def _execute(self, entry: ServedModel, arrays: list[Any]) -> list[Any]:
         """Off the event loop: on the model's batcher thread, or in the service's thread pool without one.
@@ -324,8 +329,9 @@ class InferenceService:
         Counted as a request on entry; on leaving, its latency when it succeeded, a failure by status code when it
         raised ProtocolError, a disconnect on ClientLeft or when the call was cancelled (a gRPC client cancelling).
         Any other exception is the model failing: :func:`classify_failure` turns it into the ProtocolError it
-        means (503 out of memory, 400 data the model refused, 500 otherwise), counted under that status and
-        re-raised, so every transport reports it the same way and stays up.
+        means (503 out of memory, 400 data the model refused, 500 otherwise), counted under that status, logged in
+        one line (rate-limited: see ``refusal_log``) and re-raised, so every transport reports it the same way and
+        stays up.
         """
         label = name if name in self.models else UNKNOWN_MODEL
         self.metrics.requests.labels(label).inc()
@@ -341,6 +347,7 @@ class InferenceService:
         except Exception as error:
             refusal = classify_failure(error)
             self.metrics.failures.labels(label, str(refusal.status)).inc()
+            REFUSALS(f"{name or UNKNOWN_MODEL} answered {refusal.status}: {refusal.message}")
             raise refusal from error
         self.metrics.latency.labels(label).observe(time.perf_counter() - start)
 
@@ -360,3 +367,4 @@ class InferenceService:
                 if entry.batcher:
                     entry.batcher.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        REFUSALS.flush()

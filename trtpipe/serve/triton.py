@@ -172,7 +172,7 @@ def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonMode
     # with --max-batch-size 32 into a real server).
     preferred = tuple(b for b in preferred if b <= batch) or (batch,)
 
-    def spec(entry: tuple[str, str, list[object]]) -> TensorSpec:
+    def spec(entry: tuple[str, str, list[int | str | None]]) -> TensorSpec:
         tensor_name, numpy_name, shape = entry
         dims = shape[1:] if batch > 0 else shape
         found = dtype(numpy=numpy_name)

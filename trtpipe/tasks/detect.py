@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -227,11 +228,12 @@ def mean_average_precision(truth: list[Detections], ranked: list[Detections]) ->
     return float(np.mean(aps)) if aps else None
 
 
-def label_detections(labels: object, count: int) -> list[Detections]:
+def label_detections(labels: Any, count: int) -> list[Detections]:
     """Label boxes from an ``.npz``'s arrays: ``boxes`` [M, 4] (x1 y1 x2 y2, input pixels), ``classes`` [M] and
-    ``image`` [M] (the index of the sample each box belongs to)."""
+    ``image`` [M] (the index of the sample each box belongs to). ``labels`` is whatever the file held: anything
+    else is refused here."""
     try:
-        boxes, classes, image = (np.asarray(labels[k]) for k in ("boxes", "classes", "image"))  # type: ignore[index]
+        boxes, classes, image = (np.asarray(labels[k]) for k in ("boxes", "classes", "image"))
     except (KeyError, TypeError, IndexError):
         raise BadInput("Detection labels need the arrays boxes [M, 4] (x1 y1 x2 y2), classes [M] and image [M] "
                        "(each box's sample index).") from None

@@ -5,13 +5,13 @@ from __future__ import annotations
 import onnx
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("dq-input-type", "DequantizeLinear takes int8 (or fp8/int4) for TensorRT, never int32 or uint8",
             "TensorRT API, IDequantizeLayer: 'only activation types allowed as input' (int8, fp8, int4, fp4); "
             "onnx/onnx-tensorrt#850, NVIDIA/TensorRT#3360", (Target.TENSORRT,))
-ALLOWED = {onnx.TensorProto.INT8: 10, onnx.TensorProto.FLOAT8E4M3FN: 19, onnx.TensorProto.INT4: 21}
+ALLOWED: dict[int, int] = {onnx.TensorProto.INT8: 10, onnx.TensorProto.FLOAT8E4M3FN: 19, onnx.TensorProto.INT4: 21}
 
 
 def check(graph: GraphIndex) -> list[Finding]:

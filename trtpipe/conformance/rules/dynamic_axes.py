@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("dynamic-axes", "only the batch axis is dynamic, or the build gives --shapes for the others",
@@ -13,7 +13,7 @@ RULE = Rule("dynamic-axes", "only the batch axis is dynamic, or the build gives 
 
 def check(graph: GraphIndex) -> list[Finding]:
     findings = []
-    initializers = set(graph.initializers)
+    initializers = set(graph.constants)
     for value in graph.model.graph.input:
         if value.name in initializers:
             continue

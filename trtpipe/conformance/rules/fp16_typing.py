@@ -5,14 +5,15 @@ from __future__ import annotations
 import onnx
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("fp16-typing", "no node mixes float32 and float16 inputs (TensorRT inserts no implicit casts in a "
             "strongly typed network)",
             "TensorRT developer guide, Strongly Typed Networks: types follow the ONNX graph, mismatched input types "
             "are an error", (Target.TENSORRT,))
-FLOATS = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
+FLOATS: dict[int, str] = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+                          onnx.TensorProto.BFLOAT16: "bfloat16"}
 # Ops whose inputs legitimately differ in type (scales, shapes, indices, the value of a cast).
 MIXED_BY_DESIGN = {"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "Resize", "Reshape", "Expand",
                    "Slice", "Pad", "Tile", "ConstantOfShape", "Gather", "Range", "Shape", "Clip"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import STANDARD_DOMAINS, GraphIndex
+from trtpipe.graph_index import STANDARD_DOMAINS, GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("operators", "standard-domain operators only; opset 9 to 25 (TensorRT 11), 20 or lower for TensorRT 10",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import onnx
+
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex, attribute
+from trtpipe.graph_index import GraphIndex
+from trtpipe.onnx_info import attribute
 from trtpipe.vocab import Target
 
 RULE = Rule("per-channel-axis", "per-channel weight scales follow the consumer's output channels (Conv axis 0, "
@@ -12,13 +15,13 @@ RULE = Rule("per-channel-axis", "per-channel weight scales follow the consumer's
             "ONNX spec, DequantizeLinear 'axis'", tuple(Target))
 
 
-def expected_axis(consumer_op: str, consumer: object, rank: int) -> int | None:
+def expected_axis(consumer_op: str, consumer: onnx.NodeProto, rank: int) -> int | None:
     if consumer_op == "Conv":
         return 0
     if consumer_op == "ConvTranspose":
         return 1
     if consumer_op == "Gemm":
-        return 0 if attribute(consumer, "transB", 0) else 1  # type: ignore[arg-type]
+        return 0 if attribute(consumer, "transB", 0) else 1
     if consumer_op == "MatMul":
         return rank - 1
     return None
@@ -27,7 +30,7 @@ def expected_axis(consumer_op: str, consumer: object, rank: int) -> int | None:
 def check(graph: GraphIndex) -> list[Finding]:
     findings = []
     for node in graph.nodes:
-        if node.op_type != "DequantizeLinear" or node.input[0] not in graph.initializers:
+        if node.op_type != "DequantizeLinear" or node.input[0] not in graph.constants:
             continue
         scale = graph.constant(node.input[1])
         if scale is None or scale.size <= 1:
@@ -36,7 +39,7 @@ def check(graph: GraphIndex) -> list[Finding]:
         assert weight is not None
         axis = attribute(node, "axis", 1)
         axis = axis + weight.ndim if axis is not None and axis < 0 else axis
-        for consumer in graph.consumers.get(node.output[0], []):
+        for consumer in graph.readers.get(node.output[0], []):
             if len(consumer.input) < 2 or consumer.input[1] != node.output[0]:  # not the consumer's weight
                 continue
             want = expected_axis(consumer.op_type, consumer, weight.ndim)

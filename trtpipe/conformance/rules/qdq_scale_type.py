@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("qdq-scale-type", "FP16/BF16 Q/DQ scales only from opset 19; a QuantizeLinear and the DequantizeLinear "
@@ -15,7 +15,7 @@ RULE = Rule("qdq-scale-type", "FP16/BF16 Q/DQ scales only from opset 19; a Quant
             "ONNX operator specs: QuantizeLinear-19/DequantizeLinear-19 add float16 and bfloat16 to the scale's type "
             "(T1/T2), earlier versions take float32 only; onnx-tensorrt onnxOpImporters.cpp (QDQ importer): in a "
             "strongly typed network a DequantizeLayer's output type is its scale's", tuple(Target))
-HALF_SCALES = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
+HALF_SCALES: dict[int, str] = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 HALF_SCALE_OPSET = 19
 # A pair's values may differ by no more than FP16's rounding of one of them (2^-11 relative, with headroom): a larger
 # gap means the DequantizeLinear reads the integers on another grid than the QuantizeLinear wrote them on.

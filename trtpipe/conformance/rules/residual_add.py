@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex
 from trtpipe.conformance.rules.weighted_output import WEIGHTED
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("residual-add", "an Add fed by a convolution has Q/DQ on the other (residual) input only",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("weighted-output", "no Q/DQ on the outputs of Conv/ConvTranspose/Gemm/MatMul (the logits included) "
@@ -22,9 +22,9 @@ def check(graph: GraphIndex) -> list[Finding]:
     for node in graph.nodes:
         if node.op_type != "QuantizeLinear" or graph.from_op(node.input[0]) not in WEIGHTED:
             continue
-        dequantized = [c for c in graph.consumers.get(node.output[0], []) if c.op_type == "DequantizeLinear"]
+        dequantized = [c for c in graph.readers.get(node.output[0], []) if c.op_type == "DequantizeLinear"]
         for dq in dequantized:
-            users = graph.consumers.get(dq.output[0], [])
+            users = graph.readers.get(dq.output[0], [])
             reasons = [u for u in users if u.op_type not in QUANTIZED_INPUT_OPS]
             if dq.output[0] in graph.graph_outputs or reasons:
                 feeds = "the graph output" if dq.output[0] in graph.graph_outputs else ", ".join(

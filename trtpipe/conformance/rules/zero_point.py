@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
-from trtpipe.conformance.graph import GraphIndex
+from trtpipe.graph_index import GraphIndex
 from trtpipe.vocab import Target
 
 RULE = Rule("zero-point", "Q/DQ zero points are all 0 (symmetric quantization)",

@@ -22,9 +22,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.graph_index import GraphIndex
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import attribute, clip_bounds
-from trtpipe.optimize.activations import feeds, with_outputs
+from trtpipe.onnx_info import attribute, clip_bounds, producers_of
+from trtpipe.optimize.activations import feeds
+from trtpipe.runtime.onnxruntime.probe import probe_session
 
 ITERATIONS = 100
 BATCH = 8
@@ -49,8 +51,8 @@ class RoundedLayer:
 def rounded_layers(model: onnx.ModelProto) -> list[RoundedLayer]:
     """Conv and Gemm nodes whose weight is an INT8 initializer behind a DequantizeLinear, in graph order."""
     graph = model.graph
-    initializers = {t.name for t in graph.initializer}
-    producer = {o: n for n in graph.node for o in n.output}
+    index = GraphIndex.of(model)
+    initializers, producer = index.initializers, index.producer
     layers = []
     for node in graph.node:
         if node.op_type not in ("Conv", "Gemm") or len(node.input) < 2:
@@ -64,21 +66,11 @@ def rounded_layers(model: onnx.ModelProto) -> list[RoundedLayer]:
     return layers
 
 
-def _session(model: onnx.ModelProto, names: list[str]):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # Q/DQ as float: the target's math
-    options.log_severity_level = 3
-    return ort.InferenceSession(with_outputs(model, names).SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
-
-
 def upstream(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:
     """The part of ``model`` that computes ``tensor``, with ``tensor`` as its only output: a layer's input needs
     only the layers before it, so the early layers (the largest activations) cost a fraction of a full run."""
     graph = model.graph
-    producer = {o: n for n in graph.node for o in n.output}
+    producer = producers_of(graph)
     needed, stack, seen = set(), [tensor], set()
     while stack:
         name = stack.pop()
@@ -98,7 +90,7 @@ def upstream(model: onnx.ModelProto, tensor: str) -> onnx.ModelProto:
 def _tensors(model: onnx.ModelProto, names: list[str], batches: list[Batch]) -> list[np.ndarray]:
     if len(names) == 1:
         model = upstream(model, names[0])
-    session = _session(model, names)
+    session = probe_session(model, exposing=names)  # Q/DQ as float ops: the target's arithmetic
     runs = [session.run(names, feeds(session, batch)) for batch in batches]
     return [np.concatenate([run[i] for run in runs]) for i in range(len(names))]
 
@@ -194,13 +186,9 @@ def adaround(fp32: onnx.ModelProto, quantized: onnx.ModelProto, batches: list[Ba
     result = onnx.ModelProto()
     result.CopyFrom(quantized)
     fp32_nodes = {n.name: n for n in fp32.graph.node}
-    fp32_weights = {t.name: t for t in fp32.graph.initializer}
-    fp32_producer = {o: n for n in fp32.graph.node for o in n.output}
-    fp32_constants = {t.name: numpy_helper.to_array(t) for t in fp32.graph.initializer}
-    fp32_readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in fp32.graph.node:
-        for name in node.input:
-            fp32_readers.setdefault(name, []).append(node)
+    fp32_index = GraphIndex.of(fp32)
+    fp32_weights, fp32_producer, fp32_readers = fp32_index.initializers, fp32_index.producer, fp32_index.readers
+    fp32_constants = {name: numpy_helper.to_array(t) for name, t in fp32_weights.items()}
     flipped: dict[str, float] = {}
     for seed, layer in enumerate(rounded_layers(result)):
         original = fp32_nodes.get(layer.node.name)

@@ -18,20 +18,16 @@ import onnx
 from onnx import numpy_helper
 
 from trtpipe.inputs import Batch
-from trtpipe.optimize.activations import feeds, with_outputs
+from trtpipe.onnx_info import producers_of
+from trtpipe.optimize.activations import feeds
+from trtpipe.runtime.onnxruntime.probe import probe_session
 
 WEIGHTED_WITH_BIAS = ("Conv", "ConvTranspose", "Gemm")
 
 
 def channel_means(model: onnx.ModelProto, names: list[str], batches: list[Batch]) -> dict[str, np.ndarray]:
     """Mean over every axis but 1 (channels) of each tensor in ``names``, over all batches, Q/DQ as float ops."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    session = ort.InferenceSession(with_outputs(model, names).SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = probe_session(model, exposing=names)  # Q/DQ as float ops: the target's arithmetic
     sums: dict[str, np.ndarray] = {}
     counts = dict.fromkeys(names, 0)
     for batch in batches:
@@ -47,7 +43,7 @@ def _bias_editor(model: onnx.ModelProto, node: onnx.NodeProto) -> Callable[[np.n
     if len(node.input) < 3 or not node.input[2]:
         return None
     inits = {t.name: i for i, t in enumerate(model.graph.initializer)}
-    producer = {o: n for n in model.graph.node for o in n.output}
+    producer = producers_of(model.graph)
 
     def add(index: int, shift: np.ndarray, scale: np.ndarray | None) -> None:
         tensor = model.graph.initializer[index]

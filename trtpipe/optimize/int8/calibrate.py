@@ -11,7 +11,7 @@ import contextlib
 import io
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ class _Reader:
     """ONNX Runtime's CalibrationDataReader protocol over our batches (one dict per batch, holding every input),
     advancing a progress bar."""
 
-    def __init__(self, input_names: list[str], batches: list[Batch], advance: object) -> None:
+    def __init__(self, input_names: list[str], batches: list[Batch], advance: Callable[[], object]) -> None:
         self._items = iter(batches)
         self._input_names = input_names
         self._advance = advance
@@ -49,7 +49,7 @@ class _Reader:
         batch = next(self._items, None)
         if batch is None:
             return None
-        self._advance()  # type: ignore[operator]
+        self._advance()
         return named(batch, self._input_names)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
@@ -74,7 +74,7 @@ def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[Batch], method: Ca
 
     ort_method = {CalibMethod.MINMAX: CalibrationMethod.MinMax, CalibMethod.ENTROPY: CalibrationMethod.Entropy,
                   CalibMethod.PERCENTILE: CalibrationMethod.Percentile}[method]
-    extra = {"symmetric": symmetric}
+    extra: dict[str, bool | float] = {"symmetric": symmetric}
     if method == CalibMethod.PERCENTILE:
         extra["percentile"] = 99.999
     with tempfile.TemporaryDirectory(prefix="trtpipe-calib-") as tmp, quiet_onnxruntime_quantization(), \

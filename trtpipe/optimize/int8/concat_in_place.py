@@ -25,9 +25,9 @@ zero, on every ISA: PP-PicoDet's openvino file, whose FPN concatenates HardSwish
 nearly all its detections on OpenVINO while ONNX Runtime ran the same file as closely as the cpu one.
 
 Only the openvino target does this: ONNX Runtime fuses a convolution into QLinearConv only with a Q/DQ right
-before it, so on ONNX Runtime the convolution after such a Concat runs in float (interleaved against the file
-before this rewrite: PP-OCRv4's detector 1.085x the time there, PP-PicoDet 0.97x; the cpu file, which keeps the
-quantizer's layout, is the one for ONNX Runtime).
+before it, so on ONNX Runtime the convolution after such a Concat runs in float (measured: docs/results/int8-design.md,
+'Zero points and Concats in place'; the cpu file, which keeps the quantizer's layout, is the one for ONNX
+Runtime).
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def concatenated_in_place(model: onnx.ModelProto) -> list[str]:
     found = []
     for concat in (n for n in model.graph.node if n.op_type == "Concat"):
         sources = [producer.get(name) for name in concat.input]
-        if all(s is not None and s.op_type == "DequantizeLinear" for s in sources) \
-                and len({tuple(s.input[1:3]) for s in sources}) == 1 \
+        dequantized = [s for s in sources if s is not None and s.op_type == "DequantizeLinear"]
+        if len(dequantized) == len(sources) and len({tuple(s.input[1:3]) for s in dequantized}) == 1 \
                 and not any(r.op_type == "QuantizeLinear" for r in readers.get(concat.output[0], [])):
             found.append(concat.name)
     return found

@@ -40,11 +40,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import topologically_sorted
+from trtpipe.onnx_info import producers_of, topologically_sorted
 from trtpipe.optimize.activations import RunningStats, float_activations, observe
+from trtpipe.optimize.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
 from trtpipe.optimize.int8.quantize import prune_unread
 from trtpipe.optimize.opset import upgrade_opset
-from trtpipe.optimize.passes.fp16 import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
 
 # QuantizeLinear-19 and DequantizeLinear-19 are the first to accept float16 scales (and inputs/outputs).
 FP16_SCALE_OPSET = 19
@@ -170,7 +170,7 @@ def _fp32_outputs_direct(model: onnx.ModelProto) -> int:
     node writes the output itself where nothing else reads its value; otherwise the last Cast reads the FP32 value.
     Returns how many outputs it freed."""
     graph = model.graph
-    producer = {o: node for node in graph.node for o in node.output}
+    producer = producers_of(graph)
     readers: dict[str, int] = {}
     for node in graph.node:
         for name in node.input:
@@ -179,7 +179,9 @@ def _fp32_outputs_direct(model: onnx.ModelProto) -> int:
     dead: list[onnx.NodeProto] = []
     for output in graph.output:
         up = producer.get(output.name)
-        down = producer.get(up.input[0]) if up is not None and _cast_to(up) == TensorProto.FLOAT else None
+        if up is None or _cast_to(up) != TensorProto.FLOAT:
+            continue
+        down = producer.get(up.input[0])
         if down is None or _cast_to(down) != TensorProto.FLOAT16 or readers.get(down.output[0]) != 1:
             continue
         source = down.input[0]
@@ -328,14 +330,15 @@ def _fold_casts_into_qdq(model: onnx.ModelProto, report: HighPrecisionReport) ->
     graph.node.extend(kept)
 
     types = _types(model)
-    producer = {o: node for node in graph.node for o in node.output}
+    producer = producers_of(graph)
     for q in [n for n in graph.node if n.op_type == "QuantizeLinear"]:
-        cast = producer.get(q.input[0])
-        if cast is None or _cast_to(cast) != TensorProto.FLOAT or types.get(cast.input[0]) != TensorProto.FLOAT16:
+        widening = producer.get(q.input[0])
+        if widening is None or _cast_to(widening) != TensorProto.FLOAT \
+                or types.get(widening.input[0]) != TensorProto.FLOAT16:
             continue
         scale = scales.twin(q)
         if scale is not None:
-            q.input[0], q.input[1] = cast.input[0], scale
+            q.input[0], q.input[1] = widening.input[0], scale
 
 
 def _types(model: onnx.ModelProto) -> dict[str, int]:

@@ -13,9 +13,7 @@ saturation of a Q whose range is exactly [0, 6]:
 Every Q and the DQ that reads it hold one scale (conformance rule ``qdq-scale-type``): folding the 1/6 into a
 rescaling DQ would save the middle op but make the integers mean something else than where they were written.
 What it adds to the error: the hard sigmoid rounds to 1/255 (at most 0.2 % of y), where the float version
-rounded nothing; y itself was rounded by Q_y either way.
-Measured (Intel Xeon AVX-512 VNNI, 2 threads, ONNX Runtime 1.24, PP-PicoDet with all 94 pre-activations uint8,
-64 of them rewritten): 101.0 -> 85.5 ms a run.
+rounded nothing; y itself was rounded by Q_y either way. Measured: docs/results/int8-design.md, 'Integer HardSwish'.
 
 Only the pattern ``DQ(uint8 x) -> HardSwish -> Q`` (every reader a Q) is rewritten: a float pre-activation or a
 float reader would put the float pass back anyway.
@@ -42,8 +40,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from trtpipe.graph_index import GraphIndex
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.passes.scale_depthwise import EXACT_LEVELS, GAIN_SUFFIX, INVERSE_SUFFIX
+from trtpipe.optimize.gains import EXACT_LEVELS, GAIN, INVERSE_GAIN, gain_kind
 
 if TYPE_CHECKING:
     from trtpipe.optimize.int8.calibrate import Ranges
@@ -75,10 +74,8 @@ def integer_hardswish(model: onnx.ModelProto, ranges: Ranges | None = None) -> i
 
 def _plain(model: onnx.ModelProto) -> int:
     graph = model.graph
-    constants = {t.name: t for t in graph.initializer}
-    producer = producers_of(graph)
-    readers = readers_of(graph)
-    outputs = {o.name for o in graph.output}
+    found = GraphIndex.of(model)
+    constants, producer, readers, outputs = found.initializers, found.producer, found.readers, found.graph_outputs
 
     def rewritable(node: onnx.NodeProto) -> onnx.NodeProto | None:
         dq = producer.get(node.input[0]) if node.op_type == "HardSwish" else None
@@ -110,7 +107,7 @@ def _plain(model: onnx.ModelProto) -> int:
             _dequantize(const["sixth_q"], const["sixth_scale"], zero, f"{stem}_sixth"),
             *_quantized("Mul", [f"{stem}_clipped", f"{stem}_sixth"], f"{stem}_gate", const["one_scale"], zero),
             # A DQ of its own for each reader: ONNX Runtime fuses a node unit from the DQ nodes only it reads.
-            _dequantize(*dq.input, f"{stem}_x"),
+            _dequantize(dq.input[0], dq.input[1], dq.input[2], f"{stem}_x"),
             helper.make_node("Mul", [f"{stem}_x", f"{stem}_gate"], [node.output[0]],
                              name=node.name or f"{stem}_mul"),
         ]
@@ -131,12 +128,16 @@ def _gained_sites(graph: onnx.GraphProto, ranges: Ranges) -> list[Gained]:
 
     found = []
     for node in graph.node:
+        hardswish = node  # (the identity checks below narrow `node` to what only() returns)
         dq = producer.get(node.input[0]) if node.op_type == "HardSwish" else None
-        q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
-        inverse = producer.get(q.input[0]) if q is not None and q.op_type == "QuantizeLinear" else None
+        if dq is None or dq.op_type != "DequantizeLinear":
+            continue
+        q = producer.get(dq.input[0])
+        if q is None or q.op_type != "QuantizeLinear":
+            continue
+        inverse = producer.get(q.input[0])
         gain = only(node.output[0])
-        if inverse is None or gain is None or not inverse.name.endswith(INVERSE_SUFFIX) \
-                or gain.op_type != "Mul" or not gain.name.endswith(GAIN_SUFFIX) or gain.name.endswith(INVERSE_SUFFIX):
+        if inverse is None or gain is None or gain_kind(inverse) != INVERSE_GAIN or gain_kind(gain) != GAIN:
             continue
         if only(dq.output[0]) is not node or only(q.output[0]) is not dq or only(inverse.output[0]) is not q \
                 or only(inverse.input[0]) is not inverse or inverse.input[0] not in producer \
@@ -153,7 +154,7 @@ def _gained_sites(graph: onnx.GraphProto, ranges: Ranges) -> list[Gained]:
         steps = EXACT_LEVELS / g.astype(np.float64)
         if np.any(np.abs(steps - np.round(steps)) > 1e-3) or steps.min() < 0.5 or steps.max() > EXACT_LEVELS + 0.5:
             continue  # not a gain snapped to 255 / k: 1 / (6 g) would not be exact in uint8
-        found.append(Gained(inverse, q, dq, node, gain, np.round(steps)))
+        found.append(Gained(inverse, q, dq, hardswish, gain, np.round(steps)))
     return found
 
 
@@ -194,17 +195,17 @@ def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
         add(numpy_helper.from_array(np.array(x_scale, np.float32), f"{stem}_x_scale"))
         add(numpy_helper.from_array(np.array(x_zero, np.uint8), f"{stem}_x_zero"))
         add(numpy_helper.from_array(site.steps.astype(np.uint8), f"{stem}_c_q"))
-        x_params = [f"{stem}_x_scale", f"{stem}_x_zero"]
+        x_scale_name, x_zero_name = x_params = [f"{stem}_x_scale", f"{stem}_x_zero"]
         zero = shared["zero"]
         rewritten += [
             helper.make_node("QuantizeLinear", [scaled, *x_params], [f"{stem}_x_q"], name=f"{stem}_x_q"),
             # A DQ of its own for each reader: ONNX Runtime fuses a node unit from the DQ nodes only it reads.
-            _dequantize(f"{stem}_x_q", *x_params, f"{stem}_x_u"),
+            _dequantize(f"{stem}_x_q", x_scale_name, x_zero_name, f"{stem}_x_u"),
             _dequantize(f"{stem}_c_q", shared["c_scale"], zero, f"{stem}_c"),
             *_quantized("Mul", [f"{stem}_x_u", f"{stem}_c"], f"{stem}_u", shared["u_scale"], shared["u_zero"]),
             _dequantize(shared["half_q"], shared["u_scale"], zero, f"{stem}_half"),
             *_quantized("Add", [f"{stem}_u", f"{stem}_half"], f"{stem}_gate", shared["gate_scale"], zero),
-            _dequantize(f"{stem}_x_q", *x_params, f"{stem}_x_y"),
+            _dequantize(f"{stem}_x_q", x_scale_name, x_zero_name, f"{stem}_x_y"),
             helper.make_node("Mul", [f"{stem}_x_y", f"{stem}_gate"], [site.gain.output[0]], name=f"{stem}_mul"),
         ]
     del graph.node[:]
@@ -227,7 +228,7 @@ def _quantized(op: str, inputs: list[str], output: str, scale: str, zero: str) -
 def _constants(graph: onnx.GraphProto, names: set[str]) -> dict[str, str]:
     """The scalar initializers every rewrite shares, added to ``graph`` under names it does not use yet: 3 and 1/6
     as exact uint8 constants (255 times a scale of value/255), the scales 6/255 and 1/255, and zero point 0."""
-    values = {
+    values: dict[str, np.ndarray] = {
         "three_q": np.array(LEVELS, np.uint8), "three_scale": np.array(3.0 / LEVELS, np.float32),
         "sixth_q": np.array(LEVELS, np.uint8), "sixth_scale": np.array(1.0 / 6.0 / LEVELS, np.float32),
         "six_scale": np.array(6.0 / LEVELS, np.float32), "one_scale": np.array(1.0 / LEVELS, np.float32),

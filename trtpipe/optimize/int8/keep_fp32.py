@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.onnx_info import producers_of
 from trtpipe.optimize.int8.profiles import QuantProfile
 from trtpipe.optimize.int8.quantize import prune_unread
 from trtpipe.optimize.int8.quantize import quantized_op_types as quantized_op_types_of
@@ -64,7 +65,7 @@ class _Restorer:
         self.twins = {node.name: node for node in self.graph.node}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.fp32_initializers = {t.name: t for t in fp32.graph.initializer}
-        self.fp32_producer = {o: node for node in fp32.graph.node for o in node.output}
+        self.fp32_producer = producers_of(fp32.graph)
         self.inputs = {i.name for i in fp32.graph.input}
         self.taken = ({n.name for n in self.graph.node} | {o for n in self.graph.node for o in n.output}
                       | set(self.initializers) | {i.name for i in self.graph.input})

@@ -16,8 +16,8 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   fixed weights 0..n) stays float: quantizing the probabilities shifts every box side by up to half a bin.
 - ``constant-arithmetic``: an Add, Sub, Mul or Div with a constant operand is part of an activation
   (HardSwish's ``x + 3``) or of decoding, not a residual join; TensorRT fuses it into the convolution's pointwise
-  epilogue, and a Q/DQ on its input forces that convolution to write INT8 for nothing. Measured on the real
-  PP-PicoDet: quantizing these Adds took the outputs' cosine from 0.16 to 0.06 on top of everything else.
+  epilogue, and a Q/DQ on its input forces that convolution to write INT8 for nothing (measured:
+  docs/results/int8-design.md, 'Placement rules').
 - ``lone-activation`` (cpu): a Relu, Clip or HardSwish that no weighted op writes. ONNX Runtime folds a Relu or
   ReLU6 into the convolution before it (the output's quantization clamps), and a HardSwish's input is quantized
   only so that the convolution before it runs in integer; elsewhere (the Clip inside an exported HardSwish) a Q/DQ
@@ -25,8 +25,7 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
 - ``squeeze-excitation``: the branch of a squeeze-and-excitation block between its global pooling and the Mul
   that gates the feature map (1x1 convolutions on one pooled value per channel, their activations) stays float, as
   NNCF's ``se_block`` ignored pattern keeps it: INT8 saves nothing on GEMMs that small, and on OpenVINO the
-  requantizations around them cost more than they do (measured on PP-OCRv4's detector: ten such branches ran as
-  FakeQuantize and Convert/Subtract ops that NNCF's graph does not have).
+  requantizations around them cost more than they do (measured: docs/results/int8-design.md, 'Placement rules').
 - ``channel-gain``: the per-channel Mul that ``scale_depthwise`` put before a depthwise convolution stays float
   (a per-tensor scale on gains up to 1024x apart would undo them), and so does the ``Mul(1/g)`` before a HardSwish
   whose gain it carried into the convolution (cpu); on cpu both go into integer ops after quantization
@@ -47,10 +46,10 @@ from dataclasses import dataclass
 import onnx
 
 from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.optimize.gains import gain_kind, preactivation_writer
 from trtpipe.optimize.int8.calibrate import Ranges
 from trtpipe.optimize.int8.concat_in_place import concatenated_in_place
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
-from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX, preactivation_writer
 from trtpipe.vocab import Target
 
 ARITHMETIC = ("Add", "Sub", "Mul", "Div")
@@ -85,7 +84,7 @@ def post_processing(graph: onnx.GraphProto) -> list[str]:
 
 def distribution_expectation(graph: onnx.GraphProto) -> list[str]:
     """Weighted ops that read a Softmax's output, through layout ops only."""
-    producer = {o: node for node in graph.node for o in node.output}
+    producer = producers_of(graph)
     found = []
     for node in graph.node:
         if node.op_type not in WEIGHTED_OPS:
@@ -151,7 +150,7 @@ def squeeze_excitation(graph: onnx.GraphProto) -> list[str]:
 
 
 def channel_gains(graph: onnx.GraphProto) -> list[str]:
-    return [n.name for n in graph.node if n.op_type == "Mul" and n.name.endswith(GAIN_SUFFIX)]
+    return [n.name for n in graph.node if gain_kind(n) is not None]
 
 
 RULES = (

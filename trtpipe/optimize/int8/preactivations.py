@@ -1,31 +1,25 @@
 """Integer pre-activations (cpu target): whether a convolution writes its output in uint8 ahead of its HardSwish.
 
 ONNX Runtime runs a convolution in integer (QLinearConv) only when its output is quantized too; it has no integer
-HardSwish, so a convolution whose output only a HardSwish reads runs in float unless that pre-activation gets a
-Q/DQ of its own. The pre-activation's range is narrowed to where HardSwish responds first (saturation.py), so its
-step is close to the activation's; it is still a second rounding, and what that costs depends on the model.
-Measured (Intel Xeon AVX-512 VNNI, 2 threads, ONNX Runtime 1.24, 16 calibration samples judged on themselves):
-PP-OCRv4's text detector ran 86.8 -> 56.3 ms (the peer quantize_static after quant_pre_process: 57.3 ms) with
-F1@0.3 vs FP32 97.39 -> 97.82 %; PP-PicoDet ran 150 -> 81 ms but lost mAP@0.5 98.33 -> 93.63 %. So the pass
-measures both
-and keeps the integer pre-activations unless they cost more than TOLERANCE_PP of the task's measure; where they
-do, it looks by bisection for the longest run of them from the input on (graph order) and for the longest run
-ending at the outputs that stays within it, and keeps the longer. Where the cost sits differs by model: on
-PP-PicoDet the backbone's first pre-activations cost the most (uint8 for the first 5 of 94: 93.0 %; for the last
-47: 98.19 %).
+HardSwish, so a convolution whose output only a HardSwish reads runs in float unless that pre-activation gets a Q/DQ of
+its own. The pre-activation's range is narrowed to where HardSwish responds first (saturation.py), so its step is close
+to the activation's; it is still a second rounding, and what that costs depends on the model: it made one real detector
+much faster at no loss and cost another several points (measured: docs/results/int8-design.md, 'Integer
+pre-activations'). So the pass measures both and keeps the integer pre-activations unless they cost more than
+TOLERANCE_PP of the task's measure; where they do, it looks by bisection for the longest run of them from the input on
+(graph order) and for the longest run ending at the outputs that stays within it, and keeps the longer. Where the cost
+sits differs by model (on PP-PicoDet the backbone's first pre-activations cost the most).
 
 Before that search it tries the pre-activations whose HardSwish output no channel gain reads (scale_depthwise):
 where the activation's channels span ranges far apart (the gain lifts the narrow ones after it), one per-tensor
-uint8 scale on the pre-activation rounds the narrow channels away before the gain can help. On PP-PicoDet the 61
-without a gain in uint8 (the 33 with one float) measured 98.87 % against 98.33 % all float and 92.77 % all uint8.
-When that is within the tolerance, those stay uint8 and the search runs over the ones with a gain only, so the
-depthwise convolutions of the stem and the first stages no longer go float with the pointwise ones around them
-(PP-PicoDet: 85 of 94 in uint8 instead of 70, ONNX Runtime 103.4 -> 83.7 ms).
+uint8 scale on the pre-activation rounds the narrow channels away before the gain can help. When those without a
+gain, in uint8, measure within the tolerance, they stay uint8 and the search runs over the ones with a gain only, so the
+depthwise convolutions of the stem and the first stages no longer go float with the pointwise ones around them.
 
 Where scale_depthwise carried the gain into the convolution (cpu: the pre-activation is ``g * x``, its channels
 level), the pre-activation is that convolution's output, read through ``Mul(1/g)``; it no longer counts as
-gained, since nothing is left to round away. On PP-PicoDet 30 of the 33 carry theirs: the three left (their
-HardSwish output read by other layers too) are the only ones searched, and 92 of 94 stay uint8.
+gained, since nothing is left to round away; only the gains that could not be carried (their HardSwish output
+read by other layers too) are searched.
 """
 
 from __future__ import annotations
@@ -37,8 +31,8 @@ import onnx
 
 from trtpipe.comparison import Comparison
 from trtpipe.onnx_info import producers_of
+from trtpipe.optimize.gains import INVERSE_GAIN, gain_kind, preactivation_writer
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
-from trtpipe.optimize.passes.scale_depthwise import GAIN_SUFFIX, INVERSE_SUFFIX, preactivation_writer
 
 ACTIVATIONS = ("HardSwish",)
 TOLERANCE_PP = 1.0  # task-measure points the integer pre-activations may cost against float ones
@@ -60,8 +54,8 @@ def integer_preactivations(model: onnx.ModelProto, profile: QuantProfile) -> lis
 def gained(model: onnx.ModelProto, activations: list[str]) -> list[str]:
     """Those of ``activations`` whose output a channel gain (scale_depthwise's per-channel Mul) reads and whose
     input the gain was not carried into (a carried gain levels the pre-activation's channels too)."""
-    gains = {node.input[0] for node in model.graph.node if node.op_type == "Mul" and node.name.endswith(GAIN_SUFFIX)}
-    carried = {node.output[0] for node in model.graph.node if node.name.endswith(INVERSE_SUFFIX)}
+    gains = {node.input[0] for node in model.graph.node if gain_kind(node) is not None}
+    carried = {node.output[0] for node in model.graph.node if gain_kind(node) == INVERSE_GAIN}
     wanted = set(activations)
     return [node.name for node in model.graph.node if node.name in wanted and node.output[0] in gains
             and node.input[0] not in carried]

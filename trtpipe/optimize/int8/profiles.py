@@ -12,29 +12,21 @@
   (reduce_range) there; the report says which was chosen and why. The CPU class the artifact is made for
   (``--cpu-class``, default the building machine's) decides, not the building machine: an 8-bit-weight artifact is
   recorded unsafe on the classes without VNNI (:func:`unsafe_classes`). ONNX Runtime and OpenVINO both fuse this
-  placement into their integer kernels, so one recipe serves both CPU runtimes. Measured against NNCF's own
-  placement on OpenVINO (ResNet-50 and EfficientNet-Lite0, 2 threads, interleaved rounds, AMD Zen 3): every
-  convolution ran the same OpenVINO kernel (jit_avx2_1x1_I8 / jit_avx2_I8, u8 in, fused Add and requantization)
-  for both, so ResNet-50 is at parity (ratios 0.96-1.03 within the machine's noise) and Lite0 1.17x faster than
-  NNCF's. TensorRT's placement (inputs only, symmetric) ran 0.83-0.96x of this one on OpenVINO; NNCF's signed
-  symmetric int8 for tensors that go below zero, with float biases, gained nothing measurable on ResNet-50 or
-  Lite0 and cost Lite0 1.4 points of top-1 agreement, so it was not adopted. On a Zen 4 (AVX-512 VNNI) the
-  per-layer profile (OpenVINO PERF_COUNT) is the same story: all 53 ResNet-50 convolutions run
-  brgconv_avx512_1x1_I8 / brgconv_avx512_I8 for both graphs, layer times within each other's noise; the one
-  difference was the Q/DQ ONNX Runtime's quantizer puts on the logits, which OpenVINO ran as two extra ops
-  (Convert, Subtract) and which rounded the logits: graph outputs are now left in float (quantize.py).
+  placement into their integer kernels, so one recipe serves both CPU runtimes: OpenVINO runs it on the same
+  kernels as NNCF's own placement, TensorRT's placement ran slower there, and NNCF's signed activations gained no
+  speed and cost accuracy, so neither was adopted; graph outputs are left in float (quantize.py).
+  Measured: docs/results/int8-design.md, 'Profiles: one placement for both CPU runtimes'.
 - openvino: the cpu placement, with zero points 0 wherever no convolution reads the tensor (zero_points.py) and
   Q/DQ around upsampling (Resize) too, which is how OpenVINO runs an FPN's joins in int8. The two CPU runtimes want
   different things there: OpenVINO runs a zero point ahead of an elementwise join as a reference Convert plus a
-  Subtract, and ONNX Runtime on x86 fuses a convolution into QLinearConv only when its input and output are uint8.
-  Measured on PP-OCRv4's DBNet (Intel Xeon AVX-512 VNNI, 2 threads, interleaved rounds): the openvino flavour ran
-  OpenVINO 1.10-1.27x faster than cpu's (1.03x NNCF's time in `make peers`, where cpu's had been 1.06x); on ONNX
-  Runtime it ran 1.10-1.15x slower than cpu's, as eight convolutions whose outputs only joins read fell back to
-  float. A Concat's inputs take one scale and its output no Q/DQ of its own where OpenVINO allows it
+  Subtract, and ONNX Runtime on x86 fuses a convolution into QLinearConv only when its input and output are uint8,
+  so the openvino flavour is faster on OpenVINO and slower on ONNX Runtime than cpu's, where convolutions whose
+  outputs only joins read fall back to float (measured: docs/results/int8-design.md, 'Profiles: one placement for
+  both CPU runtimes'). A Concat's inputs take one scale and its output no Q/DQ of its own where OpenVINO allows it
   (concat_in_place.py): with the quantizer's own scales, OpenVINO requantized each input of DBNet's FPN fusion
   twice, where NNCF's graph does not. ONNX Runtime fuses a convolution into QLinearConv only with a Q/DQ right
-  before it, so there the convolutions after such Concats run in float (the text detector's openvino file: 1.085x
-  its earlier time on ONNX Runtime): the openvino file is the OpenVINO one.
+  before it, so there the convolutions after such Concats run in float (measured: docs/results/int8-design.md,
+  'Zero points and Concats in place'): the openvino file is the OpenVINO one.
 - cpu also quantizes the input of a HardSwish a convolution writes (its pre-activation, over [-3, max]:
   saturation.py), since ONNX Runtime has no integer HardSwish and runs a convolution in integer only with a uint8
   output; the int8 pass keeps as many of them as measure within a point of float pre-activations

@@ -2,16 +2,16 @@
 
 Every recipe places Q/DQ with the same rules (placement.py) and lifts depthwise inputs to one range per tensor
 (``scale_depthwise``: one pass of per-channel statistics, and the largest single gain measured on real detectors:
-PP-PicoDet's tensorrt-target mAP@0.5 vs FP32 went from 67 % to 95 %). The others add, in order of cost:
+docs/results/int8-design.md, 'Depthwise scaling'). The others add, in order of cost:
 
 - ``equalize``: cross-layer equalization through ReLU/ReLU6 pairs (one more statistics pass);
 - bias correction: each layer's output mean shift removed, on 64 calibration samples (one pass per layer);
 - AdaRound: each weight's rounding learned so the layer's output matches FP32, on 64 samples (minutes).
 
 The default is the heaviest recipe that stays within about five minutes for EfficientNet-Lite0 on 2 cores:
-``balanced``. AdaRound alone took about 4 minutes there (README, Results), and ``best`` as a whole (calibration,
-equalization, AdaRound, bias correction and a figure after each on 500 eval crops) took longer than five, so it is
-asked for by name. The figure measured after each step is recorded in the manifest (``int8.recipe``).
+``balanced``. ``best`` as a whole (calibration, equalization, AdaRound, bias correction and a figure after each
+on 500 eval crops) took longer than that, so it is asked for by name (measured: docs/results/int8-peers.md).
+The figure measured after each step is recorded in the manifest (``int8.recipe``).
 """
 
 from __future__ import annotations

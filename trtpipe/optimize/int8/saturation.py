@@ -76,16 +76,18 @@ def _intervals(model: onnx.ModelProto) -> tuple[dict[str, tuple[float, float]],
         if tensor in other_reads:
             continue
         intervals = [responsive_range(user, constants) for user in users]
-        if all(interval is not None for interval in intervals):
-            found[tensor] = (min(i[0] for i in intervals), max(i[1] for i in intervals))  # type: ignore[index]
+        known = [interval for interval in intervals if interval is not None]
+        if len(known) == len(intervals):
+            found[tensor] = (min(i[0] for i in known), max(i[1] for i in known))
     scaled: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for tensor, users in readers.items():
         if tensor in other_reads or tensor in found:
             continue
         through = [_through_scale(user, constants, found) for user in users]
-        if through and all(interval is not None for interval in through):
-            scaled[tensor] = (np.min([i[0] for i in through], axis=0),  # type: ignore[index]
-                              np.max([i[1] for i in through], axis=0))  # type: ignore[index]
+        known_scaled = [interval for interval in through if interval is not None]
+        if through and len(known_scaled) == len(through):
+            scaled[tensor] = (np.min([i[0] for i in known_scaled], axis=0),
+                              np.max([i[1] for i in known_scaled], axis=0))
     return found, scaled
 
 

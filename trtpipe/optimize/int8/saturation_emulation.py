@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from trtpipe.onnx_info import topologically_sorted
+from trtpipe.onnx_info import producers_of, topologically_sorted
 
 DOMAIN = "trtpipe.emulation"
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
@@ -113,7 +113,7 @@ def emulated(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of ``model`` whose quantized convolutions and Gemms (uint8 activation and int8 weight, each through a
     DequantizeLinear) read the integers themselves through this module's ops; and how many it rewrote."""
     model = topologically_sorted(onnx.ModelProto.FromString(model.SerializeToString()))
-    producer = {o: n for n in model.graph.node for o in n.output}
+    producer = producers_of(model.graph)
     rewritten = 0
     for index, node in enumerate(model.graph.node):
         if node.op_type not in ("Conv", "Gemm") or len(node.input) < 2:
@@ -161,7 +161,7 @@ def emulate(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, vnni: bool
         op_domain = DOMAIN
 
         def _run(self, x, x_scale, x_zero, w, w_scale, bias=None, group=None, strides=None, pads=None,
-                 dilations=None):  # type: ignore[no-untyped-def]
+                 dilations=None):
             acc = conv_u8s8(x, int(x_zero), w, group=group or 1, strides=strides or (1, 1),
                             pads=pads or (0, 0, 0, 0), dilations=dilations or (1, 1), vnni=vnni)
             return (scaled(acc, x_scale, w_scale, bias, 1),)
@@ -169,7 +169,7 @@ def emulate(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, vnni: bool
     class SaturatingGemm(OpRun):
         op_domain = DOMAIN
 
-        def _run(self, x, x_scale, x_zero, w, w_scale, bias=None, transB=None):  # type: ignore[no-untyped-def]
+        def _run(self, x, x_scale, x_zero, w, w_scale, bias=None, transB=None):
             weights = w if transB else w.T
             acc = u8s8_dot(x, weights, vnni=vnni) - int(x_zero) * weights.astype(np.int32).sum(axis=1)[None, :]
             return (scaled(acc, x_scale, w_scale, bias, 1),)
@@ -185,14 +185,14 @@ def emulate(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, vnni: bool
     class DequantizeLinear(OpRun):
         op_domain = ""
 
-        def _run(self, x, scale, zero=None, axis=None, **_: Any):  # type: ignore[no-untyped-def]
+        def _run(self, x, scale, zero=None, axis=None, **_: Any):
             shifted = x.astype(np.float32) - (broadcast(zero, x, axis).astype(np.float32) if zero is not None else 0)
             return ((shifted * broadcast(scale, x, axis)).astype(np.float32),)
 
     class QuantizeLinear(OpRun):
         op_domain = ""
 
-        def _run(self, x, scale, zero=None, axis=None, **_: Any):  # type: ignore[no-untyped-def]
+        def _run(self, x, scale, zero=None, axis=None, **_: Any):
             kind = zero.dtype if zero is not None else np.dtype(np.uint8)
             info = np.iinfo(kind)
             value = np.rint(x / broadcast(scale, x, axis)) + (broadcast(zero, x, axis).astype(np.float32)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import onnx
@@ -52,6 +52,7 @@ from onnx import TensorProto, helper
 from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph_index import GraphIndex
 from trtpipe.inputs import Batch, count, take
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import outputs
@@ -69,13 +70,25 @@ MEASURED_UNITS = 128  # units (the largest own errors first) whose effect on the
 MIN_MEASURE_SAMPLES = 2  # probe samples each of those measurements runs on, at least (a quarter of the probe)
 
 
+class FallbackAttempt(TypedDict):
+    """One evaluation of a mix (the manifest's ``int8.fallback_attempts`` entries, as JSON writes them)."""
+
+    nodes: list[str]  # the nodes this attempt added to the ones already kept in FP32
+    units: int  # how many units those nodes make
+    fp32_layers: int  # nodes in FP32 before it, or with it once kept
+    kept: bool
+    accuracy: float | None
+    drop_pp: float | None
+    drop_removed_pp: float  # what it removed of the drop before it
+
+
 @dataclass
 class FallbackResult:
     model: onnx.ModelProto
     excluded: list[str]
     ranking: list[tuple[tuple[str, ...], float]]
     comparison: Comparison
-    attempts: list[dict[str, object]]
+    attempts: list[FallbackAttempt]
     probe_samples: int = 0  # calibration samples the one-run ranking read
     measured_units: int = 0  # units whose effect on the output was measured alone (the ranking's first ones)
 
@@ -90,8 +103,8 @@ def fallback_units(model: onnx.ModelProto, profile: QuantProfile,
     the quantizer folded into its layer has nothing to give back)."""
     quantizable = quantizable_nodes(model, profile)
     if quantized is not None:
-        readers = reading_dequantized(quantized)
-        quantizable = [name for name in quantizable if name in readers]
+        dequantized_readers = reading_dequantized(quantized)
+        quantizable = [name for name in quantizable if name in dequantized_readers]
     wanted = set(quantizable)
     constants = {i.name for i in model.graph.initializer}
     readers: dict[str, list[str]] = {}
@@ -116,10 +129,10 @@ class _Writers:
     the layer before an activation the quantizer folded into it (a Relu or Clip the quantized graph lacks)."""
 
     def __init__(self, model: onnx.ModelProto, quantized: onnx.ModelProto, wanted: set[str]) -> None:
-        self.producer = {o: node for node in model.graph.node for o in node.output if o}
+        index = GraphIndex.of(model)
+        self.producer = index.producer
         self.present = {node.name for node in quantized.graph.node}
-        self.constants = {i.name for i in model.graph.initializer} | {
-            o for node in model.graph.node if node.op_type == "Constant" for o in node.output}
+        self.constants = set(index.constants)
         self.wanted = wanted
 
     def of(self, tensor: str) -> str | None:
@@ -491,7 +504,7 @@ class GreedyResult:
     excluded: list[str]
     model: Any  # what ``judge`` made for ``excluded``; None while nothing joined
     comparison: Comparison
-    attempts: list[dict[str, object]]
+    attempts: list[FallbackAttempt]
 
 
 def add_until_within_budget(units: Sequence[tuple[str, ...]], judge: Judge, start: Comparison, budget_pp: float, *,
@@ -505,7 +518,7 @@ def add_until_within_budget(units: Sequence[tuple[str, ...]], judge: Judge, star
     excluded: list[str] = []
     model: Any = None
     best = start
-    attempts: list[dict[str, object]] = []
+    attempts: list[FallbackAttempt] = []
 
     def within(result: Comparison) -> bool:
         return (result.drop_pp or 0.0) <= budget_pp
@@ -513,10 +526,10 @@ def add_until_within_budget(units: Sequence[tuple[str, ...]], judge: Judge, star
     def nodes_of(chunk: Sequence[tuple[str, ...]]) -> list[str]:
         return list(dict.fromkeys([*excluded, *(n for unit in chunk for n in unit)]))
 
-    def attempt(chunk: Sequence[tuple[str, ...]]) -> tuple[list[str], Any, Comparison, dict[str, object]]:
+    def attempt(chunk: Sequence[tuple[str, ...]]) -> tuple[list[str], Any, Comparison, FallbackAttempt]:
         trial = nodes_of(chunk)
         candidate, result = judge(trial)
-        record: dict[str, object] = {
+        record: FallbackAttempt = {
             "nodes": trial[len(excluded):], "units": len(chunk), "fp32_layers": len(excluded), "kept": False,
             "accuracy": result.accuracy, "drop_pp": result.drop_pp,
             "drop_removed_pp": round((best.drop_pp or 0.0) - (result.drop_pp or 0.0), 9)}
@@ -525,7 +538,7 @@ def add_until_within_budget(units: Sequence[tuple[str, ...]], judge: Judge, star
             on_attempt()
         return trial, candidate, result, record
 
-    def accept(trial: list[str], candidate: Any, result: Comparison, record: dict[str, object]) -> None:
+    def accept(trial: list[str], candidate: Any, result: Comparison, record: FallbackAttempt) -> None:
         nonlocal excluded, model, best
         added = trial[len(excluded):]
         record["kept"], record["fp32_layers"] = True, len(trial)
@@ -543,7 +556,7 @@ def add_until_within_budget(units: Sequence[tuple[str, ...]], judge: Judge, star
                 chunk.append(unit)
         return chunk
 
-    def bisect(chunk: list[tuple[str, ...]], reached: tuple[list[str], Any, Comparison, dict[str, object]]) -> None:
+    def bisect(chunk: list[tuple[str, ...]], reached: tuple[list[str], Any, Comparison, FallbackAttempt]) -> None:
         """``chunk`` on top of the mix taken meets the budget: take its shortest prefix that still does."""
         low, high, chosen = 0, len(chunk), reached
         while high - low > 1 and len(attempts) < max_attempts:
@@ -561,7 +574,8 @@ def add_until_within_budget(units: Sequence[tuple[str, ...]], judge: Judge, star
     # unit that does not help is passed over, and tried once more after the rest (others may have joined since).
     # Enough attempts are held back for the last resort.
     reserve = 1 + math.ceil(math.log2(len(units) + 1))
-    waiting, passed, step = list(units), [], 1
+    waiting, step = list(units), 1
+    passed: list[tuple[str, ...]] = []
     retried = False
     while len(attempts) < max_attempts - reserve and not within(best):
         if not waiting:
@@ -646,7 +660,7 @@ def fall_back_until_within_budget(
 
 
 def print_table(ranking: list[tuple[tuple[str, ...], float]], kept: list[str], rows: int = 15, *,
-                attempts: Sequence[dict[str, object]] | None = None) -> None:
+                attempts: Sequence[FallbackAttempt] | None = None) -> None:
     """The most sensitive units (and every kept one), with the share of full INT8's output error that keeping
     each alone in FP32 removed on the probe, and whether it was kept; with ``attempts``, the drop the step that
     brought it in removed on the eval data."""
@@ -657,7 +671,7 @@ def print_table(ranking: list[tuple[tuple[str, ...], float]], kept: list[str], r
         if record.get("kept"):
             removed = record.get("drop_removed_pp")
             text = f"yes ({removed:.2f} pp removed)" if isinstance(removed, float | int) else "yes"
-            for node in record.get("nodes", ()):  # type: ignore[union-attr]
+            for node in record.get("nodes", []):
                 joined[str(node)] = text
     table = Table(title="Sensitivity: the share of full INT8's output error that keeping each unit alone in FP32 "
                   "removes", title_justify="left")

@@ -5,11 +5,11 @@ Q/DQ into integer kernels only where input and output are uint8; otherwise the c
 why the cpu target keeps the scheme as it is). OpenVINO's
 low-precision transformations run a zero point as a Subtract, and where the dequantized value goes to an
 elementwise join, an upsampling or a pool instead of a convolution, they first Convert the uint8 tensor to float
-with a reference (unvectorised) kernel: on PP-OCRv4's DBNet text detector (Intel Xeon, AVX-512 VNNI, 2 threads)
-18 such Converts, 10 Subtracts and 9 requantizations after its FPN's nearest Resizes took 9.6 of 32 ms, and NNCF's
-graph, whose zero points are all 0, had none of them. A convolution folds its input's zero point into its kernel
-on both runtimes, so only the tensors no weighted op reads are rewritten: there the uint8 range [lo, hi] becomes
-int8 with zero point 0 and scale max(|lo|, |hi|) / 127, which both runtimes run without a Subtract.
+with a reference (unvectorised) kernel, which cost a real text detector a large share of its run, while NNCF's graph,
+whose zero points are all 0, has none (measured: docs/results/int8-design.md, 'Zero points and Concats in place'). A
+convolution folds its input's zero point into its kernel on both runtimes, so only the tensors no weighted op reads are
+rewritten: there the uint8 range [lo, hi] becomes int8 with zero point 0 and scale max(|lo|, |hi|) / 127, which both
+runtimes run without a Subtract.
 
 A nearest Resize (or a pool, a reshape) writes its input's values, so ONNX Runtime's quantizer gives its input and
 output the same scale and zero point, and OpenVINO drops that requantization only while they stay equal: the pairs
@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import GraphIndex
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS
 
 # Ops that hand on their input's values (a subset of them, rearranged or repeated): quantized alike on both sides.
@@ -34,19 +34,17 @@ def zero_point_free_joins(model: onnx.ModelProto) -> int:
     """Rewrite each activation Q/DQ pair (uint8, zero point not 0) that no weighted op reads to int8 with zero
     point 0 over the same range; returns how many pairs it rewrote."""
     graph = model.graph
-    constants = {t.name: t for t in graph.initializer}
-    producer = producers_of(graph)
-    readers = readers_of(graph)
-    outputs = {o.name for o in graph.output}
+    index = GraphIndex.of(model)
+    constants, producer, readers, outputs = index.initializers, index.producer, index.readers, index.graph_outputs
 
     pairs: dict[str, tuple[onnx.NodeProto, list[onnx.NodeProto]]] = {}  # Q output -> (Q, its DQs)
     for q in graph.node:
         if q.op_type != "QuantizeLinear" or q.input[0] in constants or len(q.input) < 3 \
                 or q.input[1] not in constants or q.input[2] not in constants:
             continue
-        zero = numpy_helper.to_array(constants[q.input[2]])
+        zero_point = numpy_helper.to_array(constants[q.input[2]])
         dqs = [r for r in readers.get(q.output[0], []) if r.op_type == "DequantizeLinear"]
-        if zero.dtype != np.uint8 or zero.size != 1 or int(zero) == 0 or not dqs \
+        if zero_point.dtype != np.uint8 or zero_point.size != 1 or int(zero_point) == 0 or not dqs \
                 or len(dqs) != len(readers[q.output[0]]):
             continue
         pairs[q.output[0]] = (q, dqs)

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.records import Bf16Record
 from trtpipe.optimize.passes.registry import PrecisionPass
 from trtpipe.vocab import Precision
 
@@ -66,8 +67,7 @@ def convert_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     converted, names = convert_weights(model)
     check = context.compare(model, converted, context.evaluation or context.probe)
-    context.details["bf16"] = {"weights": len(names), "verification": check.to_dict(),
-                               "runtime": "openvino (BF16 kernels need AVX512-BF16 or AMX)"}
+    context.record(Bf16Record(len(names), check))
     if check.cosine < MIN_COSINE:
         raise VerificationFailed(f"BF16 weights change the output beyond rounding (cosine {check.cosine:.5f} < "
                                  f"{MIN_COSINE}): {check.line()}.")

@@ -1,11 +1,11 @@
-"""What every pass is handed: the options, the data, the FP32 reference and the manifest sections to fill."""
+"""What every pass is handed: the options, the data, the FP32 reference, and where it records what it did."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx
@@ -16,7 +16,10 @@ from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import logits, outputs
 from trtpipe.optimize.int8.recipes import Recipe
 from trtpipe.optimize.options import OptimizeOptions
+from trtpipe.optimize.passes.records import PassRecord
 from trtpipe.vocab import GraphOptimization, Target, Task
+
+R = TypeVar("R", bound=PassRecord)
 
 CALIBRATION_BATCH = 8  # per-batch activation memory is what calibration peaks at: 8 keeps it near 1 GB at 224x224
 
@@ -32,9 +35,22 @@ class PassContext:
     output: Path
     task: Task | None = None  # what the outputs mean: the measure every check and the budget use
     decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None  # --postprocess: a detector's decoding
-    details: dict[str, Any] = field(default_factory=dict)  # manifest sections, one per pass
+    details: dict[str, Any] = field(default_factory=dict)  # the stage's own manifest sections (input, options...)
     fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
     recipe: Recipe | None = None  # INT8: the --quality recipe that runs (its graph passes already have)
+    records: list[PassRecord] = field(default_factory=list)  # what each pass did, in the order they ran
+
+    def record(self, record: PassRecord) -> None:
+        """Keep what a pass did (a pass that runs again replaces its record)."""
+        self.records = [r for r in self.records if r.section != record.section] + [record]
+
+    def recorded(self, kind: type[R]) -> R | None:
+        """The record of kind ``kind``, if that pass ran."""
+        return next((r for r in self.records if isinstance(r, kind)), None)
+
+    def manifest_details(self) -> dict[str, Any]:
+        """The manifest's ``details``: the stage's sections, then each pass's record under its section."""
+        return self.details | {r.section: r.to_dict() for r in self.records}
 
     def batches(self, dataset: Dataset) -> list[Batch]:
         """Calibration batches; with a static batch axis, only full batches of that size."""

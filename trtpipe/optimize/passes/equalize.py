@@ -7,12 +7,12 @@ Correction", ICCV 2019; AIMET, AMD Quark) picks s_i = sqrt(r1_i / r2_i) so both 
 ranges end equal: the cure for depthwise-separable nets under per-tensor weight scales.
 
 trtpipe's weights are per-channel on both targets, which are blind to a channel's scale; what is left unbalanced
-is the per-tensor activation between the two layers, whose channels can span ranges 100x apart. Measured on
-EfficientNet-Lite0 (tensorrt target), the paper's weight-range CLE dropped top-1 agreement from 87.8 % to 70.8 %,
-since it moves the imbalance into that activation. So this pass equalizes with the activation ranges measured on
-the probe data (calibration data when given): into a depthwise layer each channel is scaled to the widest
+is the per-tensor activation between the two layers, whose channels can span ranges far apart. The paper's
+weight-range CLE moves the imbalance into that activation and lost accuracy where tried (measured:
+docs/results/int8-design.md, 'Cross-layer equalization'). So this pass equalizes with the activation ranges
+measured on the probe data (calibration data when given): into a depthwise layer each channel is scaled to the widest
 channel's range (free for both layers' per-channel weights); into a full convolution activation and weight
-ranges are balanced, s_i = sqrt(a_i / r2_i) (SmoothQuant's alpha 0.5). On the same model: 89.4 %.
+ranges are balanced, s_i = sqrt(a_i / r2_i) (SmoothQuant's alpha 0.5).
 
 A ReLU6 is a Clip at 6, which is not homogeneous: after scaling, channel i clips at 6 / s_i. AIMET and Quark
 replace it with a Relu (and change the network); here it becomes Relu followed by a Min against those
@@ -33,7 +33,9 @@ from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds, readers_of
+from trtpipe.optimize.activations import channel_ranges
 from trtpipe.optimize.passes.context import PassContext
+from trtpipe.optimize.passes.records import EqualizeRecord
 from trtpipe.optimize.passes.registry import GraphPass
 from trtpipe.vocab import Target
 
@@ -183,8 +185,8 @@ def pair_ranges(model: onnx.ModelProto, batches: list[Batch], *, after_activatio
     layer's output: ``after_activation`` (tensorrt: Q/DQ sits on the second layer's input, after the ReLU6) its
     largest magnitude there; otherwise (cpu: ONNX Runtime quantizes the convolution's own output and folds the
     Relu/ReLU6 into that range) the first layer's output before the clip, its positive part when a Relu or ReLU6
-    follows. Each equalizes exactly the tensor its target quantizes: measured on EfficientNet-Lite0, the cpu
-    ranges on the tensorrt target gave 85.8 % agreement and the tensorrt ones 89.4 % (87.8 % without the pass)."""
+    follows. Each equalizes exactly the tensor its target quantizes; the other target's ranges lost accuracy
+    (measured: docs/results/int8-design.md, 'Cross-layer equalization')."""
     pairs = find_pairs(model)
     if after_activation:
         ranges = channel_ranges(model, [p.second.input[0] for p in pairs], batches)
@@ -194,38 +196,6 @@ def pair_ranges(model: onnx.ModelProto, batches: list[Batch], *, after_activatio
     return channel_ranges(model, [p.first.output[0] for p in pairs], batches, positive=positive)
 
 
-def channel_ranges(model: onnx.ModelProto, names: list[str], batches: list[Batch],
-                   positive: set[str] = frozenset()) -> dict[str, np.ndarray]:  # type: ignore[assignment]
-    """Per-channel (axis 1) max |value| of each tensor in ``names`` over all batches, in FP32 (for the names in
-    ``positive``: max of the positive part)."""
-    return {name: np.maximum(high, 0) if name in positive else np.maximum(-low, high)
-            for name, (low, high) in channel_bounds(model, names, batches).items()}
-
-
-def channel_bounds(model: onnx.ModelProto, names: list[str],
-                   batches: list[Batch]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per-channel (axis 1) lowest and highest value of each tensor in ``names`` over all batches, in FP32."""
-    if not names:  # ONNX Runtime would hand back every graph output for an empty list
-        return {}
-    import onnxruntime as ort
-
-    from trtpipe.optimize.activations import feeds, with_outputs
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(with_outputs(model, names).SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for batch in batches:
-        for name, value in zip(names, session.run(names, feeds(session, batch)), strict=True):
-            flat = np.moveaxis(value, 1, 0).reshape(value.shape[1], -1)
-            low, high = flat.min(axis=1), flat.max(axis=1)
-            if name in bounds:
-                low, high = np.minimum(bounds[name][0], low), np.maximum(bounds[name][1], high)
-            bounds[name] = (low, high)
-    return bounds
-
-
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     """Equalize every pair and prove on the probe data that the network still computes the same outputs."""
     with console.step("Cross-layer equalization (activation ranges measured on the probe data)..."):
@@ -233,7 +203,7 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         equalized, pairs = equalize(model, activation_ranges=ranges)
     if not pairs:
         console.note("Cross-layer equalization: no Conv -> activation -> Conv pair to equalize; graph unchanged")
-        context.details["equalize"] = {"pairs": 0}
+        context.record(EqualizeRecord(pairs=0))
         return model
     check = context.compare(model, equalized, context.probe)
     spread = [float(np.max(p.scale) / np.min(p.scale)) for p in pairs if p.scale is not None]
@@ -242,8 +212,6 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if check.cosine < MIN_COSINE:
         raise VerificationFailed(f"Cross-layer equalization changed the network's outputs (cosine "
                                  f"{check.cosine:.6f}): rerun without the equalize pass and report the model.")
-    context.details["equalize"] = {"pairs": len(pairs), "method": "activation ranges (per-channel weights)",
-                                   "probe": context.probe.source, "ranges_for": str(context.target),
-                                   "relu6_pairs": sum(p.clip_bound is not None for p in pairs),
-                                   "max_scale_spread": max(spread), "verification": check.to_dict()}
+    context.record(EqualizeRecord(len(pairs), context.probe.source, str(context.target),
+                                  sum(p.clip_bound is not None for p in pairs), max(spread), check))
     return equalized

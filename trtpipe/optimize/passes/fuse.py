@@ -1,7 +1,8 @@
 """Pass ``fuse``: graph simplification with onnxslim: constant folding, Conv+BatchNorm folding, dead-node and identity
 removal, redundant Cast/Reshape elimination and shape simplification; then constant scales and shifts of a
-convolution's output are folded into it (:mod:`conv_affine`) and the HardSwish and HardSigmoid that an exporter
-wrote as arithmetic become one operator each (:mod:`hard_activations`), which onnxslim does not do.
+convolution's output are folded into it (:mod:`~trtpipe.optimize.conv_affine`) and the HardSwish and HardSigmoid
+that an exporter wrote as arithmetic become one operator each (:mod:`~trtpipe.optimize.hard_activations`), which
+onnxslim does not do.
 
 onnxslim is a maintained library that does all of this in standard ONNX operators, which is what TensorRT's
 parser needs; ONNX Runtime's own offline optimiser would write com.microsoft fused ops TensorRT cannot read.
@@ -18,9 +19,10 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import TrtpipeError, VerificationFailed
 from trtpipe.onnx_info import name_nodes, op_counts
+from trtpipe.optimize.conv_affine import fold_conv_affine
+from trtpipe.optimize.hard_activations import fuse_hard_activations
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.conv_affine import fold_conv_affine
-from trtpipe.optimize.passes.hard_activations import fuse_hard_activations
+from trtpipe.optimize.passes.records import FusionRecord
 from trtpipe.optimize.passes.registry import GraphPass
 
 PASS = GraphPass("onnxslim: constant folding, Conv+BatchNorm folding, identity and redundant Cast/Reshape "
@@ -90,7 +92,7 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if check.cosine < MIN_COSINE:
         raise VerificationFailed(f"The simplified graph differs from the input (cosine {check.cosine:.6f}, max "
                                  f"error {check.max_abs_err:.3g}): rerun with --passes none and report the model.")
-    context.details["fusion"] = report.to_dict() | {"verification": check.to_dict()}
+    context.record(FusionRecord(report.ops_before, report.ops_after, report.bytes_before, report.bytes_after, check))
     return fused
 
 

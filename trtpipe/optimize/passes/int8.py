@@ -15,6 +15,7 @@ import onnx
 from trtpipe import console
 from trtpipe.comparison import Comparison
 from trtpipe.inputs import count, first, take
+from trtpipe.optimize.activations import channel_bounds
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
 from trtpipe.optimize.int8.calibrate import Ranges, calibrate
@@ -25,7 +26,7 @@ from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.equalize import channel_bounds
+from trtpipe.optimize.passes.records import Int8Calibration, Int8Record
 from trtpipe.optimize.passes.registry import PrecisionPass
 from trtpipe.vocab import Precision
 
@@ -58,12 +59,11 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     check = context.compare(fp32, quantized, judge, profile.evaluation_optimization)
     # A measurement, not yet a verdict: the budget (and the stage's final check) may still refuse the result.
     console.note(f"INT8 ({context.target}) vs FP32 on {judge.source}: {check.line()}")
-    section: dict[str, Any] = {
-        "profile": profile.to_dict(),
+    calibration = Int8Calibration(str(options.calib_method), calib.source, len(calib), calib.sha256, str(cache),
+                                  len(ranges))
+    full_int8 = check
+    section: dict[str, Any] = {  # each step's own record (Int8Record.steps), read and extended by the steps
         "placement": {},  # the rules' record joins the choices made on the way, from the final model at the end
-        "calibration": {"method": options.calib_method, "source": calib.source, "samples": len(calib),
-                        "sha256": calib.sha256, "cache": str(cache), "tensors": len(ranges)},
-        "full_int8": check.to_dict(),
         "fp32_layers": [],
     }
     recipe = context.recipe
@@ -104,9 +104,9 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     section["high_precision"] = {"dtype": str(high), "asked": str(options.high_precision or "default")}
     if high is Precision.FP16:
         quantized, check = _fp16_elsewhere(fp32, quantized, check, context, judge, profile, section)
-    section["final"] = check.to_dict()
     section["placement"] = {**placement_record(fp32, profile, quantized), **section["placement"]}  # + the choices
-    context.details["int8"] = section
+    fp32_layers = section.pop("fp32_layers")
+    context.record(Int8Record(profile.to_dict(), calibration, full_int8, check, fp32_layers, section))
     return quantized
 
 

@@ -2,7 +2,8 @@
 
 A graph pass, which `--passes` names by its module's name, declares ``PASS = GraphPass("what it does")``; the
 pass that writes a precision into the graph declares ``PASS = PrecisionPass(Precision.FP16, "what it does")``.
-Both also have ``apply(model, context) -> model``. A module without a declaration (``context``, this one, any
+Both also have ``apply(model, context) -> model``, and :mod:`~trtpipe.optimize.passes.loader` hands the stage each
+one as a :class:`~trtpipe.optimize.passes.loader.Pass`. A module without a declaration (``context``, this one, any
 helper added later) is no pass and never becomes a choice. The declarations are read from the modules' source
 with ``ast``, not imported, so the CLI's choices cost no onnx import; no pass registers itself as a side effect
 of an import, and a new pass is one file.
@@ -11,11 +12,10 @@ of an import, and a new pass is one file.
 from __future__ import annotations
 
 import ast
-import importlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 from trtpipe.vocab import Precision
 
@@ -42,8 +42,9 @@ Declaration = GraphPass | PrecisionPass
 _KINDS: dict[str, type[GraphPass] | type[PrecisionPass]] = {"GraphPass": GraphPass, "PrecisionPass": PrecisionPass}
 
 
-def _literal(node: ast.expr, path: Path) -> object:
-    """A declaration's argument: a literal, or a member of Precision (``Precision.FP16``)."""
+def _literal(node: ast.expr, path: Path) -> Any:
+    """A declaration's argument: a literal, or a member of Precision (``Precision.FP16``); Any, as the source wrote
+    it, for the declaration's class to take."""
     if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == Precision.__name__
             and node.attr in Precision.__members__):
         return Precision[node.attr]
@@ -58,6 +59,8 @@ def read_declaration(path: Path) -> Declaration | None:
     """The pass ``path`` declares at module level, read from its source without importing it; None for a module
     that declares none."""
     for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+        targets: list[ast.expr]
+        call: ast.expr | None
         if isinstance(node, ast.Assign):
             targets, call = node.targets, node.value
         elif isinstance(node, ast.AnnAssign):
@@ -70,7 +73,7 @@ def read_declaration(path: Path) -> Declaration | None:
             raise ValueError(f"{path}: {MARKER} must be GraphPass(...) or PrecisionPass(...)")
         args = [_literal(arg, path) for arg in call.args]
         kwargs = {kw.arg: _literal(kw.value, path) for kw in call.keywords if kw.arg is not None}
-        return _KINDS[call.func.id](*args, **kwargs)  # type: ignore[arg-type]
+        return _KINDS[call.func.id](*args, **kwargs)
     return None
 
 
@@ -101,26 +104,17 @@ def parse_passes(text: str) -> tuple[str, ...]:
     return names
 
 
-def _load(name: str) -> ModuleType:
-    """Import the pass module ``name``, checking that what it declares is what was read from its source."""
-    module = importlib.import_module(f"{__package__}.{name}")
-    if getattr(module, MARKER, None) != _passes()[name]:
-        raise RuntimeError(f"{module.__file__}: {MARKER} differs from the declaration read from its source")
-    return module
+def declarations() -> dict[str, Declaration]:
+    """{module name: declaration} of every shipped pass (read once, from the source)."""
+    return dict(_passes())
 
 
-def graph_pass(name: str) -> ModuleType:
-    if name not in graph_pass_names():
-        raise ValueError(f"unknown pass {name}")
-    return _load(name)
-
-
-def precision_pass(precision: Precision) -> ModuleType | None:
-    """The pass that writes ``precision`` into the graph; None for FP32 (nothing to write)."""
+def precision_pass_name(precision: Precision) -> str | None:
+    """The module of the pass that writes ``precision`` into the graph; None for FP32 (nothing to write)."""
     if precision is Precision.FP32:
         return None
     name = next((name for name, declaration in _passes().items()
                  if isinstance(declaration, PrecisionPass) and declaration.precision is precision), None)
     if name is None:
         raise ValueError(f"no optimization pass writes {precision}")
-    return _load(name)
+    return name

@@ -5,9 +5,8 @@ Runtime's and OpenVINO's integer kernels). Into a depthwise convolution the chan
 hundreds of times apart, and the narrow channels then round to a handful of levels. In the depthwise-separable
 nets detectors and text detectors are built on (PP-PicoDet's ESNet, MobileNetV3, PP-LCNet), the activation in
 front is a HardSwish or a SiLU, which is not positively homogeneous, so cross-layer equalization (``equalize``)
-cannot move the scale through it. Measured on the real PP-PicoDet layout detector (tensorrt target, MSE ranges):
-quantizing the input of one such depthwise layer alone (range 78, most channels below 1) dropped the outputs'
-cosine to 0.77, and the whole model kept 70 % mAP@0.5 of FP32's detections.
+cannot move the scale through it; on a real detector one such layer's input alone ruined the outputs (measured:
+docs/results/int8-design.md, 'Depthwise scaling').
 
 A depthwise convolution computes each output channel from its own input channel, and its weights are quantized
 per output channel, so ``dwconv(x * g, w / g) == dwconv(x, w)`` for any per-channel gain g, and w / g quantizes
@@ -49,17 +48,17 @@ from onnx import helper, numpy_helper
 
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
+from trtpipe.graph_index import GraphIndex
 from trtpipe.onnx_info import attribute, producers_of, readers_of
+from trtpipe.optimize.activations import channel_bounds, channel_ranges
+from trtpipe.optimize.gains import EXACT_LEVELS, GAIN, GAIN_SUFFIX, INVERSE_GAIN, INVERSE_SUFFIX, gain_kind, mark
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.equalize import channel_bounds, channel_ranges
+from trtpipe.optimize.passes.records import ScaleDepthwiseRecord
 from trtpipe.optimize.passes.registry import GraphPass
 from trtpipe.vocab import Target
 
 PASS = GraphPass("per-channel input gains for depthwise convolutions, folded into their weights (INT8)")
-GAIN_SUFFIX = "_channel_gain"  # the Mul nodes this pass adds carry it: the INT8 pass keeps them in float
-INVERSE_SUFFIX = f"_inverse{GAIN_SUFFIX}"  # the Mul by 1 / g after a convolution that carries a HardSwish's gain
 HARDSWISH_BOTTOM = -3.0  # HardSwish is 0 at and below it: the pre-activation's responsive interval starts there
-EXACT_LEVELS = 255  # a carried gain is 255 / k, so 1 / (6 g) is k steps of 1 / (6 * 255): exact in uint8
 MAX_GAIN = 1024.0  # a channel 1000x narrower than the widest is all but dead: lifting it further gains nothing
 MIN_SPREAD = 2.0  # channels within 2x of each other lose at most one bit: not worth changing anything
 # A gain that cannot fold costs a Mul, and on the cpu target that float Mul splits ONNX Runtime's integer chain
@@ -121,8 +120,8 @@ def find_carries(model: onnx.ModelProto, sites: list[Site]) -> list[Carry]:
     """The sites whose gain can go back into a convolution: the tensor is a HardSwish's output that only the site's
     depthwise convolutions read, and its input a convolution's output (constant weight and bias that nothing else
     reads) that only the HardSwish reads; graph outputs excluded. (Where other layers read the HardSwish too, its
-    gains would have to come from the pre-activation for those layers as well; measured on PP-PicoDet's three such
-    sites, the outputs' cosine to FP32 dropped from 0.9933 to 0.9899 with them carried.)"""
+    gains would have to come from the pre-activation for those layers as well, and carrying them lost accuracy:
+    docs/results/int8-design.md, 'Depthwise scaling'.)"""
     graph = model.graph
     constants = {t.name for t in graph.initializer}
     producer, readers = producers_of(graph), readers_of(graph)
@@ -175,11 +174,9 @@ def scale_depthwise(model: onnx.ModelProto, peaks: dict[str, np.ndarray],
     result = onnx.ModelProto()
     result.CopyFrom(model)
     graph = result.graph
-    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    producer = producers_of(graph)
-    readers = readers_of(graph)
-    outputs = {o.name for o in graph.output}
-    initializer = {t.name: t for t in graph.initializer}
+    index = GraphIndex.of(result)
+    producer, readers, outputs, initializer = index.producer, index.readers, index.graph_outputs, index.initializers
+    constants = {name: numpy_helper.to_array(t) for name, t in initializer.items()}
     applied: dict[str, float] = {}
     sites = find_sites(result)
     carries = {c.site.tensor: c for c in find_carries(result, sites)} if carried else {}
@@ -216,7 +213,8 @@ def scale_depthwise(model: onnx.ModelProto, peaks: dict[str, np.ndarray],
         for conv in site.convs:
             conv.input[0] = name
         position = list(graph.node).index(site.convs[0])
-        graph.node.insert(position, helper.make_node("Mul", [site.tensor, f"{name}_value"], [name], name=name))
+        graph.node.insert(position, mark(helper.make_node("Mul", [site.tensor, f"{name}_value"], [name], name=name),
+                                         GAIN))
         applied[site.tensor] = float(gain.max() / gain.min())
     return result, applied
 
@@ -238,16 +236,8 @@ def _carry(graph: onnx.GraphProto, carry: Carry, gain: np.ndarray, shape: tuple[
     graph.initializer.append(numpy_helper.from_array((1.0 / gain).astype(np.float32).reshape(shape),
                                                      f"{name}_value"))
     position = list(graph.node).index(carry.hardswish)
-    graph.node.insert(position, helper.make_node("Mul", [scaled, f"{name}_value"], [preactivation], name=name))
-
-
-def preactivation_writer(producer: dict[str, onnx.NodeProto], tensor: str) -> onnx.NodeProto | None:
-    """The node that writes a HardSwish's input ``tensor``, looking through the ``Mul(1/g)`` of a carried gain:
-    the convolution whose output is the pre-activation the INT8 pass quantizes."""
-    node = producer.get(tensor)
-    if node is not None and node.op_type == "Mul" and node.name.endswith(INVERSE_SUFFIX):
-        return producer.get(node.input[0])
-    return node
+    graph.node.insert(position, mark(helper.make_node("Mul", [scaled, f"{name}_value"], [preactivation], name=name),
+                                     INVERSE_GAIN))
 
 
 def _compensable(node: onnx.NodeProto, tensor: str, constants: dict[str, np.ndarray],
@@ -327,7 +317,7 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     sites = find_sites(model)
     if not sites:
         console.note("Depthwise scaling: no depthwise convolution reads an activation; graph unchanged")
-        context.details["scale_depthwise"] = {"tensors": 0}
+        context.record(ScaleDepthwiseRecord(tensors=0))
         return model
     carries = find_carries(model, sites) if context.target is Target.CPU else []
     with console.step(f"Depthwise scaling: measuring {len(sites)} input(s) per channel on the probe data..."):
@@ -340,19 +330,18 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if not applied:
         console.note(f"Depthwise scaling: no depthwise input needs a gain (channels within {MIN_SPREAD:g}x of each "
                      f"other, or within {MIN_SPREAD_FOR_MUL:g}x where the gain would cost a Mul); unchanged")
-        context.details["scale_depthwise"] = {"tensors": 0}
+        context.record(ScaleDepthwiseRecord(tensors=0))
         return model
     check = context.compare(model, scaled, context.probe)
     if check.cosine < MIN_COSINE:
         raise VerificationFailed(f"Depthwise scaling changed the network's outputs (cosine {check.cosine:.6f}): "
                                  "rerun without the scale_depthwise pass and report the model.")
-    inverse = sum(n.op_type == "Mul" and n.name.endswith(INVERSE_SUFFIX) for n in scaled.graph.node)
-    added = sum(n.op_type == "Mul" and n.name.endswith(GAIN_SUFFIX) for n in scaled.graph.node) - inverse
+    inverse = sum(gain_kind(n) == INVERSE_GAIN for n in scaled.graph.node)
+    added = sum(gain_kind(n) == GAIN for n in scaled.graph.node)
     carried_text = f", {inverse} carried into the convolution before their HardSwish" if inverse else ""
     console.success(f"Depthwise scaling: {len(applied)} input(s) lifted to one range per tensor (widest spread "
                     f"{max(applied.values()):.0f}x; {len(applied) - added} folded into a constant, {added} Mul "
                     f"added{carried_text}); vs input: cosine {check.cosine:.7f}")
-    context.details["scale_depthwise"] = {"tensors": len(applied), "folded": len(applied) - added, "muls": added,
-                                          "carried": inverse, "spread": applied, "probe": context.probe.source,
-                                          "verification": check.to_dict()}
+    context.record(ScaleDepthwiseRecord(len(applied), len(applied) - added, added, inverse, dict(applied),
+                                        context.probe.source, check))
     return scaled

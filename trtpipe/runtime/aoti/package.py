@@ -83,9 +83,9 @@ def read_package(path: Path) -> tuple[ArtifactManifest, AotiPackage]:
 
 
 def _package(path: Path, manifest: ArtifactManifest, device: Device) -> AotiPackage:
-    section = manifest.details.get(SECTION)
+    section = manifest.section(SECTION)
     try:
-        if not isinstance(section, dict):
+        if section is None:
             raise ValueError(f"no '{SECTION}' section")
         low, high = (int(b) for b in section["batch_range"])
         return AotiPackage(path, manifest.sha256, device, (low, high), bool(section["channels_last"]),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -143,6 +144,10 @@ class OnnxRuntimeBackend(Backend):
         """Whether runs replay a captured CUDA graph per input shape."""
         return self.cuda_graph
 
+    def replays_cuda_graph(self, feeds: dict[str, np.ndarray]) -> bool | None:
+        """On a GPU provider, whether runs replay a captured CUDA graph (per input shape); None on the CPU."""
+        return self.cuda_graph if self.device is Device.CUDA else None
+
     def close(self) -> None:
         # Dropping the session stops its thread pool, so it cannot spin against the next thing measured.
         self.__dict__.pop("session", None)
@@ -157,7 +162,7 @@ def _with_fp16_rounding(artifact: Path | onnx.ModelProto | ArtifactDescription,
     :mod:`fp16_rounding`), and how many tensors it rounds; as they are where nothing is FP16."""
     from trtpipe.onnx_info import load_onnx
 
-    model = artifact if isinstance(artifact, onnx.ModelProto) else load_onnx(Path(source))  # type: ignore[arg-type]
+    model = artifact if isinstance(artifact, onnx.ModelProto) else load_onnx(_file_of(artifact))
     rounded, count = round_fp16_tensors(model)
     if not count:
         return artifact, source, 0
@@ -172,7 +177,7 @@ def _with_fp16_rounding(artifact: Path | onnx.ModelProto | ArtifactDescription,
 def _with_float_weights(artifact: Path | onnx.ModelProto | ArtifactDescription,
                         source: str | bytes) -> tuple[str | bytes, int]:
     """``source`` with the weights of the convolutions the CPU provider runs in float dequantized once (see
-    :mod:`float_weights`: exact, and up to 1.45x faster on a Q/DQ detector), and how many were folded; ``source``
+    :mod:`float_weights`: exact, and faster on a Q/DQ detector), and how many were folded; ``source``
     as it is where there are none."""
     from trtpipe.onnx_info import load_onnx
 
@@ -182,7 +187,7 @@ def _with_float_weights(artifact: Path | onnx.ModelProto | ArtifactDescription,
         model = onnx.ModelProto()
         model.CopyFrom(artifact)
     else:
-        path = Path(source)  # type: ignore[arg-type]
+        path = _file_of(artifact)
         if not needs_folding(load_onnx(path, load_weights=False)):
             return source, 0
         model = load_onnx(path)
@@ -192,13 +197,19 @@ def _with_float_weights(artifact: Path | onnx.ModelProto | ArtifactDescription,
     return (model.SerializeToString(), folded) if folded else (source, 0)
 
 
+def _file_of(artifact: Path | ArtifactDescription) -> Path:
+    """The file an artifact not held in memory is read from (the session's ``source``)."""
+    return Path(str(artifact.path)) if isinstance(artifact, ArtifactDescription) else Path(artifact)
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _info(node: object) -> TensorInfo:
-    ort_type = node.type  # type: ignore[attr-defined]
-    shape = tuple(d if isinstance(d, int) else (d or None) for d in node.shape)  # type: ignore[attr-defined]
+def _info(node: Any) -> TensorInfo:
+    """``node``: an onnxruntime.NodeArg (onnxruntime ships no types)."""
+    ort_type = node.type
+    shape = tuple(d if isinstance(d, int) else (d or None) for d in node.shape)
     entry = dtype(onnx_name=ort_type.removeprefix("tensor(").removesuffix(")"))
-    return TensorInfo(node.name, entry.numpy if entry else ort_type, shape)  # type: ignore[attr-defined]
+    return TensorInfo(node.name, entry.numpy if entry else ort_type, shape)

@@ -4,8 +4,8 @@ ONNX Runtime's CPU provider runs a Q/DQ convolution as an integer kernel (QLinea
 through one QuantizeLinear. Where a float op reads the output instead (an exported HardSwish or SiLU, whose
 pre-activation trtpipe's cpu placement leaves unrounded), it keeps the DequantizeLinear of the weights in the
 graph, deliberately not constant-folded, and the Conv gets a weight tensor that is recomputed at every run and that
-it cannot pre-pack. Measured on PP-PicoDet's INT8 (cpu target, 98 such convolutions, one run, 2 threads): 1090 ms
-against 565 ms for the FP32 file; with the weights folded here, 752 ms.
+it cannot pre-pack, which made a real INT8 detector slower than its FP32 file (measured:
+docs/results/int8-design.md, 'Float weights on ONNX Runtime').
 
 Folding is exact: the same float32 arithmetic DequantizeLinear does ((q - zero_point) * scale, per channel where the
 scale is), done once (the float kernel that then runs may sum in another order than the unpacked one).

@@ -43,14 +43,16 @@ class OpenVinoBackend(Backend):
         NNCF write), which is OpenVINO's own format and has no trtpipe description."""
         options = self.accept(options)
         ov = import_openvino("Running an ONNX artifact on OpenVINO")
-        ir = not isinstance(artifact, ArtifactDescription) and Path(artifact).suffix.lower() == ".xml"
+        ir = None if isinstance(artifact, ArtifactDescription) or Path(artifact).suffix.lower() != ".xml" else artifact
         description = None
-        if not ir:
+        if ir is not None:
+            self.path = Path(ir)
+        else:
             description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(artifact)
             if description.precision is Precision.INT8 and description.target is Target.TENSORRT:
                 raise BadInput(f"{description.path} is TensorRT-target INT8: OpenVINO's integer kernels would not "
                                "compute TensorRT's arithmetic. Run it on onnxruntime, or optimize with --target cpu.")
-        self.path = Path(artifact) if description is None else Path(str(description.path))
+            self.path = Path(str(description.path))
         if options.inference_precision not in INFERENCE_PRECISIONS:
             raise BadInput(f"Unknown OpenVINO inference precision '{options.inference_precision}': choose "
                            f"{' or '.join(map(str, INFERENCE_PRECISIONS))}.")

@@ -112,7 +112,8 @@ class TensorRTBackend(Backend):
 
     def _read_io(self, trt: Any) -> tuple[list[TensorInfo], list[TensorInfo]]:
         """The engine's IO tensors, in its order, as trtpipe exchanges them with numpy."""
-        inputs, outputs = [], []
+        inputs: list[TensorInfo] = []
+        outputs: list[TensorInfo] = []
         for index in range(self._engine.num_io_tensors):
             name = self._engine.get_tensor_name(index)
             trt_dtype = self._engine.get_tensor_dtype(name)
@@ -306,6 +307,9 @@ class TensorRTBackend(Backend):
         """Whether runs of these inputs' shapes replay a captured CUDA graph now."""
         return self._graphs.replays(self._key(feeds))
 
+    def replays_cuda_graph(self, feeds: dict[str, np.ndarray]) -> bool | None:
+        return self.replays_graph(feeds)
+
     def profile_layers(self, feeds: dict[str, np.ndarray], runs: int) -> dict[str, Any]:
         """Time every layer over ``runs`` runs of ``feeds``' shapes with TensorRT's profiler, and return the
         summary (:meth:`LayerTimes.summary`).
@@ -390,7 +394,7 @@ def _profiler(trt: Any, times: LayerTimes) -> Any:
     """A ``trt.IProfiler`` forwarding each layer's time to ``times`` (the Python API's documented pattern: a
     subclass that calls ``IProfiler.__init__`` and overrides ``report_layer_time``)."""
 
-    class Profiler(trt.IProfiler):  # type: ignore[misc, name-defined]
+    class Profiler(trt.IProfiler):
         def __init__(self) -> None:
             trt.IProfiler.__init__(self)
 

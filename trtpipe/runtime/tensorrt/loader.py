@@ -228,7 +228,9 @@ def tensorrt_logger(trt: ModuleType) -> Any:
 def logger_class(trt: ModuleType) -> type:
     """A ``trt.ILogger`` subclass forwarding to a :class:`TensorRTMessages`; defined only when TensorRT is there."""
 
-    class Logger(trt.ILogger):  # type: ignore[misc, name-defined]
+    base: Any = trt.ILogger  # from the module passed in: a class the checker cannot see
+
+    class Logger(base):
         def __init__(self, sink: TensorRTMessages) -> None:
             trt.ILogger.__init__(self)
             self._sink = sink

@@ -105,7 +105,7 @@ def _check_object(where: str, value: object, fields: dict[str, type]) -> None:
         if not isinstance(item, kind):
             raise ValueError(f"'{where}.{key}' is {'missing' if item is None else type(item).__name__}, "
                              f"not {kind.__name__}")
-        if kind is list and not all(isinstance(d, int) and not isinstance(d, bool) for d in item):
+        if isinstance(item, list) and not all(isinstance(d, int) and not isinstance(d, bool) for d in item):
             raise ValueError(f"'{where}.{key}' holds something other than integers")
 
 
@@ -155,7 +155,7 @@ def check_engine_file(engine: Path, sidecar: EngineSidecar) -> None:
     actual = sha256_file(engine)
     if actual != sidecar.engine_sha256:
         raise BadInput(f"{engine} does not match its sidecar (SHA-256 {actual[:12]}… vs recorded "
-                       f"{sidecar.engine_sha256[:12]}…): the file was changed or truncated; rebuild with "
+                       f"{(sidecar.engine_sha256 or 'none')[:12]}…): the file was changed or truncated; rebuild with "
                        "'trtpipe build'.")
 
 

@@ -5,6 +5,7 @@ graph captured by hand or by ``torch.compile(mode="reduce-overhead")``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,6 +16,8 @@ from trtpipe.inputs import InputSpec
 from trtpipe.runtime.base import Backend, TensorInfo
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision
+
+_HALF_DTYPES = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}
 
 
 class TorchBackend(Backend):
@@ -52,26 +55,27 @@ class TorchBackend(Backend):
             torch.set_num_threads(threads)  # process-wide; bench sets the same count for every backend
         self.device = device
         self._torch_device = str(device)
-        self.module = module.eval().to(device)
+        module = module.eval().to(device)
         # Autocast: matmuls and convolutions in BF16/FP16, the rest in FP32, as PyTorch users deploy it.
-        self._autocast = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(autocast)  # type: ignore[arg-type]
-        self._half = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(half)  # type: ignore[arg-type]
+        self._autocast = None if autocast is None else _HALF_DTYPES.get(autocast)
+        self._half = None if half is None else _HALF_DTYPES.get(half)
         if self._half is not None:
             import copy
 
-            self.module = copy.deepcopy(self.module).to(self._half)  # the caller's module stays FP32
+            module = copy.deepcopy(module).to(self._half)  # the caller's module stays FP32
         self.channels_last = channels_last
         if channels_last:
-            self.module = self.module.to(memory_format=torch.channels_last)
-        self.precision = (half if self._half is not None else autocast if self._autocast is not None
-                          else Precision.FP32)
+            module = module.to(memory_format=torch.channels_last)
+        self.precision = (half if half is not None and self._half is not None
+                          else autocast if autocast is not None and self._autocast is not None else Precision.FP32)
         self.compiled = compile or compile_mode is not None
-        if self.compiled:  # Inductor compiles on the first call of each new shape (the probe below, then warm-up)
-            self.module = torch.compile(self.module, mode=compile_mode)
+        # Inductor compiles on the first call of each new shape (the probe below, then warm-up).
+        self.module: Callable[..., Any] = torch.compile(module, mode=compile_mode) if self.compiled else module
         self._graphs: dict[tuple[tuple[int, ...], ...], _CapturedGraph] | None = {} if cuda_graph else None
         specs = _specs(inputs, input_name)
         self._inputs = [TensorInfo(spec.name, spec.dtype, ("batch", *spec.sample_shape)) for spec in specs]
-        zeros = [np.zeros((1, *spec.sample_shape), dtype=spec.dtype) for spec in specs]
+        # _specs refused a dynamic dimension but the batch: every sample dimension is an int
+        zeros = [np.zeros((1, *(d for d in spec.sample_shape if d is not None)), dtype=spec.dtype) for spec in specs]
         with torch.inference_mode():
             names = output_names(self._call(*(torch.from_numpy(z).to(self._torch_device) for z in zeros)))
         probe = self._forward(zeros)
@@ -134,7 +138,7 @@ class _CapturedGraph:
     """One input shape's forward captured in a CUDA graph (PyTorch's documented recipe: warm up on a side stream,
     capture into static tensors, then copy each call's inputs into them and replay)."""
 
-    def __init__(self, module: nn.Module, example: tuple[torch.Tensor, ...]) -> None:
+    def __init__(self, module: Callable[..., Any], example: tuple[torch.Tensor, ...]) -> None:
         self.inputs = tuple(t.clone() for t in example)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -158,7 +162,7 @@ def _specs(inputs: Sequence[InputSpec] | tuple[int, ...], name: str) -> list[Inp
     """The inputs as specs: a bare sample shape is one float32 input called ``name``."""
     specs = [item for item in inputs if isinstance(item, InputSpec)]
     if not specs:
-        return [InputSpec(name, (None, *(int(d) for d in inputs)))]  # type: ignore[arg-type]
+        return [InputSpec(name, (None, *(int(d) for d in inputs if not isinstance(d, InputSpec))))]
     for spec in specs:
         if any(d is None for d in spec.sample_shape):
             raise BadInput(f"Input '{spec.name}' has dynamic dimensions ({format_shape(spec.shape)}): the torch "

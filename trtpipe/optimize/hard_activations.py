@@ -2,10 +2,9 @@
 
 Exporters that predate opset 14, and PaddlePaddle's, write a HardSwish as four nodes (``x * clip(x + 3, 0, 6) /
 6``); onnxslim keeps them. ONNX Runtime's CPU provider then runs four passes over the tensor and cannot keep its
-blocked (NCHWc) layout across them, so it reorders around every convolution: measured on the real PP-PicoDet
-(94 such chains, 2 threads, interleaved rounds) the FP32 file ran 128 ms as exported and 63 ms with each chain
-one HardSwish node; OpenVINO, which recognises the pattern itself, ran the same (1.06x, within noise). TensorRT
-fuses either form into the convolution's epilogue.
+blocked (NCHWc) layout across them, so it reorders around every convolution; OpenVINO recognises the pattern
+itself (measured: docs/results/int8-design.md, 'HardSwish fusion'). TensorRT fuses either form into the convolution's
+epilogue.
 
 A chain is recognised by what it computes, not by how it is spelled: every elementwise chain of one tensor
 (:mod:`trtpipe.optimize.elementwise`) is evaluated on a grid and compared with HardSwish and HardSigmoid(1/6, 1/2).
@@ -36,7 +35,8 @@ def _closed_part(chain: Chain, tensor: str, readers: dict[str, list[onnx.NodePro
     """The nodes of ``chain`` that ``tensor`` depends on, when nothing outside them reads their other outputs (so
     they can all go); None otherwise."""
     producer = {node.output[0]: node for node in chain.nodes}
-    part, pending = [], [tensor]
+    part: list[onnx.NodeProto] = []
+    pending = [tensor]
     while pending:
         node = producer.get(pending.pop())
         if node is not None and not any(node is p for p in part):
@@ -71,8 +71,8 @@ def fuse_hard_activations(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict
     """``model`` with each elementwise chain that computes a HardSwish or a HardSigmoid(1/6, 1/2) replaced by that
     one operator, and how many of each it fused. A model below opset 14 with a HardSwish to fuse is upgraded to 14
     first (ONNX's version converter; where it cannot convert the model, the two-node form is written instead):
-    OpenVINO runs ``x * HardSigmoid(x)`` as two ops between its integer convolutions, measured 3x slower than
-    one HardSwish on the INT8 PP-PicoDet."""
+    OpenVINO runs ``x * HardSigmoid(x)`` as two ops between its integer convolutions, slower than one HardSwish
+    (measured: docs/results/int8-design.md, 'HardSwish fusion')."""
     opset = default_opset(model)
     if opset < HARD_SWISH_OPSET and _finds_hard_swish(model):
         try:
@@ -91,7 +91,8 @@ def _each(model: onnx.ModelProto) -> list[tuple[str, str, str, list[onnx.NodePro
     """(operator, source, tensor, nodes) for each replaceable activation, none sharing a node."""
     chains = Chains(model)
     swish, sigmoid = hard_swish(_GRID), hard_sigmoid(_GRID, _ALPHA, 0.5)
-    found, taken = [], set()
+    found: list[tuple[str, str, str, list[onnx.NodeProto]]] = []
+    taken: set[int] = set()
     for source in [i.name for i in model.graph.input] + [o for node in model.graph.node for o in node.output if o]:
         chain = chains.of(source)
         if chain is None or len(chain.nodes) < 2:

@@ -1,0 +1,104 @@
+"""Render HTML reports in headless Chromium and check what a reader would see (``make report-check``).
+
+For each report: a PNG of the whole page at 1280 px wide beside it (report.png), and, measured by Chromium itself
+on a copy of the page with a measuring script added (the report carries no script of its own), that the page does
+not scroll sideways at that width and that no two texts of a chart overlap (tick labels, axis titles, the numbered
+points of the accuracy-vs-latency chart). Exits 1 naming each failure.
+
+Usage: python scripts/report_check.py [REPORT.html ...]   (default: reports/*/report.html)
+Needs Chromium (Debian: apt-get install chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WIDTH = 1280
+TOLERANCE_PX = 1.0  # overlap below this in either direction is antialiasing, not a collision
+
+MEASURE = """<script>
+addEventListener("load", () => {
+  const overlaps = [];
+  for (const chart of document.querySelectorAll(".chart")) {
+    const boxes = [...chart.querySelectorAll("svg text")].filter(t => t.textContent.trim())
+      .map(t => [t.textContent.trim(), t.getBoundingClientRect()]).filter(([, r]) => r.width && r.height);
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+      const [a, ra] = boxes[i], [b, rb] = boxes[j];
+      const w = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+      const h = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+      if (w > TOLERANCE && h > TOLERANCE) overlaps.push([chart.id, a, b, Math.round(w), Math.round(h)]);
+    }
+  }
+  const result = {scrollWidth: document.documentElement.scrollWidth, innerWidth: innerWidth,
+                  height: document.documentElement.scrollHeight, overlaps: overlaps,
+                  charts: document.querySelectorAll(".chart svg").length};
+  const out = document.createElement("pre");
+  out.id = "report-check";
+  out.textContent = JSON.stringify(result);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if found := shutil.which(name):
+            return found
+    sys.exit("report-check needs Chromium: apt-get install chromium (Debian), then run it again.")
+
+
+def _run(browser: str, profile: Path, *args: str) -> str:
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={profile}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=180, check=True).stdout
+
+
+def check(page: Path, browser: str, work: Path) -> list[str]:
+    """The page's failures (empty when it passes); writes the PNG beside it."""
+    measured = work / page.parent.name / page.name
+    measured.parent.mkdir(parents=True, exist_ok=True)
+    measured.write_text(page.read_text().replace("</body>", MEASURE.replace("TOLERANCE", str(TOLERANCE_PX))
+                                                + "</body>", 1))
+    dom = _run(browser, work / "profile", f"--window-size={WIDTH},900", "--virtual-time-budget=10000",
+               "--dump-dom", measured.as_uri())
+    found = re.search(r'<pre id="report-check">(.*?)</pre>', dom, re.S)
+    if not found:
+        return [f"{page}: Chromium did not run the measuring script"]
+    result = json.loads(found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+                        .replace("&amp;", "&"))
+    png = page.with_suffix(".png")
+    _run(browser, work / "profile", f"--window-size={WIDTH},{min(result['height'] + 40, 16000)}",
+         f"--screenshot={png}", page.resolve().as_uri())
+    failures = []
+    if result["scrollWidth"] > result["innerWidth"]:
+        failures.append(f"{page}: the page is {result['scrollWidth']} px wide at a {result['innerWidth']} px "
+                        "window: it scrolls sideways")
+    failures += [f"{page}: in {chart}, {a!r} and {b!r} overlap ({w}x{h} px)" for chart, a, b, w, h
+                 in result["overlaps"]]
+    print(f"{page}: {result['charts']} charts, {result['scrollWidth']} px wide at {result['innerWidth']} px, "
+          f"{len(result['overlaps'])} overlapping texts; {png}")
+    return failures
+
+
+def main(argv: list[str]) -> int:
+    pages = [Path(a) for a in argv] or sorted(Path("reports").glob("*/report.html"))
+    if not pages:
+        print("No reports to check: run `make demo` first (it writes reports/<model>/report.html).")
+        return 1
+    browser = _chromium()
+    with tempfile.TemporaryDirectory() as work:
+        failures = [line for page in pages for line in check(page, browser, Path(work))]
+    for line in failures:
+        print(line)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
