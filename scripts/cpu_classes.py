@@ -108,7 +108,7 @@ def worker(path: Path, inputs: Path, out: Path) -> None:
     np.savez(out, *[np.concatenate([r[k] for r in results]) for k in range(len(results[0]))])
 
 
-def measure(case: Case, folder: Path, classes: list[CpuClass]) -> list[dict[str, Any]]:
+def measure(case: Case, folder: Path, classes: list[CpuClass], only: set[str]) -> list[dict[str, Any]]:
     fp32, _ = upgrade_for_precision(onnx.load(str(case.source)), Precision.INT8)
     reference = outputs(fp32, case.evaluation, batch=case.batch)
     inputs = folder / "eval.npy"
@@ -123,6 +123,8 @@ def measure(case: Case, folder: Path, classes: list[CpuClass]) -> list[dict[str,
     measures: dict[str, str] = {}
     for target in (Target.CPU, Target.OPENVINO):
         for made_for in classes:
+            if only and f"{target}:{made_for}" not in only:
+                continue
             start = time.perf_counter()
             path = folder / f"{target}-{made_for}.onnx"
             optimize(case.source, path, OptimizeOptions(precision=Precision.INT8, target=target, cpu_class=made_for,
@@ -177,11 +179,15 @@ def main() -> int:
                                                       TEXT_DETECTOR, LAYOUT_DETECTOR])
     parser.add_argument("--dense", type=int, nargs=2, default=(16, 24), metavar=("CALIB", "EVAL"),
                         help="calibration and eval inputs of the packaged detectors")
+    parser.add_argument("--rows", nargs="*", default=[], metavar="TARGET:CLASS",
+                        help="re-measure only these rows (e.g. openvino:avx2), keeping the report's others")
     args = parser.parse_args()
+    only = set(args.rows)
     here = cpu_class()
     classes = [CpuClass.AVX2] + ([here] if here is not CpuClass.AVX2 else [])
     previous = json.loads(REPORT.read_text()) if REPORT.exists() else {}
-    rows = [r for r in previous.get("rows", []) if r["model"] not in args.models]
+    rows = [r for r in previous.get("rows", []) if r["model"] not in args.models
+            or (only and f"{r['target']}:{r['made_for']}" not in only)]
     judged_on = {k: v for k, v in previous.get("judged_on", {}).items() if k not in args.models}
     for name in args.models:
         with tempfile.TemporaryDirectory(prefix="trtpipe-cpu-classes-") as folder:
@@ -191,7 +197,7 @@ def main() -> int:
                 print(f"{name}: skipped ({missing.message})", flush=True)
                 continue
             judged_on[name] = case.about
-            rows += measure(case, Path(folder), classes)
+            rows += measure(case, Path(folder), classes, only)
         report = {"date": str(date.today()), "judged_on": judged_on, "rows": rows,
                   "machine": {"cpu": cpu_model(), "cpu_class": str(here), "cores": os.cpu_count()}}
         REPORT.parent.mkdir(exist_ok=True)  # after each model: a long run stopped keeps what it measured

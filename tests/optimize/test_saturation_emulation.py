@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.builders import onnx_model, tensor, x_to_y
@@ -82,7 +83,8 @@ def test_8_bit_weights_lose_accuracy_without_vnni_where_7_bit_weights_keep_it() 
         _agreement(reference, full_avx2), _agreement(reference, reduced_avx2))
 
 
-def test_7_bit_weights_stop_at_the_layers_that_saturate_depthwise_keeps_8_bits() -> None:
+@pytest.mark.parametrize("target", [Target.CPU, Target.OPENVINO])  # ONNX Runtime's and OpenVINO's flavours
+def test_7_bit_weights_stop_at_the_layers_that_saturate_depthwise_keeps_8_bits(target: Target) -> None:
     """Depthwise kernels widen to 16 bits before multiplying and never add products in int16 pairs, so a profile
     asking for 7-bit weights (a CPU without VNNI) still gives depthwise convolutions all 8 bits; the pointwise
     convolution after it, which goes through the pairs, stays at 7."""
@@ -95,7 +97,7 @@ def test_7_bit_weights_stop_at_the_layers_that_saturate_depthwise_keeps_8_bits()
     model = x_to_y(nodes, inits, [None, 8, 8, 8], [None, 4, 8, 8], name="separable", opset=13, ir_version=None)
     ranges = calibrate(model, [RNG.standard_normal((4, 8, 8, 8)).astype(np.float32)], CalibMethod.MINMAX,
                        symmetric=False)
-    reduced = quantize(model, ranges, replace(profile_for(Target.CPU), reduce_range=True))
+    reduced = quantize(model, ranges, replace(profile_for(target), reduce_range=True))
     integers = {t.name: numpy_helper.to_array(t) for t in reduced.graph.initializer if t.data_type == TensorProto.INT8}
     largest = {name.split("_quantized")[0]: int(np.abs(v.astype(np.int32)).max()) for name, v in integers.items()}
     assert largest["w_dw"] == 127 and largest["w_pw"] <= 64, largest

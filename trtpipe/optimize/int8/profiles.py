@@ -123,8 +123,7 @@ def profile_for(target: Target, cpu_class: CpuClass | None = None) -> QuantProfi
             target, signed_activations=False, symmetric_activations=False, reduce_range=not vnni,
             reduce_range_reason=f"made for {cpu_class}, which has VNNI: full 8-bit weights" if vnni else
             f"made for {cpu_class}, which lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products"
-            + ("; depthwise convolutions keep 8 bits (their kernels widen to 16 bits before multiplying)"
-               if not openvino else ""),
+            + "; depthwise convolutions keep 8 bits (their kernels widen to 16 bits before multiplying)",
             op_types=OPENVINO_OP_TYPES if openvino else CPU_OP_TYPES, evaluation_optimization=GraphOptimization.ALL,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
             zero_point_free_joins=openvino, concat_in_place=openvino, integer_hardswish=not openvino,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -19,10 +20,9 @@ from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantizati
 from trtpipe.optimize.int8.concat_in_place import concatenate_in_place
 from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
-from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
+from trtpipe.optimize.int8.profiles import CPU_TARGETS, WEIGHTED_OPS, QuantProfile
 from trtpipe.optimize.int8.saturation import saturated_ranges
 from trtpipe.optimize.int8.zero_points import zero_point_free_joins
-from trtpipe.vocab import Target
 
 
 def quantize(
@@ -65,7 +65,7 @@ def quantize(
             list(exclude),
             op_types,
             full_range_depthwise(model, dict(profile.extra_options))
-            if profile.reduce_range and profile.target is Target.CPU else dict(profile.extra_options),
+            if profile.reduce_range and profile.target in CPU_TARGETS else dict(profile.extra_options),
         )
         quantizer.quantize_model()
         quantized = quantizer.model.model
@@ -89,11 +89,10 @@ def float_reads(model: onnx.ModelProto, fp32: onnx.ModelProto, float_nodes: set[
     float value it rounded. ONNX Runtime's U8S8 quantizer writes a convolution's output through Q/DQ for its
     QLinearConv, which is free where the next op quantizes that tensor anyway (a folded Relu or ReLU6, a residual
     Add, another convolution) and costly where a float op reads it: before an exported HardSwish the output is the
-    pre-activation, whose range is hundreds of times the activation's. Measured on the real PP-PicoDet (cpu target,
-    12 pages): 87.0 % mAP@0.5 vs FP32 with that Q/DQ, 97.2 % without; and on OpenVINO 98 ms with it, 53 ms
-    without (NNCF's 66 ms, the FP32 file's 91 ms, in the same run). ONNX Runtime then runs such a convolution in
-    float. A pair that holds an activation the quantizer folded into it (a Relu or ReLU6 after a convolution is
-    removed, its clamp left to the quantization) stays: without it the reader would get the unclamped value.
+    pre-activation, whose range is hundreds of times the activation's (measured: docs/results/int8-design.md,
+    'Graph outputs and float reads'). ONNX Runtime then runs such a convolution in float. A pair that holds an
+    activation the quantizer folded into it (a Relu or ReLU6 after a convolution is removed, its clamp left to
+    the quantization) stays: without it the reader would get the unclamped value.
     Returns how many pairs it removed."""
     graph = model.graph
     fp32_producer = {out: node.op_type for node in fp32.graph.node for out in node.output}
@@ -137,7 +136,7 @@ def float_graph_outputs(model: onnx.ModelProto) -> int:
     QGemm), so the model hands back the float value its last op computed.
 
     Quantizing the output rounds every logit to one of 256 levels for no kernel's sake: ONNX Runtime's QGemm and
-    QLinearConv write float when no Q follows (measured on ResNet-50: same latency, mean logit error 0.41 -> 0.37),
+    QLinearConv write float when no Q follows (measured: docs/results/int8-design.md, 'Graph outputs and float reads'),
     and OpenVINO otherwise runs the final dequantization as two extra ops. Returns how many outputs it freed.
     """
     graph = model.graph
@@ -150,7 +149,9 @@ def float_graph_outputs(model: onnx.ModelProto) -> int:
     freed = 0
     for output in graph.output:
         dq = producer.get(output.name)
-        q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+        if dq is None or dq.op_type != "DequantizeLinear":
+            continue
+        q = producer.get(dq.input[0])
         if q is None or q.op_type != "QuantizeLinear" or readers.get(dq.output[0]) or readers[q.output[0]] != 1:
             continue
         value = q.input[0]
@@ -204,7 +205,9 @@ def keep_residual_branch_only(model: onnx.ModelProto) -> int:
         sources = []
         for index, name in enumerate(add.input):
             dq = producer.get(name)
-            q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+            if dq is None or dq.op_type != "DequantizeLinear":
+                break
+            q = producer.get(dq.input[0])
             if q is None or q.op_type != "QuantizeLinear":
                 break
             sources.append((index, dq, q, producer.get(q.input[0])))
@@ -226,17 +229,17 @@ def keep_residual_branch_only(model: onnx.ModelProto) -> int:
     return rewired
 
 
-def full_range_depthwise(model: onnx.ModelProto, options: dict[str, object]) -> dict[str, object]:
+def full_range_depthwise(model: onnx.ModelProto, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with full 8-bit weights for every depthwise convolution where the profile asks for 7 bits.
 
     7-bit weights (reduce_range) exist because x86's int8 dot product without VNNI adds pairs of uint8 x int8
     products in int16 and saturates (saturation_emulation.py). Depthwise convolutions never take that path: ONNX
     Runtime's and oneDNN's depthwise kernels widen both operands to 16 bits, subtract the zero point and accumulate
     each product in 32 bits, so halving their weights' resolution there buys nothing and costs accuracy (a depthwise
-    output sums nine products, too few for rounding errors to average out). The cpu target only (ONNX Runtime's
-    file): on PP-PicoDet's openvino file under OpenVINO's AVX2 kernels it measured no better than 7 bits throughout."""
+    output sums nine products, too few for rounding errors to average out). Both CPU flavours (cpu for ONNX Runtime,
+    openvino for OpenVINO): measured under oneDNN's AVX2 kernels (docs/results/accuracy-by-cpu-class.md)."""
     constants = {t.name: t for t in model.graph.initializer}
-    overrides = dict(options.get("TensorQuantOverrides") or {})  # type: ignore[call-overload]
+    overrides = dict(options.get("TensorQuantOverrides") or {})
     for node in model.graph.node:
         if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in constants:
             continue
