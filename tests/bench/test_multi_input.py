@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.optimize.multi_input_models import nhwc_uint8_onnx, two_input_data, two_input_onnx
+from tests.builders import nhwc_uint8_onnx, two_input_data, two_input_onnx
 from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.plan import trt_profile
 from trtpipe.inputs import InputSpec

@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.serve.tiny_models import lookup
+from tests.builders import lookup
 from trtpipe.serve.loopback import free_port, wait_until_ready
 
 HEADROOM = 60 << 20  # address space allowed above the server's once it is ready

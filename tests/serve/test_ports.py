@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.serve.tiny_models import lookup
+from tests.builders import lookup
 from trtpipe.serve.loopback import free_port
 
 pytest.importorskip("tritonclient.grpc", reason="the gRPC service needs trtpipe[triton]")
