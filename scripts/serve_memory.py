@@ -55,10 +55,14 @@ def serving(repository: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, st
 
 
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """The resident memory of process ``pid`` and of its children (the gRPC listener) together."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0.0
+    for process in [pid, *map(int, children)]:
+        for line in Path(f"/proc/{process}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
 
 
 def grpc_message(count: int, typed: bool = False) -> bytes:

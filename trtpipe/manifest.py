@@ -5,7 +5,11 @@ task where known, hash, size, the nodes deliberately kept in FP32, how long it t
 stage's own account (export and verification for convert; options, data, and each pass's record for optimize),
 kept at the top level of the JSON for people reading it. The sections one stage reads back from another's manifest
 have typed records and accessors here (:class:`MadeFrom`, :class:`SourceModel`, :class:`RecordedOptions`,
-``ArtifactManifest.input_specs``); the passes' sections are the records of trtpipe.optimize.passes.records.
+:class:`VerificationRecord`, :class:`DataRecord`, ``ArtifactManifest.input_specs``); each stage's own sections are
+records beside the stage (trtpipe.convert.records, trtpipe.compile.records, the passes' records in optimize) and the
+``aotinductor`` section is the runtime's (trtpipe.runtime.aoti.package.AotiRecord). Each record's ``to_dict`` writes
+the JSON earlier manifests carried, so they read back as the same record; a shared section that is absent or not
+such a record reads as None.
 ``schema`` versions the whole layout: a manifest without it (an older trtpipe's) or with another is not trusted,
 and the reader is told so in one line (``on_other_layout``).
 
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from trtpipe.inputs import InputSpec
 
 # The layout's version: the "artifact" object and the typed records below (``details``' shared sections and the
-# optimize passes' records, trtpipe.optimize.passes.records). A manifest without one predates the typed manifest.
+# optimize passes' records, trtpipe.optimize.records). A manifest without one predates the typed manifest.
 MANIFEST_SCHEMA = "trtpipe.manifest/2"
 
 
@@ -174,6 +178,162 @@ class RecordedOptions:
         return RecordedPreprocessing.from_dict(self.record)
 
 
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    """``details.verification``: convert's and compile's proof that the artifact computes what PyTorch FP32 does
+    (``VerificationReport.record()``, ``Verification.record()``): the verdict, the bounds, the figures over every
+    case, and each case as written (its inputs, verdict and comparison figures)."""
+
+    passed: bool
+    atol: float
+    rtol: float
+    min_cosine: float
+    max_abs_err: float
+    max_rel_err: float
+    cosine: float
+    top1_agreement: float | None = None
+    dataset: str | None = None
+    reference_accuracy: float | None = None
+    candidate_accuracy: float | None = None
+    cases: tuple[dict[str, Any], ...] = ()
+    eval_samples: int | None = None  # convert's: the held-out samples judged (compile's record has no such field)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed,
+                "tolerance": {"atol": self.atol, "rtol": self.rtol, "min_cosine": self.min_cosine},
+                "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err, "cosine": self.cosine,
+                "top1_agreement": self.top1_agreement, "dataset": self.dataset,
+                **({} if self.eval_samples is None else {"eval_samples": self.eval_samples}),
+                "reference_accuracy": self.reference_accuracy, "candidate_accuracy": self.candidate_accuracy,
+                "cases": [dict(case) for case in self.cases]}
+
+    @classmethod
+    def from_dict(cls, data: object) -> VerificationRecord | None:
+        """The record, or None where ``data`` is not one (absent, or a field of the wrong type)."""
+        if not isinstance(data, dict) or not isinstance(data.get("passed"), bool):
+            return None
+        tolerance, cases = data.get("tolerance"), data.get("cases")
+        if not isinstance(tolerance, dict) or not isinstance(cases, list) or not all(isinstance(c, dict)
+                                                                                     for c in cases):
+            return None
+        bounds = [_number(tolerance.get(k)) for k in ("atol", "rtol", "min_cosine")]
+        figures = [_number(data.get(k)) for k in ("max_abs_err", "max_rel_err", "cosine")]
+        atol, rtol, min_cosine = bounds
+        max_abs, max_rel, cosine = figures
+        if atol is None or rtol is None or min_cosine is None or max_abs is None or max_rel is None or cosine is None:
+            return None
+        return cls(data["passed"], atol, rtol, min_cosine, max_abs, max_rel, cosine,
+                   _number(data.get("top1_agreement")), _text(data.get("dataset")),
+                   _number(data.get("reference_accuracy")), _number(data.get("candidate_accuracy")),
+                   tuple(dict(c) for c in cases),
+                   _count(data.get("eval_samples")))
+
+
+@dataclass(frozen=True)
+class DataDescription:
+    """A data set as optimize records it (``details.data.calibration`` and ``.eval``): where it came from, how many
+    samples, their SHA-256, whether it carried labels, and (calibration) each sample's fingerprint."""
+
+    source: str
+    samples: int
+    sha256: str | None = None
+    labelled: bool = False
+    fingerprints: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "samples": self.samples, "sha256": self.sha256, "labelled": self.labelled,
+                **({} if self.fingerprints is None else {"fingerprints": list(self.fingerprints)})}
+
+    @classmethod
+    def from_dict(cls, data: object) -> DataDescription | None:
+        """The record, or None where ``data`` is not one."""
+        if not isinstance(data, dict) or _text(data.get("source")) is None or _count(data.get("samples")) is None:
+            return None
+        prints = data.get("fingerprints")
+        fingerprints = tuple(prints) if isinstance(prints, list) and all(isinstance(f, str) for f in prints) else None
+        return cls(data["source"], data["samples"], _text(data.get("sha256")), data.get("labelled") is True,
+                   fingerprints)
+
+
+@dataclass(frozen=True)
+class JudgedOn:
+    """``details.data.judged_on``: the data optimize judged the artifact's accuracy on (``data``: ``eval``,
+    ``held-out`` or ``calibration``), and whether that figure is optimistic (judged on what it was fit to)."""
+
+    data: str
+    source: str
+    samples: int
+    sha256: str | None = None
+    optimistic: bool = False
+    labelled: bool | None = None  # --eval's record says whether it carried labels
+    why: str | None = None  # optimistic: why nothing could be held out
+    drawn: str | None = None  # held out: how the samples were drawn
+    indices: tuple[int, ...] | None = None  # held out of a fixed set: which samples
+    calibration_samples: int | None = None  # held out: what was left to calibrate on
+    calibration_sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        optional = {"why": self.why, "drawn": self.drawn,
+                    "indices": None if self.indices is None else list(self.indices),
+                    "calibration_samples": self.calibration_samples, "calibration_sha256": self.calibration_sha256}
+        return {"data": self.data, "source": self.source, "samples": self.samples, "sha256": self.sha256,
+                **({} if self.labelled is None else {"labelled": self.labelled}), "optimistic": self.optimistic,
+                **{k: v for k, v in optional.items() if v is not None}}
+
+    @classmethod
+    def from_dict(cls, data: object) -> JudgedOn | None:
+        """The record, or None where ``data`` is not one."""
+        if (not isinstance(data, dict) or _text(data.get("data")) is None or _text(data.get("source")) is None
+                or _count(data.get("samples")) is None):
+            return None
+        labelled, indices = data.get("labelled"), data.get("indices")
+        return cls(data["data"], data["source"], data["samples"], _text(data.get("sha256")),
+                   data.get("optimistic") is True, labelled if isinstance(labelled, bool) else None,
+                   _text(data.get("why")), _text(data.get("drawn")),
+                   tuple(indices) if isinstance(indices, list) and all(_count(i) is not None for i in indices)
+                   else None, _count(data.get("calibration_samples")), _text(data.get("calibration_sha256")))
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """``details.data``: optimize's record of the data it calibrated on, the --eval data, and what judged it. A
+    part that is absent or not such a record reads as None (the artifact is then taken as not fit to its data)."""
+
+    calibration: DataDescription | None = None
+    eval: DataDescription | None = None
+    judged_on: JudgedOn | None = None
+
+    @property
+    def calibration_fingerprints(self) -> frozenset[str]:
+        """The fingerprints of the samples calibration was fit to (empty where none were recorded)."""
+        return frozenset(self.calibration.fingerprints or ()) if self.calibration is not None else frozenset()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calibration": None if self.calibration is None else self.calibration.to_dict(),
+                "eval": None if self.eval is None else self.eval.to_dict(),
+                "judged_on": None if self.judged_on is None else self.judged_on.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: object) -> DataRecord | None:
+        """The record, or None where ``data`` is not an object (a manifest without the section)."""
+        if not isinstance(data, dict):
+            return None
+        return cls(DataDescription.from_dict(data.get("calibration")), DataDescription.from_dict(data.get("eval")),
+                   JudgedOn.from_dict(data.get("judged_on")))
+
+
 @dataclass
 class ArtifactManifest:
     kind: ArtifactKind
@@ -226,6 +386,23 @@ class ArtifactManifest:
                 continue
             specs[spec.name] = spec
         return specs
+
+    @property
+    def verification(self) -> VerificationRecord | None:
+        """Convert's or compile's verification against PyTorch FP32; None for another stage's artifact, or where
+        the section is not such a record."""
+        return VerificationRecord.from_dict(self.details.get("verification"))
+
+    @property
+    def data(self) -> DataRecord | None:
+        """Optimize's record of the data it calibrated and was judged on; None for another stage's artifact."""
+        return DataRecord.from_dict(self.details.get("data"))
+
+    @property
+    def versions(self) -> dict[str, str]:
+        """The library versions the stage ran with (``torch``, ``onnx``...), those recorded as text."""
+        versions = self.details.get("versions")
+        return {k: v for k, v in versions.items() if isinstance(v, str)} if isinstance(versions, dict) else {}
 
     def section(self, name: str) -> dict[str, Any] | None:
         """A stage's own section of ``details`` (a pass's record: ``int8``, ``fp16``...), as written; None where

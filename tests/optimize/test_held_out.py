@@ -12,6 +12,7 @@ import numpy as np
 from tests.conftest import error_line
 from tests.pipeline.test_select import ROWS
 from trtpipe.inputs import InputSpec
+from trtpipe.manifest import DataRecord
 from trtpipe.models.data import load_split
 from trtpipe.optimize.data import Dataset, sample_fingerprints
 from trtpipe.optimize.held_out import MIN_CALIBRATION, MIN_HELD_OUT, fewest_to_split, held_out_count, hold_out
@@ -63,8 +64,8 @@ def test_the_split_is_seeded_and_labels_follow_their_samples() -> None:
     spec = InputSpec("x", (None, 1, 2, 2), "float32")
     one, two = (hold_out(data, "forty.npz", (spec,)) for _ in range(2))
     assert one.held_out is not None and two.held_out is not None
-    assert one.record["indices"] == two.record["indices"]
-    held = np.asarray(one.record["indices"])
+    assert one.record.indices == two.record.indices
+    held = np.asarray(one.record.indices)
     assert len(held) == held_out_count(40) and len(one.calibration) == 40 - len(held)
     seen = set(one.calibration.images[:, 0, 0, 0].tolist()) | set(one.held_out.images[:, 0, 0, 0].tolist())
     assert seen == set(images[:, 0, 0, 0].tolist())
@@ -78,7 +79,7 @@ def test_the_split_is_seeded_and_labels_follow_their_samples() -> None:
     smallest = hold_out(data.head(fewest), "forty.npz", (spec,))
     assert smallest.held_out is not None and len(smallest.calibration) == MIN_CALIBRATION
     # A static batch of 4: whole batches held out.
-    assert hold_out(data, "forty.npz", (spec,), static_batch=4).record["samples"] % 4 == 0
+    assert hold_out(data, "forty.npz", (spec,), static_batch=4).record.samples % 4 == 0
 
 
 def test_a_generated_source_is_judged_on_new_draws(tmp_path: Path) -> None:
@@ -90,7 +91,7 @@ def test_a_generated_source_is_judged_on_new_draws(tmp_path: Path) -> None:
     judging = hold_out(calib, "random", (spec,))
     assert judging.held_out is not None and len(judging.calibration) == 16 and len(judging.held_out) == 16
     assert not set(calib.fingerprints()) & set(judging.held_out.fingerprints())
-    assert judging.record["data"] == "held-out" and "seed 1" in judging.record["drawn"]
+    assert judging.record.data == "held-out" and "seed 1" in (judging.record.drawn or "")
 
 
 def test_too_few_samples_say_so_once_and_the_gates_refuse_to_decide(
@@ -118,7 +119,7 @@ def test_too_few_samples_say_so_once_and_the_gates_refuse_to_decide(
     assert not refused.exists()
 
     # select: this artifact's figure is on its calibration data; under a limit another variant is preferred.
-    caveat = fit_to_caveat(manifest["data"])
+    caveat = fit_to_caveat(DataRecord.from_dict(manifest["data"]))
     assert caveat is not None and "calibration samples" in caveat
     fastest = min((r for r in ROWS if r.batch == 1 and r.artifact), key=lambda r: r.p50_ms).variant
     choice = choose(ROWS, batch=1, latency_budget_ms=None, max_accuracy_drop=None, fit_to={fastest: caveat})
@@ -128,9 +129,10 @@ def test_too_few_samples_say_so_once_and_the_gates_refuse_to_decide(
     # Bench judging it on the very samples it was calibrated on is said too, whatever optimize could judge on.
     split = load_split("digits", "calibration")
     same = frozenset(sample_fingerprints(split.images[:16]))
-    assert "judged only on samples it was calibrated on" in (fit_to_caveat(manifest["data"], same) or "")
+    record = DataRecord.from_dict(manifest["data"])
+    assert "judged only on samples it was calibrated on" in (fit_to_caveat(record, same) or "")
     other = frozenset(sample_fingerprints(split.images[100:116]))
-    assert fit_to_caveat(manifest["data"], other) is None
+    assert fit_to_caveat(record, other) is None
 
 
 def test_eval_data_judges_when_given_and_nothing_is_held_out(

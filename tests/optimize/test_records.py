@@ -11,7 +11,7 @@ from trtpipe.comparison import compare
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.records import EqualizeRecord, FusionRecord, Int8Calibration, Int8Record
+from trtpipe.optimize.records import EqualizeRecord, FusionRecord, Int8Calibration, Int8Record
 from trtpipe.vocab import Target
 
 

@@ -62,11 +62,18 @@ class Served:
     base: str
     grpc_url: str
 
-    def status_mib(self, field: str) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+    def status_mib(self, field: str, pid: int | None = None) -> float:
+        pid = pid or self.process.pid
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
-        raise AssertionError(f"no {field} in /proc/{self.process.pid}/status")
+        raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+    def rss_mib(self) -> float:
+        """The resident memory of the server and of its child processes (the gRPC listener) together."""
+        pid = self.process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return sum(self.status_mib("VmRSS", p) for p in [pid, *map(int, children)])
 
 
 @contextmanager
@@ -97,6 +104,7 @@ def serving(repository: Path, limit: int | None = None, env: dict[str, str] | No
             process.terminate()
         output = process.communicate(timeout=60)[0]
     assert process.returncode == 0, f"the server ended with {process.returncode}:\n{output[-3000:]}"
+    assert "listener process exited" not in output, output[-3000:]  # the gRPC listener never died either
 
 
 def infer_message(side: int, short: bool = False) -> bytes:
@@ -183,7 +191,7 @@ def test_memory_taken_for_large_grpc_requests_goes_back_as_for_http(tmp_path: Pa
             with ThreadPoolExecutor(AT_ONCE) as pool:
                 list(pool.map(lambda _: send(), range(AT_ONCE)))
         time.sleep(1)
-        return served.status_mib("VmRSS")
+        return served.rss_mib()
 
     with serving(tmp_path) as served:
         message = infer_message(LARGE_SIDE, short=True)

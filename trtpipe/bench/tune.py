@@ -69,20 +69,12 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
                   seconds: float = PROBE_SECONDS) -> TunedRun:
     """Probe ``execution``'s candidates on ``feeds`` (one batch), record the fastest accepted one beside the
     artifact and return it. ``base``: settings every candidate keeps (threads, providers with their options)."""
-    description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
-    if description.path is None:
-        raise BadInput("Only an artifact file can be tuned (its settings are recorded beside it).")
-    if description.pinned_runtime or description.backend is not BackendKind.ONNXRUNTIME:
-        raise BadInput(f"{description.path} does not run on ONNX Runtime: there is nothing to tune.")
+    description = _tunable_description(artifact)
     choices = candidates(execution)
     if not choices:
         raise BadInput(f"Nothing to tune on {execution}: the probe chooses settings for "
                        f"{OnnxExecution.CPU} and {OnnxExecution.CUDA}.")
-    base = base or RunOptions()
-    if execution.on_gpu and not base.on_gpu:
-        from trtpipe.runtime.onnxruntime.providers import provider_list
-
-        base = dataclasses.replace(base, providers=tuple(provider_list(execution)))
+    base = _base_settings(base, execution)
     untuned = dataclasses.replace(description, tuned={})
     if execution.on_gpu:
         untuned = untuned.natively()  # a GPU provider runs Q/DQ itself
@@ -91,6 +83,38 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
         checked = plain.feeds(feeds)
         expected = plain.run(checked)
     probe = [_Candidate(dataclasses.replace(base, **{n: getattr(c, n) for n in TUNABLE})) for c in choices]
+    live = _open_and_time(probe, untuned, checked, expected, description, execution, rounds=rounds, seconds=seconds)
+    return _record_fastest(probe, live, description, execution, checked)
+
+
+def _tunable_description(artifact: Path | ArtifactDescription) -> ArtifactDescription:
+    """The artifact's description; refused unless it is a file (the choice is recorded beside it) that runs on
+    ONNX Runtime."""
+    description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
+    if description.path is None:
+        raise BadInput("Only an artifact file can be tuned (its settings are recorded beside it).")
+    if description.pinned_runtime or description.backend is not BackendKind.ONNXRUNTIME:
+        raise BadInput(f"{description.path} does not run on ONNX Runtime: there is nothing to tune.")
+    return description
+
+
+def _base_settings(base: RunOptions | None, execution: OnnxExecution) -> RunOptions:
+    """The settings every candidate keeps: the caller's, with ``execution``'s providers where the caller named no
+    GPU provider for a GPU execution."""
+    base = base or RunOptions()
+    if execution.on_gpu and not base.on_gpu:
+        from trtpipe.runtime.onnxruntime.providers import provider_list
+
+        base = dataclasses.replace(base, providers=tuple(provider_list(execution)))
+    return base
+
+
+def _open_and_time(probe: list[_Candidate], untuned: ArtifactDescription, checked: dict[str, np.ndarray],
+                   expected: list[np.ndarray], description: ArtifactDescription, execution: OnnxExecution, *,
+                   rounds: int, seconds: float) -> list[_Candidate]:
+    """Open every candidate (rejecting those that fail or compute otherwise), then time the accepted ones in
+    ``rounds`` short rounds taken in turn, alternating the order so no candidate always runs first; every backend
+    is closed afterwards. Returns the accepted candidates, their samples filled."""
     try:
         for candidate in probe:
             _open(candidate, untuned, checked, expected, description.precision)
@@ -107,6 +131,13 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
         for candidate in probe:
             if candidate.backend is not None:
                 candidate.backend.close()
+    return live
+
+
+def _record_fastest(probe: list[_Candidate], live: list[_Candidate], description: ArtifactDescription,
+                    execution: OnnxExecution, checked: dict[str, np.ndarray]) -> TunedRun:
+    """The fastest accepted candidate (by median) as a TunedRun with every candidate's record, written beside the
+    artifact and announced in one line."""
     best = min(live, key=lambda c: float(np.median(c.samples)))
     import onnxruntime
 

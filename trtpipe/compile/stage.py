@@ -14,19 +14,19 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from trtpipe import console
 from trtpipe.compile.devices import unsupported
 from trtpipe.compile.export import Compiled, compile_package, example_batch
 from trtpipe.compile.options import CompileOptions
+from trtpipe.compile.records import CompileRecord, CompileRunRecord
 from trtpipe.compile.verify import Verification, tolerance_of, verify_package
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
-from trtpipe.manifest import ArtifactManifest, commit_artifact
+from trtpipe.manifest import ArtifactManifest, SourceModel, commit_artifact
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
-from trtpipe.runtime.aoti.package import SECTION, AotiPackage
+from trtpipe.runtime.aoti.package import AotiPackage, AotiRecord
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.vocab import ArtifactKind, Device, Precision
 
@@ -64,7 +64,7 @@ def compile_aoti(loaded: LoadedModel, output: Path, options: CompileOptions | No
             raise VerificationFailed(verification.failure_message("The compiled package") + " Nothing was written.")
         manifest = ArtifactManifest.describe(
             output, options.precision, content=staged, seconds=compiled.export_seconds + compiled.compile_seconds,
-            details=_details(loaded, options, package, compiled, verification),
+            details=_record(loaded, options, package, compiled, verification).to_details(),
             task=verification.overall.task, device=options.device)
         manifest_file = commit_artifact(staged, output, manifest)
     console.success(f"Compiled {loaded.name} with AOTInductor ({what}) in "
@@ -87,11 +87,12 @@ def _package(loaded: LoadedModel, options: CompileOptions, staged: Path) -> Aoti
     with TorchBackend(loaded.module, loaded.inputs) as probe:  # the outputs' names and shapes, as the model gives them
         outputs = tuple(TensorInfo(t.name, t.dtype, (batch, *t.shape[1:])) for t in probe.outputs)
     cuda = options.device is Device.CUDA
-    return AotiPackage(staged, sha256_file(staged), options.device, (low, high), options.channels_last,
-                       torch.__version__, inputs, outputs, cuda_version=torch.version.cuda if cuda else None,
-                       compute_capability=compute_capability() if cuda else None,
-                       gpu_name=torch.cuda.get_device_name() if cuda else None,
-                       cpu_capability=None if cuda else torch.backends.cpu.get_cpu_capability())
+    record = AotiRecord((low, high), options.channels_last, torch.__version__, inputs, outputs,
+                        cuda_version=torch.version.cuda if cuda else None,
+                        compute_capability=compute_capability() if cuda else None,
+                        gpu_name=torch.cuda.get_device_name() if cuda else None,
+                        cpu_capability=None if cuda else torch.backends.cpu.get_cpu_capability())
+    return AotiPackage.of(staged, sha256_file(staged), options.device, record)
 
 
 def _verify(loaded: LoadedModel, options: CompileOptions, package: AotiPackage) -> Verification:
@@ -125,19 +126,11 @@ def _true_fp32(options: CompileOptions) -> Iterator[None]:
         backends.cudnn.allow_tf32, backends.cuda.matmul.allow_tf32 = saved
 
 
-def _details(loaded: LoadedModel, options: CompileOptions, package: AotiPackage, compiled: Compiled,
-             verification: Verification) -> dict[str, Any]:
+def _record(loaded: LoadedModel, options: CompileOptions, package: AotiPackage, compiled: Compiled,
+            verification: Verification) -> CompileRecord:
     import torch
 
-    return {
-        "source": loaded.describe(),
-        SECTION: package.section(),
-        "compile": {"options": to_plain(options), "export_seconds": round(compiled.export_seconds, 3),
-                    "compile_seconds": round(compiled.compile_seconds, 3)},
-        "versions": {"torch": torch.__version__},
-        "inputs": [t.to_dict() for t in package.inputs],
-        # Each input as the model takes it (dtype, range, layout), the batch left free: what bench draws from.
-        "input_specs": [replace(spec, shape=(None, *spec.sample_shape)).to_dict() for spec in loaded.inputs],
-        "outputs": [t.to_dict() for t in package.outputs],
-        "verification": verification.to_dict(),
-    }
+    run = CompileRunRecord(to_plain(options), round(compiled.export_seconds, 3), round(compiled.compile_seconds, 3))
+    specs = tuple(replace(spec, shape=(None, *spec.sample_shape)) for spec in loaded.inputs)  # the batch left free
+    return CompileRecord(SourceModel(loaded.describe()), package.record, run, {"torch": torch.__version__},
+                         package.inputs, specs, package.outputs, verification.record())

@@ -19,6 +19,7 @@ import numpy as np
 from trtpipe.comparison import Comparison, Tolerance, compare, merge
 from trtpipe.compile.options import CompileOptions
 from trtpipe.inputs import Batch, count, random_batch, take
+from trtpipe.manifest import VerificationRecord
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.vocab import Precision
@@ -74,16 +75,17 @@ class Verification:
                      f"{100 * labelled.reference_accuracy:.2f}%)")
         return text
 
+    def record(self) -> VerificationRecord:
+        """What the manifest records of this verification (``details.verification``)."""
+        overall, tol = self.overall, self.tolerance
+        return VerificationRecord(self.passed, tol.atol, tol.rtol, tol.min_cosine, overall.max_abs_err,
+                                  overall.max_rel_err, overall.cosine, overall.top1_agreement, self.dataset,
+                                  overall.reference_accuracy, overall.accuracy,
+                                  tuple({"inputs": label, "passed": passed, **comparison.to_dict()}
+                                        for label, comparison, passed in self.cases))
+
     def to_dict(self) -> dict[str, Any]:
-        overall = self.overall
-        return {"passed": self.passed,
-                "tolerance": {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol,
-                              "min_cosine": self.tolerance.min_cosine},
-                "max_abs_err": overall.max_abs_err, "max_rel_err": overall.max_rel_err, "cosine": overall.cosine,
-                "top1_agreement": overall.top1_agreement, "dataset": self.dataset,
-                "reference_accuracy": overall.reference_accuracy, "candidate_accuracy": overall.accuracy,
-                "cases": [{"inputs": label, "passed": passed, **comparison.to_dict()}
-                          for label, comparison, passed in self.cases]}
+        return self.record().to_dict()
 
 
 def verify_package(reference: Backend, package: Backend, loaded: LoadedModel, batch_range: tuple[int, int],

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from trtpipe import console
 from trtpipe.comparison import Tolerance
 from trtpipe.convert.checks import one_line_failures, runs_checked
 from trtpipe.convert.export import ExportResult, export_onnx
 from trtpipe.convert.options import ConvertOptions
+from trtpipe.convert.records import ConvertRecord, ExportRecord
 from trtpipe.convert.verify import VerificationReport, tolerance_of, verify_backends
 from trtpipe.errors import VerificationFailed
 from trtpipe.files import require_parent_dir, staged_path
-from trtpipe.manifest import ArtifactManifest, commit_artifact
+from trtpipe.manifest import ArtifactManifest, SourceModel, commit_artifact
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.vocab import BackendKind, Precision
@@ -50,7 +50,8 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
         # run writing the same path can never leave its file beside this manifest. The task is as given, or as the
         # outputs implied when verification measured it: optimize and bench read it here.
         manifest = ArtifactManifest.describe(output, Precision.FP32, content=tmp, seconds=exported.seconds,
-                                             details=_details(loaded, exported, report, inputs, outputs),
+                                             details=_record(loaded, exported, report, inputs,
+                                                             outputs).to_details(),
                                              task=report.overall.task)
         manifest_file = commit_artifact(tmp, output, manifest)
     # Only now, so that a failure above is the command's one line, with no ✓ before it.
@@ -103,26 +104,19 @@ def _verification_line(report: VerificationReport, runtime: BackendKind) -> str:
     return line
 
 
-def _details(loaded: LoadedModel, exported: ExportResult, report: VerificationReport, inputs: list[TensorInfo],
-             outputs: list[TensorInfo]) -> dict[str, Any]:
+def _record(loaded: LoadedModel, exported: ExportResult, report: VerificationReport, inputs: list[TensorInfo],
+            outputs: list[TensorInfo]) -> ConvertRecord:
     import onnx
     import onnxruntime
     import torch
 
     dynamic_axes = {t.name: {str(i): d for i, d in enumerate(t.shape) if not isinstance(d, int)}
                     for t in [*inputs, *outputs]}
-    return {
-        "source": loaded.describe(),
-        "export": {"exporter": exported.exporter, "fallback_reason": exported.fallback_reason,
-                   "opset": exported.opset, "dynamic_batch": exported.dynamic_batch,
-                   "seconds": round(exported.seconds, 3)},
-        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
-        "inputs": [t.to_dict() for t in inputs],
-        # Each input as the model takes it (dtype, the range its values live in, layout): what optimize and bench
-        # draw calibration and timing inputs from. The batch is None where the exported axis is dynamic.
-        "input_specs": [replace(spec, shape=(None, *spec.sample_shape)).to_dict() if exported.dynamic_batch
-                        else spec.to_dict() for spec in loaded.inputs],
-        "outputs": [t.to_dict() for t in outputs],
-        "dynamic_axes": {k: v for k, v in dynamic_axes.items() if v},
-        "verification": report.to_dict(),
-    }
+    return ConvertRecord(
+        SourceModel(loaded.describe()), ExportRecord.of(exported),
+        {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        tuple(inputs),
+        # The batch is None where the exported axis is dynamic.
+        tuple(replace(spec, shape=(None, *spec.sample_shape)) if exported.dynamic_batch else spec
+              for spec in loaded.inputs),
+        tuple(outputs), {k: v for k, v in dynamic_axes.items() if v}, report.record())

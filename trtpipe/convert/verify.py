@@ -15,6 +15,7 @@ import numpy as np
 from trtpipe.comparison import Comparison, OutputFigures, Tolerance, compare, merge
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.inputs import Batch, random_batch
+from trtpipe.manifest import VerificationRecord
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.vocab import Task
@@ -76,22 +77,16 @@ class VerificationReport:
                 f"{tol.rtol:g} x max|ref| {out.ref_max_abs:.3g}), max rel error {out.max_rel_err:.3g}, "
                 f"cosine {out.cosine:.6f} (min {tol.min_cosine}){figure}.")
 
+    def record(self) -> VerificationRecord:
+        """What the manifest records of this verification (``details.verification``)."""
+        overall, tol = self.overall, self.tolerance
+        return VerificationRecord(self.passed, tol.atol, tol.rtol, tol.min_cosine, overall.max_abs_err,
+                                  overall.max_rel_err, overall.cosine, overall.top1_agreement, self.dataset,
+                                  self.reference_accuracy, self.candidate_accuracy,
+                                  tuple(case.to_dict() for case in self.cases), self.eval_samples)
+
     def to_dict(self) -> dict[str, Any]:
-        overall = self.overall
-        return {
-            "passed": self.passed,
-            "tolerance": {"atol": self.tolerance.atol, "rtol": self.tolerance.rtol,
-                          "min_cosine": self.tolerance.min_cosine},
-            "max_abs_err": overall.max_abs_err,
-            "max_rel_err": overall.max_rel_err,
-            "cosine": overall.cosine,
-            "top1_agreement": overall.top1_agreement,
-            "dataset": self.dataset,
-            "eval_samples": self.eval_samples,
-            "reference_accuracy": self.reference_accuracy,
-            "candidate_accuracy": self.candidate_accuracy,
-            "cases": [case.to_dict() for case in self.cases],
-        }
+        return self.record().to_dict()
 
 
 def verification_inputs(loaded: LoadedModel, dynamic_batch: bool, seed: int = 0) -> list[tuple[str, Batch]]:

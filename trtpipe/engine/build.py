@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.engine.layers import check_precision, precision_counts, summarise
@@ -27,6 +28,9 @@ from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
 from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, commit_engine
 from trtpipe.runtime.tensorrt.versions import build_features, require
 from trtpipe.vocab import Precision
+
+if TYPE_CHECKING:
+    from trtpipe.engine.builder import BuiltEngine
 
 
 @dataclass
@@ -90,8 +94,6 @@ def onnx_op_types(onnx_path: Path) -> dict[str, str]:
 def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = None) -> BuildResult:
     """Build ``output`` (a .plan) from ``onnx_path``; writes the engine, its sidecar, layer information and the
     timing cache (merged with what other builds saved there, under a lock), each atomically."""
-    from trtpipe.engine import builder as trt_layer
-
     options = options or EngineOptions()
     onnx_path, output = Path(onnx_path), Path(output)
     require_file(onnx_path, "ONNX file")
@@ -101,28 +103,12 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     profiles = planned_profiles(onnx_path, options, description)
     precision, allowed_fp32 = description.precision, set(description.fp32_nodes)
     _check_conformance(onnx_path)
-    trt = import_tensorrt("Building a TensorRT engine")
-    require(build_features(hardware_compat=options.hardware_compat, version_compat=options.version_compat,
-                           opt_level=options.opt_level, workspace=options.workspace),
-            trt.__version__, "Building a TensorRT engine")
-    gpu_name, capability = require_cuda_gpu("Building a TensorRT engine")
+    trt, gpu_name, capability = _tensorrt_for_build(options)
     cache_in = bool(options.timing_cache and options.timing_cache.is_file() and options.timing_cache.stat().st_size)
     console.note(f"Building {precision} engine for {gpu_name} (compute capability {capability}) with TensorRT "
                  f"{trt.__version__}; " + "; ".join(f"profile {n}: {profile_text(p)}" for n, p in enumerate(profiles))
                  + ("; reusing timing cache" if cache_in else ""))
-
-    with console.progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def on_phase(phase: str, done: int, total: int, parent: str | None) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase if not parent else f"  {phase}", total=max(total, 1))
-            bar.update(tasks[phase], completed=done)
-
-        built = trt_layer.build(trt, onnx_path, profiles, workspace=options.workspace,
-                                timing_cache=options.timing_cache, opt_level=options.opt_level,
-                                hardware_compat=options.hardware_compat, version_compat=options.version_compat,
-                                tf32=options.tf32, on_phase=on_phase, on_note=console.warn)
+    built = _build_with_progress(trt, onnx_path, profiles, options)
     summaries = summarise(built.layer_information)
     check_precision(summaries, precision, allowed_fp32, onnx_op_types(onnx_path) if allowed_fp32 else None)
     if precision is Precision.FP32 and options.tf32:
@@ -142,3 +128,34 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     console.success(f"Built {output} in {built.seconds:.1f} s; compute layers by precision: "
                     f"{precision_counts(summaries)}")
     return BuildResult(output, sidecar, layer_info)
+
+
+def _tensorrt_for_build(options: EngineOptions) -> tuple[ModuleType, str, str]:
+    """TensorRT, the GPU's name and its compute capability; refused first where TensorRT is missing, lacks a
+    feature the options ask for, or there is no CUDA GPU."""
+    trt = import_tensorrt("Building a TensorRT engine")
+    require(build_features(hardware_compat=options.hardware_compat, version_compat=options.version_compat,
+                           opt_level=options.opt_level, workspace=options.workspace),
+            trt.__version__, "Building a TensorRT engine")
+    gpu_name, capability = require_cuda_gpu("Building a TensorRT engine")
+    return trt, gpu_name, capability
+
+
+def _build_with_progress(trt: ModuleType, onnx_path: Path, profiles: list[list[ProfileShapes]],
+                         options: EngineOptions) -> BuiltEngine:
+    """The TensorRT build, each of its phases a progress bar (a sub-phase indented under its parent); builder notes
+    become warnings."""
+    from trtpipe.engine import builder as trt_layer
+
+    with console.progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def on_phase(phase: str, done: int, total: int, parent: str | None) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase if not parent else f"  {phase}", total=max(total, 1))
+            bar.update(tasks[phase], completed=done)
+
+        return trt_layer.build(trt, onnx_path, profiles, workspace=options.workspace,
+                               timing_cache=options.timing_cache, opt_level=options.opt_level,
+                               hardware_compat=options.hardware_compat, version_compat=options.version_compat,
+                               tf32=options.tf32, on_phase=on_phase, on_note=console.warn)

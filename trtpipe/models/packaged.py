@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +31,7 @@ from trtpipe.tasks.detect import Decoder, picodet_decoder
 from trtpipe.vocab import ChannelOrder, Task
 
 if TYPE_CHECKING:
-    from PIL import Image, ImageFont
+    from PIL import Image, ImageDraw, ImageFont
 
 TEXT_DETECTOR = "ppocrv4_det"
 LAYOUT_DETECTOR = "picodet_layout_cdla"
@@ -299,49 +299,75 @@ def _overlap(box: tuple[float, ...], other: Box, margin: float = 4) -> bool:
                 or other.bottom + margin < box[1])
 
 
-def _document_page(rng: np.random.Generator, size: tuple[int, int]) -> tuple[np.ndarray, list[Box]]:
-    """A page drawn at twice the input size and stretched down as the package does: a title, paragraphs, a photo
-    with its caption and a ruled table with its caption, in one of two orders, and a page number (CDLA's footer).
-    Boxes use CDLA's class names."""
-    from PIL import Image, ImageDraw
+@dataclass
+class _Page:
+    """A document page being drawn at twice the input size: its image and pen, the seeded generator every choice
+    comes from, and the boxes drawn so far under CDLA's class names. Each section draws from ``y`` down and returns
+    where the next one starts."""
 
-    height, width = size[0] * 2, size[1] * 2
-    page = Image.new("RGB", (width, height), "white")
-    draw = ImageDraw.Draw(page)
-    margin = width // 12
-    boxes: list[Box] = []
+    rng: np.random.Generator
+    image: Image.Image
+    draw: ImageDraw.ImageDraw
+    boxes: list[Box] = field(default_factory=list)
 
-    def text_block(y: int, label: str, lines: list[str], font_size: int, x: int = margin, gap: int = 10) -> int:
+    @property
+    def width(self) -> int:
+        return int(self.image.size[0])
+
+    @property
+    def height(self) -> int:
+        return int(self.image.size[1])
+
+    @property
+    def margin(self) -> int:
+        return self.width // 12
+
+    def text_block(self, y: int, label: str, lines: list[str], font_size: int, x: int | None = None,
+                   gap: int = 10) -> int:
+        """``lines`` in black from (x, y), the margin by default, boxed together as one ``label``."""
+        x = self.margin if x is None else x
         font = _font(font_size)
         box = [float("inf"), float(y), 0.0, float(y)]
         for line in lines:
-            left, top, right, bottom = draw.textbbox((x, y), line, font=font)
-            draw.text((x, y), line, fill="black", font=font)
+            left, top, right, bottom = self.draw.textbbox((x, y), line, font=font)
+            self.draw.text((x, y), line, fill="black", font=font)
             box = [min(box[0], left), min(box[1], top), max(box[2], right), bottom]
             y += font_size + gap
-        boxes.append(Box(label, *box))
+        self.boxes.append(Box(label, *box))
         return y
 
-    def paragraph(y: int) -> int:
-        chars = (width - 2 * margin) // 13
-        lines = [_words(rng, 14)[:chars] for _ in range(int(rng.integers(3, 7)))]
-        return text_block(y, "text", lines, 24) + 30
+    def title(self, y: int) -> int:
+        """A title of three to five capitalised words, centred."""
+        title = " ".join(w.capitalize() for w in _words(self.rng, int(self.rng.integers(3, 6))).split())
+        title_width = self.draw.textlength(title, font=_font(44))
+        return self.text_block(y, "title", [title], 44, x=int((self.width - title_width) // 2)) + 40
 
-    def figure(y: int) -> int:
+    def paragraph(self, y: int) -> int:
+        """Three to six lines of words, cut to the text width."""
+        chars = (self.width - 2 * self.margin) // 13
+        lines = [_words(self.rng, 14)[:chars] for _ in range(int(self.rng.integers(3, 7)))]
+        return self.text_block(y, "text", lines, 24) + 30
+
+    def figure(self, y: int) -> int:
+        """A packaged photo, centred, with its caption under it."""
+        from PIL import Image
+
         files = _photos()
-        photo = _photo(files[int(rng.integers(len(files)))])
-        photo_height = int(rng.integers(300, 440))
-        photo_width = min(width - 2 * margin, int(photo_height * photo.size[0] / photo.size[1]))
-        x = (width - photo_width) // 2
-        page.paste(photo.resize((photo_width, photo_height), Image.Resampling.BILINEAR), (x, y))
-        boxes.append(Box("figure", x, y, x + photo_width, y + photo_height))
-        caption = f"Figure {int(rng.integers(1, 9))}: {_words(rng, 5)}."
-        return text_block(y + photo_height + 15, "figure_caption", [caption], 22, x=x) + 30
+        photo = _photo(files[int(self.rng.integers(len(files)))])
+        photo_height = int(self.rng.integers(300, 440))
+        photo_width = min(self.width - 2 * self.margin, int(photo_height * photo.size[0] / photo.size[1]))
+        x = (self.width - photo_width) // 2
+        self.image.paste(photo.resize((photo_width, photo_height), Image.Resampling.BILINEAR), (x, y))
+        self.boxes.append(Box("figure", x, y, x + photo_width, y + photo_height))
+        caption = f"Figure {int(self.rng.integers(1, 9))}: {_words(self.rng, 5)}."
+        return self.text_block(y + photo_height + 15, "figure_caption", [caption], 22, x=x) + 30
 
-    def table(y: int) -> int:
-        y = text_block(y, "table_caption", [f"Table {int(rng.integers(1, 9))}: {_words(rng, 5)}."], 22) + 10
+    def table(self, y: int) -> int:
+        """A caption, then a ruled table: a header row of words and rows of figures."""
+        rng, draw = self.rng, self.draw
+        y = self.text_block(y, "table_caption", [f"Table {int(rng.integers(1, 9))}: {_words(rng, 5)}."], 22) + 10
         columns, rows = int(rng.integers(3, 6)), int(rng.integers(4, 7))
-        x0, x1, top = margin, width - margin, y
+        x0, x1, top = self.margin, self.width - self.margin, y
         step = (x1 - x0) // columns
         for row in range(rows):
             draw.line((x0, y, x1, y), fill="black", width=2)
@@ -350,22 +376,33 @@ def _document_page(rng: np.random.Generator, size: tuple[int, int]) -> tuple[np.
                 draw.text((x0 + 16 + column * step, y + 9), cell, fill="black", font=_font(22))
             y += 44
         draw.line((x0, y, x1, y), fill="black", width=2)
-        boxes.append(Box("table", x0, top, x1, y))
+        self.boxes.append(Box("table", x0, top, x1, y))
         return y + 40
 
-    title = " ".join(w.capitalize() for w in _words(rng, int(rng.integers(3, 6))).split())
-    font = _font(44)
-    title_width = draw.textlength(title, font=font)
-    y = text_block(60, "title", [title], 44, x=int((width - title_width) // 2)) + 40
-    y = paragraph(y)
-    sections = (figure, table, paragraph) if rng.integers(2) else (table, paragraph, figure)
+    def footer(self) -> None:
+        """The page number, near the bottom (CDLA's footer)."""
+        self.text_block(self.height - 60, "footer", [str(int(self.rng.integers(1, 300)))], 22, x=self.width // 2 - 10)
+
+
+def _document_page(rng: np.random.Generator, size: tuple[int, int]) -> tuple[np.ndarray, list[Box]]:
+    """A page drawn at twice the input size and stretched down as the package does: a title, paragraphs, a photo
+    with its caption and a ruled table with its caption, in one of two orders, and a page number (CDLA's footer).
+    Boxes use CDLA's class names."""
+    from PIL import Image, ImageDraw
+
+    height, width = size[0] * 2, size[1] * 2
+    image = Image.new("RGB", (width, height), "white")
+    page = _Page(rng, image, ImageDraw.Draw(image))
+    y = page.paragraph(page.title(60))
+    sections = (page.figure, page.table, page.paragraph) if rng.integers(2) else (page.table, page.paragraph,
+                                                                                  page.figure)
     for section in sections:
         y = section(y)
     if y > height - 80:  # cannot happen (the tallest draws end near 1490 of 1600): say so rather than clip a box
         raise AssertionError(f"synthetic page overflowed ({y} > {height - 80})")
-    text_block(height - 60, "footer", [str(int(rng.integers(1, 300)))], 22, x=width // 2 - 10)  # the page number
-    small = page.resize((size[1], size[0]), Image.Resampling.BILINEAR)
-    return np.asarray(small), [Box(b.label, b.left / 2, b.top / 2, b.right / 2, b.bottom / 2) for b in boxes]
+    page.footer()
+    small = image.resize((size[1], size[0]), Image.Resampling.BILINEAR)
+    return np.asarray(small), [Box(b.label, b.left / 2, b.top / 2, b.right / 2, b.bottom / 2) for b in page.boxes]
 
 
 _MAKERS: dict[str, Callable[[np.random.Generator, tuple[int, int]], tuple[np.ndarray, list[Box]]]] = {

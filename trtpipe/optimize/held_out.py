@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.inputs import InputSpec, random_batch
+from trtpipe.manifest import JudgedOn
 from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.options import OptimizeOptions
@@ -50,7 +50,7 @@ class Judging:
 
     calibration: Dataset
     held_out: Dataset | None
-    record: dict[str, Any]  # the manifest's ``data.judged_on``
+    record: JudgedOn  # the manifest's ``data.judged_on``
 
 
 def held_out_count(samples: int, static_batch: int | None = None) -> int:
@@ -77,25 +77,25 @@ def hold_out(calib: Dataset, spec: str | DataSpec, inputs: tuple[InputSpec, ...]
     samples = len(calib)
     held = held_out_count(samples, static_batch)
     if samples - held < MIN_CALIBRATION:
-        return Judging(calib, None, {
-            "data": "calibration", "source": calib.source, "samples": samples, "sha256": calib.sha256,
-            "optimistic": True, "why": f"{samples} samples are too few to hold a share out (at least "
-                                       f"{fewest_to_split(static_batch)} are needed)"})
+        return Judging(calib, None, JudgedOn(
+            "calibration", calib.source, samples, calib.sha256, optimistic=True,
+            why=f"{samples} samples are too few to hold a share out (at least {fewest_to_split(static_batch)} are "
+                "needed)"))
     chosen = np.sort(np.random.default_rng(SPLIT_SEED).permutation(samples)[:held])
     kept = np.setdiff1d(np.arange(samples), chosen)
     fit = calib.subset(kept, calib.source)
     judge = calib.subset(chosen, f"{held} held-out samples of {calib.source}")
     judge = replace(judge, reference_labels=judge.labels is None or judge.reference_labels)  # FP32's answer judges
-    return Judging(fit, judge, {
-        "data": "held-out", "source": judge.source, "samples": held, "sha256": judge.sha256, "optimistic": False,
-        "drawn": f"a seeded share ({HELD_OUT_SHARE:g}, seed {SPLIT_SEED}) of the {samples} calibration samples "
-                 "asked for, never used for ranges or learned steps",
-        "indices": chosen.tolist(), "calibration_samples": len(fit), "calibration_sha256": fit.sha256})
+    return Judging(fit, judge, JudgedOn(
+        "held-out", judge.source, held, judge.sha256,
+        drawn=f"a seeded share ({HELD_OUT_SHARE:g}, seed {SPLIT_SEED}) of the {samples} calibration samples asked "
+              "for, never used for ranges or learned steps",
+        indices=tuple(int(i) for i in chosen), calibration_samples=len(fit), calibration_sha256=fit.sha256))
 
 
 def judge_without_eval(calib: Dataset, options: OptimizeOptions, inputs: tuple[InputSpec, ...],
                        static_batch: int | None,
-                       preprocessing: ImagePreprocessing) -> tuple[Dataset, Dataset | None, dict[str, Any]]:
+                       preprocessing: ImagePreprocessing) -> tuple[Dataset, Dataset | None, JudgedOn]:
     """optimize without --eval: the calibration data to fit on, the held-out data to judge on (None: too few to
     split), and the manifest's record of which data judged, each said in one line. An accuracy budget that would
     have to be judged on the calibration data is refused before any work."""
@@ -103,10 +103,10 @@ def judge_without_eval(calib: Dataset, options: OptimizeOptions, inputs: tuple[I
     judging = hold_out(calib, options.calib, inputs, static_batch=static_batch, preprocessing=preprocessing)
     if judging.held_out is None:
         if options.max_accuracy_drop is not None:
-            raise BadInput(f"--max-accuracy-drop cannot be judged: {judging.record['why']}, and a figure on the "
+            raise BadInput(f"--max-accuracy-drop cannot be judged: {judging.record.why}, and a figure on the "
                            "calibration data itself is optimistic: give --eval DATA or more --calib samples.")
         console.warn(f"Accuracy below is measured on the {len(calib)} calibration samples themselves, so it is "
-                     f"optimistic and no gate decides on it: {judging.record['why']}. Give --eval DATA or more "
+                     f"optimistic and no gate decides on it: {judging.record.why}. Give --eval DATA or more "
                      "--calib samples.")
     else:
         console.note(f"Judged on {judging.held_out.source} (never used for ranges or learned steps); calibration: "
@@ -127,10 +127,10 @@ def _drawn(calib: Dataset, data: DataSpec, inputs: tuple[InputSpec, ...], static
         loaded = load_dataset(data, inputs, purpose="eval", samples=wanted, preprocessing=preprocessing)
         judge = replace(loaded, source=f"held-out: {loaded.source}")
         stream = "its eval stream (seed 1; calibration: seed 0)"
-    return Judging(calib, judge, {
-        "data": "held-out", "source": judge.source, "samples": len(judge), "sha256": judge.sha256,
-        "optimistic": False, "drawn": f"new samples of {data} from {stream}, never used for ranges or learned steps",
-        "calibration_samples": len(calib), "calibration_sha256": calib.sha256})
+    return Judging(calib, judge, JudgedOn(
+        "held-out", judge.source, len(judge), judge.sha256,
+        drawn=f"new samples of {data} from {stream}, never used for ranges or learned steps",
+        calibration_samples=len(calib), calibration_sha256=calib.sha256))
 
 
 def _whole_batches(samples: int, static_batch: int | None) -> int:

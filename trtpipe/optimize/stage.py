@@ -7,6 +7,7 @@ ONNX: the same optimized file then runs on TensorRT, ONNX Runtime's GPU provider
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ from trtpipe.inputs import InputSpec, random_batch, resolve, take
 from trtpipe.manifest import (
     ArtifactManifest,
     CpuRecord,
+    DataDescription,
+    DataRecord,
+    JudgedOn,
     MadeFrom,
     RecordedPreprocessing,
     commit_artifact,
@@ -33,7 +37,7 @@ from trtpipe.optimize.opset import upgrade_for_precision
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.loader import graph_pass, precision_pass
-from trtpipe.optimize.passes.records import Int8Record
+from trtpipe.optimize.records import Int8Record
 from trtpipe.options import to_plain
 from trtpipe.shapes import FIRST
 from trtpipe.vocab import CpuClass, Precision, Target, Task
@@ -65,6 +69,35 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     precision = options.precision
     target = options.target or default_target()
     options = replace(options, cpu_class=_cpu_class(options, precision, target))  # the resolved class is recorded
+    model, opset_note = _open_fp32_source(source, output, options)
+
+    # The source's hash and manifest, read once: its preprocessing, its task and the record below all use them.
+    source_sha, source_manifest = sha256_file(source), read_manifest(source, on_other_layout=console.warn)
+    data = _load_data(model, options, source, source_manifest)
+    decoder = _decoder(options, source_sha)
+    task = _task(options, source, source_manifest, model, data.probe, data.static_batch, decoder is not None)
+    evaluation = _labelled_by_fp32(model, data.evaluation, task, data.static_batch)
+    context = PassContext(options, target, data.calib, evaluation, data.probe, data.static_batch, output, task,
+                          decoder)
+    context.details.update({
+        "input": MadeFrom(str(source), source_sha, Precision.FP32).to_dict(),
+        "options": to_plain(options) | {"target": str(target)},
+        "data": DataRecord(_describe(data.calib, fingerprints=True), _describe(evaluation if options.eval else None),
+                           data.judged_on or _judged_by_eval(evaluation)).to_dict(),
+        "input_specs": [spec.to_dict() for spec in data.specs],
+        **({"opset_upgrade": opset_note} if opset_note else {}),
+    })
+    result = _run_passes(model, context)
+    manifest, manifest_file = _write(result, output, context, started=started)
+    console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
+    return OptimizeResult(output, manifest_file, manifest)
+
+
+def _open_fp32_source(source: Path, output: Path, options: OptimizeOptions) -> tuple[onnx.ModelProto, str | None]:
+    """The source ONNX, ready for the passes: refused where the output would overwrite it or where it is not the
+    FP32 graph convert writes (already FP16 or quantised), made batch-dynamic when asked, raised to the opset the
+    precision needs (ONNX from elsewhere is often below opset 13), and every node named; and the upgrade's note
+    for the manifest (None: no upgrade)."""
     require_parent_dir(output)
     if source.resolve() == output.resolve():
         raise BadInput("The output would overwrite the input ONNX: choose another -o path.")
@@ -77,65 +110,95 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         from trtpipe.optimize.dynamic_batch import make_batch_dynamic
 
         model = make_batch_dynamic(model)
-    model, opset_note = upgrade_for_precision(model, precision)  # ONNX from elsewhere: often below opset 13
+    model, opset_note = upgrade_for_precision(model, options.precision)
     name_nodes(model)
+    return model, opset_note
 
-    # The source's hash and manifest, read once: its preprocessing, its task and the record below all use them.
-    source_sha, source_manifest = sha256_file(source), read_manifest(source, on_other_layout=console.warn)
+
+@dataclass
+class _StageData:
+    """The inputs and data the passes work with, as the stage resolved them."""
+
+    specs: tuple[InputSpec, ...]
+    static_batch: int | None  # the graph's batch size (None: dynamic)
+    calib: Dataset | None
+    evaluation: Dataset | None
+    probe: Dataset  # calibration, eval or seeded random inputs: what graph passes are checked on
+    judged_on: JudgedOn | None  # without --eval: which data judges (a held-out share, else the calibration)
+
+
+def _load_data(model: onnx.ModelProto, options: OptimizeOptions, source: Path,
+               source_manifest: ArtifactManifest | None) -> _StageData:
+    """The graph's inputs, the calibration and eval data read with the model's preprocessing, and the probe. A
+    precision that calibrates without --eval is judged on a share held out of calibration (what was fit never
+    judges it)."""
     specs, static_batch = input_specs(model, options, source_manifest)
     preprocessing = _preprocessing(options, source, source_manifest)
     calib = _load(options.calib, specs, "calibration", options.calib_samples, preprocessing)
     evaluation = _load(options.eval, specs, "eval", None, preprocessing)
-    judged_on = None  # without --eval: which data judges (a held-out share, else the calibration data)
-    if calib is not None and evaluation is None and precision.needs_calibration:
+    judged_on = None
+    if calib is not None and evaluation is None and options.precision.needs_calibration:
         from trtpipe.optimize.held_out import judge_without_eval  # what was fit never judges it
 
         calib, evaluation, judged_on = judge_without_eval(calib, options, specs, static_batch, preprocessing)
     probe = calib or evaluation or _random_probe(specs)
-    decoder = None
+    return _StageData(specs, static_batch, calib, evaluation, probe, judged_on)
+
+
+def _decoder(options: OptimizeOptions, source_sha: str) -> Callable[[Sequence[np.ndarray]], list[Any]] | None:
+    """The detection decoder the figures are measured through: --postprocess's, else the one a packaged real
+    model's file brings for its head (found by the source's hash), else none."""
     if options.postprocess:
         from trtpipe.models.user_code import load_postprocess
 
-        decoder = load_postprocess(options.postprocess)
-    else:  # a packaged real model's file brings the decoder its head needs
-        from trtpipe.models.packaged import packaged_by_sha256
+        return load_postprocess(options.postprocess)
+    from trtpipe.models.packaged import packaged_by_sha256
 
-        known = packaged_by_sha256(source_sha)
-        decoder = known.decoder() if known is not None else None
-    task = _task(options, source, source_manifest, model, probe, static_batch, decoder is not None)
-    if evaluation is not None and evaluation.labels is None and task is Task.CLASSIFY:
-        # Reference labels: FP32's own top-1 (other tasks are judged by their agreement with FP32 directly).
-        from trtpipe.optimize.evaluate import logits
+    known = packaged_by_sha256(source_sha)
+    return known.decoder() if known is not None else None
 
-        labels = logits(model, evaluation.images, batch=static_batch).argmax(1)
-        evaluation = replace(evaluation, images=take(evaluation.images, 0, len(labels)), labels=labels)
-        console.note(f"{evaluation.source}: labelled by the FP32 model's top-1, so accuracy here is agreement "
-                     "with FP32, not ImageNet accuracy")
-    context = PassContext(options, target, calib, evaluation, probe, static_batch, output, task, decoder)
-    context.details.update({
-        "input": MadeFrom(str(source), source_sha, Precision.FP32).to_dict(),
-        "options": to_plain(options) | {"target": str(target)},
-        "data": {"calibration": _describe(calib, fingerprints=True),
-                 "eval": _describe(evaluation if options.eval else None),
-                 "judged_on": judged_on or _judged_by_eval(evaluation)},
-        "input_specs": [spec.to_dict() for spec in specs],
-        **({"opset_upgrade": opset_note} if opset_note else {}),
-    })
 
+def _labelled_by_fp32(model: onnx.ModelProto, evaluation: Dataset | None, task: Task,
+                      static_batch: int | None) -> Dataset | None:
+    """Unlabelled classification eval data labelled with FP32's own top-1, so accuracy there is agreement with
+    FP32 (other tasks are judged by their agreement with FP32 directly); any other data as it is."""
+    if evaluation is None or evaluation.labels is not None or task is not Task.CLASSIFY:
+        return evaluation
+    from trtpipe.optimize.evaluate import logits
+
+    labels = logits(model, evaluation.images, batch=static_batch).argmax(1)
+    evaluation = replace(evaluation, images=take(evaluation.images, 0, len(labels)), labels=labels)
+    console.note(f"{evaluation.source}: labelled by the FP32 model's top-1, so accuracy here is agreement "
+                 "with FP32, not ImageNet accuracy")
+    return evaluation
+
+
+def _run_passes(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
+    """The graph passes asked for, then the precision pass. INT8 first picks the --quality recipe (said in one
+    line when the data steps it down) and runs that recipe's graph passes too, after the ones asked for."""
+    options = context.options
     passes = options.passes
-    if precision is Precision.INT8:
-        assert calib is not None
-        context.recipe, step_down = recipe_for(options.quality, len(calib), random=options.calib == "random")
+    if options.precision is Precision.INT8:
+        assert context.calib is not None
+        context.recipe, step_down = recipe_for(options.quality, len(context.calib), random=options.calib == "random")
         if step_down:
             console.warn(step_down)
         passes = (*passes, *(p for p in context.recipe.passes if p not in passes))
     result = model
     for name in passes:
         result = graph_pass(name).apply(result, context)
-    writer = precision_pass(precision)
+    writer = precision_pass(options.precision)
     if writer is not None:
         result = writer.apply(result, context)
+    return result
 
+
+def _write(result: onnx.ModelProto, output: Path, context: PassContext, *,
+           started: float) -> tuple[ArtifactManifest, Path]:
+    """Check ``result`` against its target runtime (nothing is written if it fails), then write it to ``output``
+    through a staging file, committed with its manifest; the manifest and its path. ``started``: the stage's
+    start (time.perf_counter), for the manifest's duration."""
+    options, precision, target = context.options, context.options.precision, context.target
     topologically_sorted(result)
     _check_conformance(result, precision, target, context)
     context.details["ops"] = op_counts(result)
@@ -144,11 +207,10 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         onnx.checker.check_model(str(tmp))
         manifest = ArtifactManifest.describe(
             output, precision, content=tmp, target=target if precision is Precision.INT8 else None,
-            seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes, details=context.manifest_details(),
-            task=context.task, cpu=_cpu_record(options, target, context))
+            seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes,
+            details=context.manifest_details(), task=context.task, cpu=_cpu_record(options, target, context))
         manifest_file = commit_artifact(tmp, output, manifest)
-    console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
-    return OptimizeResult(output, manifest_file, manifest)
+    return manifest, manifest_file
 
 
 def _cpu_class(options: OptimizeOptions, precision: Precision, target: Target) -> CpuClass | None:
@@ -292,17 +354,17 @@ def _random_probe(specs: tuple[InputSpec, ...]) -> Dataset:
     return Dataset(batch, None, "16 seeded random inputs")
 
 
-def _judged_by_eval(evaluation: Dataset | None) -> dict[str, Any] | None:
+def _judged_by_eval(evaluation: Dataset | None) -> JudgedOn | None:
     """The manifest's ``data.judged_on`` where --eval judges (its own data, never fit to)."""
     described = _describe(evaluation)
-    return None if described is None else {"data": "eval", **described, "optimistic": False}
+    return None if described is None else JudgedOn("eval", described.source, described.samples, described.sha256,
+                                                   labelled=described.labelled)
 
 
-def _describe(dataset: Dataset | None, *, fingerprints: bool = False) -> dict[str, Any] | None:
+def _describe(dataset: Dataset | None, *, fingerprints: bool = False) -> DataDescription | None:
     """A data set's manifest record; ``fingerprints``: with each sample's (what calibration was fit to, so a
     figure measured on any of them can be told)."""
     if dataset is None:
         return None
-    return {"source": dataset.source, "samples": len(dataset), "sha256": dataset.sha256,
-            "labelled": dataset.labels is not None,
-            **({"fingerprints": dataset.fingerprints()} if fingerprints else {})}
+    return DataDescription(dataset.source, len(dataset), dataset.sha256, dataset.labels is not None,
+                           tuple(dataset.fingerprints()) if fingerprints else None)

@@ -247,21 +247,9 @@ def beside(value: str | None, base: Path) -> str | None:
 def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
                        overrides: list[str] | None = None) -> Pipeline:
     """A checked Pipeline from TOML-shaped ``data``; paths in [output] are relative to ``base``."""
-    for section, value in data.items():
-        if section not in SECTIONS:
-            raise source.error("", section, f"unknown section [{section}] (known: {', '.join(SECTIONS)}).")
-        tables = value if section == "variants" else [value]
-        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-            kind = "[[variants]] tables" if section == "variants" else f"a [{section}] table"
-            raise source.error("", section, f"'{section}' must be {kind}.")
+    _check_sections(data, source)
     apply_overrides(data, overrides or [])
-
-    model = _options(source, "model", data.get("model", {}))
-    if source.text:  # a pipeline file: what it names relative to itself is found from any folder
-        model = replace(model, source=beside(model.source, base))
-    if not model.source:
-        raise BadInput(f"{source.path}: [model] needs 'source' (a registry name, checkpoint, module:factory, FP32 "
-                       ".onnx file or packaged model name).")
+    model = _model_options(data, source, base)
     build_table = data.get("build", {})
     output = _options(source, "output", data.get("output", {}))
     output = replace(output, repository=base / output.repository, reports=base / output.reports,
@@ -280,28 +268,58 @@ def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
     defaults = _options(source, "data", data.get("data", {}))
     natural = packaged_data(str(model.source))
     for table in data.get("variants", []):
-        if "name" not in table:
-            raise BadInput(f"{source.path}: every [[variants]] needs a 'name'.")
-        name = table["name"]
-        if "kind" in table and _variant_kind(source, table) is ArtifactKind.AOTI:
-            pipeline.variants.append(_compiled_variant(source, table, name, pipeline.variants))
-            continue
-        options = _options(source, "variants", table, base=defaults)
-        if source.text:
-            options = replace(options, calib=beside(options.calib, base), eval=beside(options.eval, base))
-        if natural:
-            options = _with_natural_data(options, natural)
-        if not SAFE_NAME.match(name) or any(v.name == name for v in pipeline.variants):
-            raise source.error("variants", "name", f"variant name '{name}' is repeated or not made of letters, "
-                               "digits, '_', '-', '.'.")
-        if options.precision is Precision.FP32:
-            options = replace(options, calib=None)  # nothing to calibrate: keeps the stage key independent of it
-        try:
-            options.validate()
-        except BadInput as error:
-            raise BadInput(f"{source.path}: variant '{name}': {error.message}") from None
-        pipeline.variants.append(Variant(name, options))
+        pipeline.variants.append(_variant(source, table, pipeline.variants, defaults=defaults, natural=natural,
+                                          base=base))
     return pipeline
+
+
+def _check_sections(data: dict[str, Any], source: _Source) -> None:
+    """Refuse an unknown section, and a section that is not a table ([[variants]]: a list of tables)."""
+    for section, value in data.items():
+        if section not in SECTIONS:
+            raise source.error("", section, f"unknown section [{section}] (known: {', '.join(SECTIONS)}).")
+        tables = value if section == "variants" else [value]
+        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+            kind = "[[variants]] tables" if section == "variants" else f"a [{section}] table"
+            raise source.error("", section, f"'{section}' must be {kind}.")
+
+
+def _model_options(data: dict[str, Any], source: _Source, base: Path) -> ModelOptions:
+    """The [model] section, its source found beside a pipeline file; a model without a source is refused."""
+    model = _options(source, "model", data.get("model", {}))
+    if source.text:  # a pipeline file: what it names relative to itself is found from any folder
+        model = replace(model, source=beside(model.source, base))
+    if not model.source:
+        raise BadInput(f"{source.path}: [model] needs 'source' (a registry name, checkpoint, module:factory, FP32 "
+                       ".onnx file or packaged model name).")
+    return model
+
+
+def _variant(source: _Source, table: dict[str, Any], made: list[Variant], *, defaults: OptimizeOptions,
+             natural: str | None, base: Path) -> Variant:
+    """One [[variants]] table as a checked Variant: an AOTInductor one with its own keys, else optimize's options
+    over [data]'s defaults, its files found beside a pipeline file, the packaged model's natural data where it has
+    some; a repeated or unsafe name and invalid options are refused naming the variant."""
+    if "name" not in table:
+        raise BadInput(f"{source.path}: every [[variants]] needs a 'name'.")
+    name = table["name"]
+    if "kind" in table and _variant_kind(source, table) is ArtifactKind.AOTI:
+        return _compiled_variant(source, table, name, made)
+    options = _options(source, "variants", table, base=defaults)
+    if source.text:
+        options = replace(options, calib=beside(options.calib, base), eval=beside(options.eval, base))
+    if natural:
+        options = _with_natural_data(options, natural)
+    if not SAFE_NAME.match(name) or any(v.name == name for v in made):
+        raise source.error("variants", "name", f"variant name '{name}' is repeated or not made of letters, "
+                           "digits, '_', '-', '.'.")
+    if options.precision is Precision.FP32:
+        options = replace(options, calib=None)  # nothing to calibrate: keeps the stage key independent of it
+    try:
+        options.validate()
+    except BadInput as error:
+        raise BadInput(f"{source.path}: variant '{name}': {error.message}") from None
+    return Variant(name, options)
 
 
 def _variant_kind(source: _Source, table: dict[str, Any]) -> ArtifactKind:

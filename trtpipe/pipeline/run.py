@@ -466,7 +466,8 @@ def _fit_to(rows: list[BenchRow]) -> dict[str, str]:
     for row in rows:
         if row.artifact and Path(row.artifact).suffix == ArtifactKind.ONNX.suffixes[0] and Path(row.artifact).is_file():
             manifest = read_manifest(Path(row.artifact))
-            caveat = fit_to_caveat(manifest.section("data")) if manifest is not None else None
+            data = manifest.data if manifest is not None else None
+            caveat = fit_to_caveat(data)
             if caveat:
                 caveats[row.variant] = caveat
     return caveats

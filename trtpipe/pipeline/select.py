@@ -8,6 +8,7 @@ from typing import Any
 
 from trtpipe.bench.rows import BenchRow
 from trtpipe.errors import BadInput
+from trtpipe.manifest import DataRecord
 from trtpipe.vocab import BackendKind, Device
 
 
@@ -33,14 +34,14 @@ def accuracy_drop_pp(row: BenchRow) -> float | None:
     return None
 
 
-def fit_to_caveat(data: Mapping[str, Any] | None, judged: frozenset[str] | None = None) -> str | None:
+def fit_to_caveat(data: DataRecord | None, judged: frozenset[str] | None = None) -> str | None:
     """Why a variant's accuracy figure is on data it was fit to, from its optimize manifest's ``data`` record; None
     where it is not. ``judged``: the fingerprints of the samples bench judged it on (trtpipe.optimize.data's
     sample_fingerprints), checked against the calibration samples' the manifest records. Without them, what optimize
     itself could judge it on is all there is to go by (``judged_on.optimistic``: too few samples to hold any out)."""
-    if not data:
+    if data is None:
         return None
-    calibration = set((data.get("calibration") or {}).get("fingerprints") or ())
+    calibration = data.calibration_fingerprints
     if judged and calibration:
         shared = len(judged & calibration)
         if shared == len(judged):
@@ -48,9 +49,8 @@ def fit_to_caveat(data: Mapping[str, Any] | None, judged: frozenset[str] | None 
         if shared:
             return f"{shared} of the {len(judged)} samples it was judged on were calibration samples"
         return None
-    judged_on = data.get("judged_on") or {}
-    if judged_on.get("optimistic"):
-        return (f"optimize judged it only on its {judged_on.get('samples')} calibration samples (too few to hold any "
+    if data.judged_on is not None and data.judged_on.optimistic:
+        return (f"optimize judged it only on its {data.judged_on.samples} calibration samples (too few to hold any "
                 "out), so its figure there was optimistic")
     return None
 

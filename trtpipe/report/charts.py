@@ -214,6 +214,72 @@ def _far_below(ys: list[float], within: list[float]) -> float | None:
     return floor if min(ys) < floor else None
 
 
+def _on_the_floor(ys: list[float], standings: list[Standing]) -> tuple[list[float], list[bool], float | None]:
+    """The y of every point as drawn, which points sit on the chart's floor, and that floor (None when no point is far
+    below the rest): a point far below the others is drawn at the bottom axis so the rest keep the chart's height."""
+    floor = _far_below(ys, [y for y, s in zip(ys, standings, strict=True) if s is not Standing.OUTSIDE])
+    far = [floor is not None and y < floor for y in ys]
+    shown = [y for y, f in zip(ys, far, strict=True) if not f]
+    if floor is None:
+        return ys, far, None
+    pad = max((max(shown) - min(shown)) * 0.12, 0.3)
+    bottom = min(shown) - 2 * pad
+    return [bottom if f else y for y, f in zip(ys, far, strict=True)], far, bottom  # on the floor: the bottom axis
+
+
+def _point_styles() -> dict[Standing, dict[str, Any]]:
+    """The marker of each standing in the accuracy-vs-latency chart (scatter's keywords; ``s`` is the area)."""
+    return {
+        Standing.WITHIN: {"marker": "o", "color": WITHIN_COLOR, "s": 36},
+        Standing.CHOSEN: {"marker": "*", "color": CHOSEN_COLOR, "s": 150},
+        Standing.OUTSIDE: {"marker": "X", "color": OUTSIDE_COLOR, "s": 44, "edgecolors": "#777777"},
+        Standing.REFERENCE: {"marker": "D", "color": REFERENCE_COLOR, "s": 30}}
+
+
+def _draw_points(axis: Any, points: list[dict[str, Any]], xy: tuple[list[float], list[float]],
+                 standings: list[Standing], far: list[bool], marks: Marks) -> None:
+    """Each point as its own SVG group (found by svg_id), styled by its standing (▼ where it sits on the floor), and
+    one legend entry per standing drawn, under the points."""
+    xs, ys = xy
+    judged = bool(marks.chosen or marks.outside)
+    labels = {Standing.WITHIN: "within the budget" if judged else "variant",
+              Standing.CHOSEN: f"★ chosen: {marks.chosen}", Standing.OUTSIDE: "✗ outside the budget",
+              Standing.REFERENCE: "◆ reference"}
+    for standing, style in _point_styles().items():
+        own = [i for i, s in enumerate(standings) if s is standing]
+        for i in own:  # one scatter per point: each its own SVG group, found by svg_id
+            axis.scatter([xs[i]], [ys[i]], zorder=3, gid=svg_id("point", points[i]["variant"]), clip_on=not far[i],
+                         **(style | ({"marker": "v"} if far[i] else {})))
+        if near := [i for i in own if not far[i]]:  # the legend's entries, drawn under the points
+            axis.scatter([xs[near[0]]], [ys[near[0]]], label=labels[standing], zorder=1, **style)
+        if below := [i for i in own if far[i]]:
+            axis.scatter([xs[below[0]]], [ys[below[0]]], zorder=1, clip_on=False,
+                         **(style | {"marker": "v"}), label=f"{labels[standing]}, far below the others: on the "
+                                                            "floor, its figure beside it")
+
+
+def _pareto_front(xs: list[float], ys: list[float], standings: list[Standing]) -> list[int]:
+    """Indices of the points within the budget that no faster point beats on accuracy, fastest first."""
+    front, best = [], -1.0
+    for index in sorted(range(len(xs)), key=lambda i: xs[i]):
+        if standings[index] is not Standing.OUTSIDE and ys[index] > best:
+            front.append(index)
+            best = ys[index]
+    return front
+
+
+def _set_accuracy_limits(axis: Any, ys: list[float], bottom: float | None) -> None:
+    """The y axis's range: down to the floor where a point sits on it; a point's width either side where every point
+    has one figure (not a zoom into nothing); no room above 100 % when nothing can be there."""
+    axis.margins(x=0.08, y=0.12)
+    low, high = axis.get_ylim()
+    if max(ys) - min(ys) < 1.0:  # every point on one figure: a point either side, not a zoom into nothing
+        low, high = min(ys) - 1.0, max(ys) + 1.0
+    if max(ys) <= 100.0:  # no room above 100 %: there is nothing there
+        high = min(high, 100.0 + 0.06 * (high - low))
+    axis.set_ylim(bottom if bottom is not None else low, high)
+
+
 def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
     """The task's accuracy (or agreement with the reference: top-1, pixel, mAP@0.5...) against p50 latency at one
     batch; the Pareto front of the variants within the budget joined. Points are numbered, the numbers keyed in the
@@ -226,52 +292,16 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
                                                "agreement figure.")
     key, name = found
     points = [r for r in points if r.get(key) is not None]
-    xs, ys = [r["p50_ms"] for r in points], [100 * r[key] for r in points]
+    xs = [r["p50_ms"] for r in points]
     standings = [marks.standing(r["variant"]) for r in points]
-    floor = _far_below(ys, [y for y, s in zip(ys, standings, strict=True) if s is not Standing.OUTSIDE])
-    far = [floor is not None and y < floor for y in ys]
-    shown = [y for y, f in zip(ys, far, strict=True) if not f]
-    if floor is not None:
-        pad = max((max(shown) - min(shown)) * 0.12, 0.3)
-        bottom = min(shown) - 2 * pad
-        ys = [bottom if f else y for y, f in zip(ys, far, strict=True)]  # on the floor: the bottom axis
+    ys, far, bottom = _on_the_floor([100 * r[key] for r in points], standings)
     figure, axis = _figure(4.4)
-    styles: dict[Standing, dict[str, Any]] = {
-        Standing.WITHIN: {"marker": "o", "color": WITHIN_COLOR, "s": 36},
-        Standing.CHOSEN: {"marker": "*", "color": CHOSEN_COLOR, "s": 150},
-        Standing.OUTSIDE: {"marker": "X", "color": OUTSIDE_COLOR, "s": 44, "edgecolors": "#777777"},
-        Standing.REFERENCE: {"marker": "D", "color": REFERENCE_COLOR, "s": 30}}
-    judged = bool(marks.chosen or marks.outside)
-    labels = {Standing.WITHIN: "within the budget" if judged else "variant",
-              Standing.CHOSEN: f"★ chosen: {marks.chosen}", Standing.OUTSIDE: "✗ outside the budget",
-              Standing.REFERENCE: "◆ reference"}
-    for standing, style in styles.items():
-        own = [i for i, s in enumerate(standings) if s is standing]
-        near = [i for i in own if not far[i]]
-        for i in own:  # one scatter per point: each its own SVG group, found by svg_id
-            axis.scatter([xs[i]], [ys[i]], zorder=3, gid=svg_id("point", points[i]["variant"]), clip_on=not far[i],
-                         **(style | ({"marker": "v"} if far[i] else {})))
-        if near := [i for i in own if not far[i]]:  # the legend's entries, drawn under the points
-            axis.scatter([xs[near[0]]], [ys[near[0]]], label=labels[standing], zorder=1, **style)
-        if below := [i for i in own if far[i]]:
-            axis.scatter([xs[below[0]]], [ys[below[0]]], zorder=1, clip_on=False,
-                         **(style | {"marker": "v"}), label=f"{labels[standing]}, far below the others: on the "
-                                                            "floor, its figure beside it")
-    front, best = [], -1.0
-    for index in sorted(range(len(points)), key=lambda i: xs[i]):
-        if standings[index] is not Standing.OUTSIDE and ys[index] > best:
-            front.append(index)
-            best = ys[index]
+    _draw_points(axis, points, (xs, ys), standings, far, marks)
+    front = _pareto_front(xs, ys, standings)
     if len(front) > 1:
         axis.plot([xs[i] for i in front], [ys[i] for i in front], linestyle="--", color="grey", linewidth=1,
                   zorder=2, label="Pareto front (within the budget)")
-    axis.margins(x=0.08, y=0.12)
-    low, high = axis.get_ylim()
-    if max(ys) - min(ys) < 1.0:  # every point on one figure: a point either side, not a zoom into nothing
-        low, high = min(ys) - 1.0, max(ys) + 1.0
-    if max(ys) <= 100.0:  # no room above 100 %: there is nothing there
-        high = min(high, 100.0 + 0.06 * (high - low))
-    axis.set_ylim(bottom if floor is not None else low, high)
+    _set_accuracy_limits(axis, ys, bottom)
     axis.set_xlabel(f"p50 latency at batch {batch}, ms")
     axis.set_ylabel("accuracy, %" if key == "top1_accuracy" else name)
     axis.set_title(f"{title}: points numbered, keyed in the table below")
@@ -280,6 +310,7 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
     figure.set_layout_engine("none")
     numbers = [str(i + 1) for i in range(len(points))]
     texts = [f"{n} ▼{100 * r[key]:.1f} %" if f else n for n, r, f in zip(numbers, points, far, strict=True)]
+    styles = _point_styles()
     sizes = [math.sqrt(styles[s]["s"]) / 2 + 1.5 for s in standings]  # a marker's half-width, in points
     place_labels(axis, list(zip(xs, ys, strict=True)), texts, radii_pt=sizes, gid_prefix="pareto-label-")
     return Chart("pareto", title, _svg(figure),

@@ -188,35 +188,36 @@ class HttpEndpoints:
         return parsed
 
 
-async def _read_body(request: Request, service: InferenceService) -> bytes:
-    """The body, refused with 413 as soon as it is known to be too big (from Content-Length before reading, or
+async def _read_body(request: Request, service: InferenceService) -> bytearray:
+    """The body, gathered in one growing buffer (each piece copied once as it arrives: joining the pieces at the
+    end would copy the whole body at once on the event loop, tens of milliseconds of a 60 MiB one during which
+    health checks wait), refused with 413 as soon as it is known to be too big (from Content-Length before reading, or
     while streaming when the client sends none) and with 408 when it has not all arrived within
     ``--body-timeout-s``: a client trickling its body cannot hold the connection."""
     limit, timeout_s = service.settings.max_body_bytes, service.settings.body_timeout_s
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit():
         service.check_body_size(int(declared))
-    chunks: list[bytes] = []
+    body = bytearray()
 
     async def receive() -> None:
-        size = 0
         async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
+            if len(body) + len(chunk) > limit:
                 raise ProtocolError(413, f"The request body exceeds the limit of {limit} bytes.")
-            chunks.append(chunk)
+            body.extend(chunk)
 
     try:
         await asyncio.wait_for(receive(), timeout_s)
-        return b"".join(chunks)
-    except TimeoutError:
-        raise ProtocolError(408, f"The request body did not arrive within {timeout_s:g} s.") from None
-    except ClientDisconnect:  # the client went away mid-body: nobody to answer, and not a server failure
-        raise ClientLeft from None
-    finally:
-        # On a failure the exception's traceback and the awaiting frames refer to one another, and would keep the
-        # body received so far until the cyclic collector runs, seconds later: let go of it now.
-        chunks.clear()
+    except BaseException as error:
+        # The exception's traceback and the awaiting frames refer to one another, and would keep the body received
+        # so far until the cyclic collector runs, seconds later: let go of it now.
+        body.clear()
+        if isinstance(error, TimeoutError):
+            raise ProtocolError(408, f"The request body did not arrive within {timeout_s:g} s.") from None
+        if isinstance(error, ClientDisconnect):  # the client went away mid-body: nobody to answer, not a failure
+            raise ClientLeft from None
+        raise
+    return body
 
 
 async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:

@@ -27,16 +27,17 @@ import inspect
 import itertools
 import math
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from trtpipe import console
-from trtpipe.errors import BadInput, MissingDependency
+from trtpipe.errors import MissingDependency
 from trtpipe.runtime.base import TensorInfo
-from trtpipe.serve.memory import check_room, give_back, warm_thread
-from trtpipe.serve.options import ServeOptions
+from trtpipe.serve.forwarding import ConnectionGone
+from trtpipe.serve.grpc_bridge import Bridge, CallAborted, Dispatch, ForwardedCall, GrpcThread, status_number
+from trtpipe.serve.memory import give_back, short_of_room, warm_thread
 from trtpipe.serve.protocol import (
     InferRequest,
     ProtocolError,
@@ -47,7 +48,7 @@ from trtpipe.serve.protocol import (
     infer_request,
 )
 from trtpipe.serve.repository import ServedModel
-from trtpipe.serve.service import SERVICE_THREADS, InferenceService, classify_failure
+from trtpipe.serve.service import SERVICE_THREADS, ClientLeft, InferenceService, classify_failure
 from trtpipe.vocab import __version__
 
 SERVICE = "inference.GRPCInferenceService"
@@ -371,15 +372,14 @@ def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: 
 # -- the service ------------------------------------------------------------------------------------------------------
 
 
-async def _first(context: Any, grpc: Any) -> bytes:
-    """The one message of a ModelInfer call, read by the handler itself with ``context.read()``: when memory runs
-    out while gRPC turns it into bytes, the MemoryError is raised here, where the handler answers it (raised in
-    gRPC's own code, it is answered UNKNOWN). The call's request iterator is never started: suspended at its
-    message, it would hold the message's bytes for as long as anything holds the call."""
-    request = await context.read()
-    if request is grpc.aio.EOF:
-        raise ProtocolError(400, "The ModelInfer call carries no request message.")
-    return request
+async def _first(context: Any) -> bytes:
+    """The one message of a ModelInfer call, read by the handler itself with ``context.read()`` once admission has
+    let it in: when memory runs out while it is read, the MemoryError is raised here, where the handler answers it;
+    when the listener has closed the call (its client gave up), nobody is left to answer."""
+    try:
+        return await context.read()
+    except ConnectionGone:
+        raise ClientLeft from None
 
 
 def _refusal(error: Exception) -> ProtocolError:
@@ -478,17 +478,18 @@ class GrpcEndpoints:
     async def _infer(self, context: Any, size: list[int]) -> Any:
         """ModelInfer's work: its response, or ProtocolError. Running out of memory while the message is received
         or decoded is a 503 (UNAVAILABLE) for this request, as it is over HTTP; so is a large message that would
-        leave the server less memory than it keeps in reserve (memory.check_room)."""
+        leave the server less memory than it keeps in reserve (memory.short_of_room)."""
         service = self.service
         try:
-            request = await _first(context, self.grpc)
-            size[0] = len(request)
-            service.check_body_size(len(request))
-            message, raw = await self._in_thread(len(request), parse_request, self.messages.ModelInferRequest,
-                                                 request)
-        except (ProtocolError, MemoryError) as error:
+            size[0] = context.size
+            service.check_body_size(context.size)
+            async with self._room(context.size, need=2 * context.size):
+                request = await _first(context)
+                message, raw = await asyncio.get_running_loop().run_in_executor(
+                    service.executor, parse_request, self.messages.ModelInferRequest, request)
+        except (ProtocolError, MemoryError, ClientLeft) as error:
             with service.accounted(""):  # counted, like every HTTP request, under the unknown model
-                raise _refusal(error) from None
+                raise (error if isinstance(error, ClientLeft) else _refusal(error)) from None
         with service.accounted(message.model_name):
             entry = service.admit(message.model_name, message.model_version or None)
             model = entry.model
@@ -508,12 +509,20 @@ class GrpcEndpoints:
             with contextlib.suppress(RuntimeError):  # the pool has shut down: the server is stopping
                 self.service.executor.submit(give_back)
 
-    async def _in_thread(self, size: int, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)`` in the service's thread pool (where HTTP parses its bodies); a large request only
-        while it holds one of a few slots, and only when the memory it may take leaves the reserve free."""
+    @contextlib.asynccontextmanager
+    async def _room(self, size: int, need: int | None = None) -> AsyncIterator[None]:
+        """A large request (``size`` bytes) only while it holds one of a few slots, and only when the memory it may
+        still take (``need``, its size unless said: its message before it is read, as much again to decode it)
+        leaves the reserve free."""
         async with self.large_messages if size > LARGE_MESSAGE else contextlib.nullcontext():
-            if size > LARGE_MESSAGE:
-                check_room(size)
+            short = short_of_room(size if need is None else need) if size > LARGE_MESSAGE else None
+            if short is not None:
+                raise ProtocolError(503, short)
+            yield
+
+    async def _in_thread(self, size: int, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)`` in the service's thread pool (where HTTP parses its bodies), with :meth:`_room`."""
+        async with self._room(size):
             return await asyncio.get_running_loop().run_in_executor(self.service.executor, function, *args)
 
     def _infer_response(self, entry: ServedModel, request_id: str, parsed: InferRequest, outputs: list[Any]) -> Any:
@@ -558,144 +567,68 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
     return deserialize
 
 
-def _guarded(name: str, behavior: Callable[..., Any], grpc: Any) -> Callable[[Any, Any], Awaitable[Any]]:
-    """The unary RPC ``name``, answering an Undecodable request with INVALID_ARGUMENT, an RPC the generated
-    servicer leaves unimplemented with UNIMPLEMENTED, and any other failure with INTERNAL, each with a plain
-    message (gRPC's own answer to an exception is UNKNOWN, with the exception's class in the details)."""
+def dispatcher(endpoints: Any, grpc: Any, messages: Any) -> tuple[Dispatch, dict[str, Any]]:
+    """How the server answers each call the gRPC listener forwards, and what the listener must know of the service
+    (its name, its unary methods, its streaming ones, which it answers UNIMPLEMENTED itself).
 
-    async def handle(request: Any, context: Any) -> Any:
-        if isinstance(request, Undecodable):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-        try:
-            result = behavior(request, context)
-            return await result if inspect.isawaitable(result) else result
-        except grpc.aio.AbortError:  # the RPC has answered already
-            raise
-        except NotImplementedError:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"trtpipe does not implement {name}.")
-        except Exception as error:
-            console.warn(f"gRPC {name} failed: {error!r}")
-            await context.abort(grpc.StatusCode.INTERNAL, f"{name} failed on the server: see its log.")
-
-    return handle
-
-
-def method_handlers(grpc: Any, messages: Any, endpoints: Any) -> dict[str, Any]:
-    """The service's handlers, read from its descriptor (as the generated ``add_..._to_server`` would write
-    them), except that ModelInfer takes its request as bytes, to decode it off the event loop, and every other
-    unary RPC answers an undecodable request with INVALID_ARGUMENT."""
+    ModelInfer's handler reads its message itself (after admission: see GrpcEndpoints._infer); every other unary
+    RPC's message is decoded here, an undecodable one answered INVALID_ARGUMENT. An RPC the generated servicer
+    leaves unimplemented is UNIMPLEMENTED, any other failure INTERNAL, each with a plain message (gRPC's own answer
+    to an exception is UNKNOWN, with the exception's class in the details)."""
     from google.protobuf.message_factory import GetMessageClass
 
-    makers = {(False, True): grpc.unary_stream_rpc_method_handler,
-              (True, False): grpc.stream_unary_rpc_method_handler,
-              (True, True): grpc.stream_stream_rpc_method_handler}
-    handlers = {}
-    for method in messages.DESCRIPTOR.services_by_name[SERVICE.rsplit(".", 1)[1]].methods:
-        request_class, response_class = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
-        behavior = getattr(endpoints, method.name)
-        streaming = (method.client_streaming, method.server_streaming)
-        if streaming in makers:
-            handlers[method.name] = makers[streaming](behavior, request_deserializer=request_class.FromString,
-                                                      response_serializer=response_class.SerializeToString)
-        elif method.name == "ModelInfer":  # read by the handler as a one-message stream: see _first
-            handlers[method.name] = grpc.stream_unary_rpc_method_handler(
-                _guarded(method.name, behavior, grpc), request_deserializer=None,
-                response_serializer=response_class.SerializeToString)
-        else:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _guarded(method.name, behavior, grpc), request_deserializer=_lenient(request_class),
-                response_serializer=response_class.SerializeToString)
-    return handlers
+    described = messages.DESCRIPTOR.services_by_name[SERVICE.rsplit(".", 1)[1]]
+    unary = {m.name: (GetMessageClass(m.input_type), GetMessageClass(m.output_type)) for m in described.methods
+             if not (m.client_streaming or m.server_streaming)}
+    streaming = [[m.name, [m.client_streaming, m.server_streaming]] for m in described.methods if m.name not in unary]
+    codes = grpc.StatusCode
 
+    async def answer(call: ForwardedCall) -> Any:
+        if call.method == "ModelInfer":
+            return await endpoints.ModelInfer(None, call)
+        request = _lenient(unary[call.method][0])(await call.read())
+        if isinstance(request, Undecodable):
+            raise CallAborted(codes.INVALID_ARGUMENT, request.message)
+        result = getattr(endpoints, call.method)(request, call)
+        return await result if inspect.isawaitable(result) else result
 
-def create_server(grpc: Any, settings: ServeOptions) -> Any:
-    """An aio server with HTTP's limits: messages up to ``--max-body-mb`` each way, and at most
-    ``--max-connections`` calls at once (more get RESOURCE_EXHAUSTED, as HTTP's get 503). Without
-    ``SO_REUSEPORT`` (gRPC sets it by default): with it, a second server binds a port another one listens on, and
-    the kernel spreads new connections between the two."""
-    return grpc.aio.server(options=[("grpc.max_receive_message_length", settings.max_body_bytes),
-                                    ("grpc.max_send_message_length", settings.max_body_bytes),
-                                    ("grpc.so_reuseport", 0)],
-                           maximum_concurrent_rpcs=settings.max_connections)
-
-
-def bind(server: Any, settings: ServeOptions) -> str:
-    """Listen on ``--host`` at ``--grpc-port``; a port that cannot be bound (taken by another process) is the
-    user's to change. gRPC answers that with 0 or, in newer versions, a RuntimeError."""
-    address = f"{'[::1]' if settings.host == '::1' else settings.host}:{settings.grpc_port}"
-    try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError:
-        bound = 0
-    if bound == 0:
-        raise BadInput(f"gRPC port {settings.grpc_port} on {settings.host} is taken by another process (or cannot "
-                       "be bound): stop it or choose another --grpc-port.")
-    return address
-
-
-def add_service(server: Any, service: InferenceService, grpc: Any, messages: Any, generated: Any) -> None:
-    """Register the inference service's handlers on ``server``."""
-    handlers = method_handlers(grpc, messages, servicer(service, grpc, messages, generated))
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-
-
-class GrpcThread:
-    """The aio gRPC server on an event loop of its own, in a thread of its own.
-
-    On the HTTP app's loop, gRPC turned each large message into bytes there, a few hundred milliseconds of a 60 MiB
-    one during which the loop answered nothing: HTTP's health checks waited behind gRPC's requests. On a loop of
-    its own, gRPC's work stalls HTTP only while it holds the GIL. Both loops share the InferenceService: its
-    models, batchers, limits and metrics are used from either thread.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="trtpipe-grpc", daemon=True)
-        self.server: Any = None
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-        self.loop.close()
-
-    async def call(self, work: Awaitable[Any]) -> Any:
-        """``work`` run on the gRPC loop, awaited from the caller's loop; its exception is raised here."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))  # type: ignore[arg-type]
-
-    async def start(self, service: InferenceService) -> GrpcThread:
-        self.thread.start()
+    async def dispatch(call: ForwardedCall) -> tuple[int, str, bytes]:
+        if call.method not in unary:
+            return status_number(codes.UNIMPLEMENTED), f"trtpipe does not implement {call.method}.", b""
         try:
-            self.server = await self.call(_start(service))
-        except BaseException:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(30)
-            raise
-        return self
+            response = await answer(call)
+        except CallAborted as aborted:
+            return status_number(aborted.code), aborted.details, b""
+        except (ClientLeft, ConnectionGone):
+            raise ConnectionGone from None  # nobody to answer
+        except NotImplementedError:
+            return status_number(codes.UNIMPLEMENTED), f"trtpipe does not implement {call.method}.", b""
+        except Exception as error:
+            console.warn(f"gRPC {call.method} failed: {error!r}")
+            return status_number(codes.INTERNAL), f"{call.method} failed on the server: see its log.", b""
+        return status_number(codes.OK), "", unary[call.method][1].SerializeToString(response)
 
-    async def stop(self, grace: float | None = None) -> None:
-        """Stop the server (calls in flight get ``grace`` seconds), then the loop and its thread."""
-        try:
-            await self.call(self.server.stop(grace))
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 30)
+    return dispatch, {"service": SERVICE, "unary": list(unary), "streaming": streaming}
 
 
-async def _start(service: InferenceService) -> Any:
-    """Create, bind and start the aio gRPC server on the running loop."""
+async def _start(service: InferenceService) -> Bridge:
+    """Warm the worker threads, then start the gRPC listener process and answer what it forwards."""
     grpc, messages, generated = _grpc_modules()
-    server = create_server(grpc, service.settings)
-    add_service(server, service, grpc, messages, generated)
-    bind(server, service.settings)
+    dispatch, methods = dispatcher(servicer(service, grpc, messages, generated), grpc, messages)
     await warm_up(service, messages)
-    await server.start()
-    return server
+    bridge = Bridge(service.settings, dispatch, service.executor, methods)
+    try:
+        await bridge.start()
+    except BaseException:
+        await bridge.stop(0)
+        raise
+    return bridge
 
 
 async def start_grpc(service: InferenceService) -> GrpcThread:
-    """The gRPC service, started on a loop and thread of its own (see GrpcThread), sharing ``service`` with HTTP;
-    ``stop(grace)`` on what it returns stops it."""
-    return await GrpcThread().start(service)
+    """The gRPC service: its listener in a process of its own, its calls answered on a loop and thread of their
+    own (see grpc_bridge), sharing ``service`` with HTTP; ``stop(grace)`` on what it returns stops it."""
+    return await GrpcThread().start(lambda: _start(service))
 
 
 def _warm_up_jobs(entry: ServedModel, messages: Any, max_body_bytes: int) -> list[Callable[[], Any]]:

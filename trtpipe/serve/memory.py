@@ -11,7 +11,7 @@ Three things make a serving process's memory hard to bound, and each has its rem
   :func:`give_back` calls ``malloc_trim(0)`` after each large request (docs/results/serving-memory.md measures it).
 - gRPC's core aborts the process when an allocation fails, and glibc aborts a thread that cannot get memory for a
   library's thread-local storage. Under a memory limit the Python side must therefore never take the last of it:
-  :func:`check_room` refuses (503 / UNAVAILABLE) a large request whose decoding would leave less than
+  :func:`short_of_room` refuses (503 / UNAVAILABLE) a large request whose decoding would leave less than
   :data:`RESERVE` of address space, before anything is allocated for it.
 
 Everything here is a no-op where it does not apply (no glibc, no limit).
@@ -27,8 +27,6 @@ import resource
 import threading
 from functools import lru_cache
 from typing import Any
-
-from trtpipe.serve.protocol import ProtocolError
 
 M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
 ARENAS = 2  # malloc arenas: the main one and one that threads share
@@ -86,13 +84,14 @@ def address_space_room() -> int | None:
     return soft - pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def check_room(need: int) -> None:
-    """503 (ProtocolError) when taking ``need`` more bytes would leave less than RESERVE of address space: the
-    request is refused before anything is allocated for it, and the next one that fits is served."""
+def short_of_room(need: int) -> str | None:
+    """Why taking ``need`` more bytes would leave less than RESERVE of address space (a request to refuse, 503 /
+    UNAVAILABLE, before anything is allocated for it), or None when there is room (or no limit)."""
     room = address_space_room()
     if room is not None and room - need < RESERVE:
-        raise ProtocolError(503, f"The server is short of memory for this request ({need >> 20} MiB to decode, "
-                                 f"{max(room - RESERVE, 0) >> 20} MiB free): retry later or send a smaller request.")
+        return (f"The server is short of memory for this request ({need >> 20} MiB to decode, "
+                f"{max(room - RESERVE, 0) >> 20} MiB free): retry later or send a smaller request.")
+    return None
 
 
 def warm_thread(*work: Any) -> None:

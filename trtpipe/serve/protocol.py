@@ -110,7 +110,8 @@ class JsonArray(TensorData):
     into the model's dtype. Nesting is flattened in row-major order, as Triton reads it.
     """
 
-    def __init__(self, text: bytes, start: int, end: int, elements: int, nesting: list[int] | str) -> None:
+    def __init__(self, text: bytes | bytearray, start: int, end: int, elements: int, nesting: list[int] | str
+                 ) -> None:
         self.text, self.start, self.end = text, start, end  # text[start] is '[', text[end] its closing ']'
         self.elements = elements
         self.nesting = nesting  # the length at each depth, or why the arrays are not rectangular
@@ -321,7 +322,7 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _kinds(text: bytes) -> set[type] | None:
+def _kinds(text: bytes | bytearray) -> set[type] | None:
     """The Python types orjson makes of a scanned slice of JSON, read from its text in C: without t, f or n
     (true, false, null: the scan lets no other word through, and orjson none but these) it holds numbers only,
     and floats only if a point or an exponent shows. None when the values must be looked at one by one, as when
@@ -389,7 +390,7 @@ _CLASS[list(b"0123456789+-.eEtruefalsn")] = 2
 _CLASS[ord("[")], _CLASS[ord("]")] = 3, 4
 
 
-def _scan_array(text: bytes, start: int) -> JsonArray | None:
+def _scan_array(text: bytes | bytearray, start: int) -> JsonArray | None:
     """The plain array that opens at ``text[start]``, its values counted, or None when it holds anything else
     before it closes (or never closes): then orjson reads it, and its own rules refuse it. Blocks grow from
     SCAN_FIRST to SCAN_BLOCK bytes, so that the work is in proportion to the array, whatever its size."""
@@ -419,7 +420,7 @@ def _scan_array(text: bytes, start: int) -> JsonArray | None:
     return None
 
 
-def _small(text: bytes, start: int) -> bool:
+def _small(text: bytes | bytearray, start: int) -> bool:
     """Whether the array opening at ``text[start]`` cannot hold more than SMALL_ARRAY bytes of values: a quote or
     brace comes first (in valid JSON one follows an array in an object at once). Such an array is left to orjson
     with the rest, at the cost of a few bounded searches; only larger ones are scanned, each over its own bytes,
@@ -428,7 +429,7 @@ def _small(text: bytes, start: int) -> bool:
     return any(text.find(mark, start, stop) >= 0 for mark in (b'"', b"}", b"{")) or stop >= len(text)
 
 
-def read_json(text: bytes) -> dict[str, Any]:
+def read_json(text: bytes | bytearray) -> dict[str, Any]:
     """A request's JSON, each plain ``"data": [...]`` array left as text (a JsonArray in its place).
 
     The text is walked from string to string (a regular expression finds each; no Python work per byte): a
@@ -439,7 +440,7 @@ def read_json(text: bytes) -> dict[str, Any]:
     """
     nonce = secrets.token_hex(8)
     arrays: dict[str, JsonArray] = {}
-    pieces: list[bytes] = []
+    pieces: list[bytes | bytearray] = []
     pos = piece = kept = 0  # piece: where the current stretch of kept text starts; kept: bytes kept before it
     while (quote := text.find(b'"', pos)) >= 0:
         string = _STRING.match(text, quote)
@@ -482,7 +483,7 @@ def _check_outside_data(size: int) -> None:
 # -- the request ------------------------------------------------------------------------------------------------------
 
 
-def parse_infer_request(body: bytes, header_length: int | None, inputs: list[TensorInfo],
+def parse_infer_request(body: bytes | bytearray, header_length: int | None, inputs: list[TensorInfo],
                         outputs: list[TensorInfo], max_batch_size: int | None,
                         max_tensor_bytes: int | None = None) -> InferRequest:
     """Decode and check an HTTP infer request (JSON, or a JSON header and binary data) against the model's

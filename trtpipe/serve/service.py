@@ -255,7 +255,7 @@ class InferenceService:
         if size > limit:
             raise ProtocolError(413, f"The request body is {size} bytes; the limit is {limit}.")
 
-    async def parse(self, entry: ServedModel, body: bytes, header_length: int | None) -> InferRequest:
+    async def parse(self, entry: ServedModel, body: bytes | bytearray, header_length: int | None) -> InferRequest:
         """The request checked against the model's tensors, parsed in a worker thread: a large body takes long to
         decode, and meanwhile the event loop keeps answering health checks and other models."""
         assert entry.model is not None

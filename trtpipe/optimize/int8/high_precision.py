@@ -40,7 +40,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import producers_of, topologically_sorted
+from trtpipe.onnx_info import producers_of, readers_of, topologically_sorted
 from trtpipe.optimize.activations import RunningStats, float_activations, observe
 from trtpipe.optimize.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
 from trtpipe.optimize.int8.quantize import prune_unread
@@ -103,15 +103,7 @@ def fp16_elsewhere(model: onnx.ModelProto, calibration: list[Batch], *, keep: Ma
     stats = observe(model, activations, calibration)
     report.max_activation = max((s.abs_max for s in stats.values()), default=0.0)
     blocked_ops = set(DEFAULT_OP_BLOCK_LIST) | set(UNSAFE_FP16_OPS)
-    blocked: dict[str, str] = {}
-    for node in model.graph.node:
-        if node.op_type in QDQ_OPS:
-            continue
-        reason = (keep or {}).get(node.name) or overflow_reason(node, stats)
-        if reason is None and node.op_type in blocked_ops:
-            reason = f"operator {node.op_type}: ONNX Runtime's float16 converter keeps it FP32"
-        if reason is not None:
-            blocked[node.name] = reason
+    blocked = _kept_fp32(model, keep or {}, stats, blocked_ops)
     blocked |= _constants_for(model, blocked, activations)
     report.kept_fp32 = [{"node": node.name, "op": node.op_type, "reason": blocked[node.name]}
                         for node in model.graph.node if node.name in blocked]
@@ -139,6 +131,22 @@ def fp16_elsewhere(model: onnx.ModelProto, calibration: list[Batch], *, keep: Ma
                             and any(types.get(o) == TensorProto.FLOAT16 for o in node.output)
                             for node in converted.graph.node)
     return converted, report
+
+
+def _kept_fp32(model: onnx.ModelProto, keep: Mapping[str, str], stats: Mapping[str, RunningStats],
+               blocked_ops: set[str]) -> dict[str, str]:
+    """The float nodes that stay FP32, each with its reason: as ``keep`` asks, else where calibration shows FP16
+    would overflow (:func:`overflow_reason`), else where the converter blocks the operator."""
+    blocked: dict[str, str] = {}
+    for node in model.graph.node:
+        if node.op_type in QDQ_OPS:
+            continue
+        reason = keep.get(node.name) or overflow_reason(node, stats)
+        if reason is None and node.op_type in blocked_ops:
+            reason = f"operator {node.op_type}: ONNX Runtime's float16 converter keeps it FP32"
+        if reason is not None:
+            blocked[node.name] = reason
+    return blocked
 
 
 def _constants_for(model: onnx.ModelProto, blocked: Mapping[str, str], activations: list[str]) -> dict[str, str]:
@@ -279,13 +287,17 @@ def _fold_casts_into_qdq(model: onnx.ModelProto, report: HighPrecisionReport) ->
     """Give a Q/DQ node an FP16 scale where the converter put a Cast between it and FP16 arithmetic: a DQ whose
     readers cast its output to FP16 writes FP16 itself; a Q that reads an FP16 tensor through a Cast to FP32 reads it
     directly. A DQ that FP32 nodes read as well keeps an FP32 copy for them."""
-    graph = model.graph
-    scales = _Scales(graph, report)
+    scales = _Scales(model.graph, report)
+    _dequantize_in_fp16(model.graph, scales)
+    _quantize_from_fp16(model, scales)
+
+
+def _dequantize_in_fp16(graph: onnx.GraphProto, scales: _Scales) -> None:
+    """The DQ half of :func:`_fold_casts_into_qdq`: a DQ whose readers cast its output to FP16 writes FP16 itself
+    (those Casts go, and a Cast back to FP32 after them reads the DQ's own FP32 output instead); where FP32 nodes
+    still read the DQ, an FP16 twin after it writes the FP16 value."""
     outputs = {o.name for o in graph.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(graph)
 
     def rewire(old: str, new: str) -> None:
         for reader in readers.pop(old, []):
@@ -320,6 +332,13 @@ def _fold_casts_into_qdq(model: onnx.ModelProto, report: HighPrecisionReport) ->
                                     name=dq.name + FP16_SUFFIX)
             twin.attribute.extend(dq.attribute)
             added[id(dq)] = (dq, twin)
+    _replace_nodes(graph, dead, added)
+
+
+def _replace_nodes(graph: onnx.GraphProto, dead: Mapping[int, onnx.NodeProto],
+                   added: Mapping[int, tuple[onnx.NodeProto, onnx.NodeProto]]) -> None:
+    """The graph's nodes in their order without the ``dead`` ones, each node ``added`` names followed by its new
+    node (both keyed by the id() of a node in the graph)."""
     kept = []
     for node in graph.node:
         if id(node) not in dead:
@@ -329,6 +348,11 @@ def _fold_casts_into_qdq(model: onnx.ModelProto, report: HighPrecisionReport) ->
     del graph.node[:]
     graph.node.extend(kept)
 
+
+def _quantize_from_fp16(model: onnx.ModelProto, scales: _Scales) -> None:
+    """The Q half of :func:`_fold_casts_into_qdq`: a Q that reads an FP16 tensor through a Cast to FP32 reads the
+    FP16 tensor directly, with an FP16 scale."""
+    graph = model.graph
     types = _types(model)
     producer = producers_of(graph)
     for q in [n for n in graph.node if n.op_type == "QuantizeLinear"]:

@@ -160,23 +160,13 @@ def _gained_sites(graph: onnx.GraphProto, ranges: Ranges) -> list[Gained]:
 
 def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
     """Rewrite each carried gain's HardSwish (``_gained_sites``) into integer ops (module docstring)."""
-    from onnxruntime.quantization.quant_utils import compute_scale_zp
-
     graph = model.graph
     sites = _gained_sites(graph, ranges)
     if not sites:
         return 0
     producer = producers_of(graph)
     names = {t.name for t in graph.initializer} | set(producer) | {i.name for i in graph.input}
-    add = graph.initializer.append
-    shared = {key: _unique(f"{PREFIX}_{key}", names) for key in ("c_scale", "u_scale", "u_zero", "half_q", "zero",
-                                                                    "gate_scale")}
-    add(numpy_helper.from_array(np.array(1.0 / (6.0 * EXACT_LEVELS), np.float32), shared["c_scale"]))
-    add(numpy_helper.from_array(np.array(1.0 / HALF_LEVELS, np.float32), shared["u_scale"]))
-    add(numpy_helper.from_array(np.array(HALF_LEVELS // 2, np.uint8), shared["u_zero"]))
-    add(numpy_helper.from_array(np.array(HALF_LEVELS // 2, np.uint8), shared["half_q"]))
-    add(numpy_helper.from_array(np.array(0, np.uint8), shared["zero"]))
-    add(numpy_helper.from_array(np.array(1.0 / LEVELS, np.float32), shared["gate_scale"]))
+    shared = _gained_constants(graph, names)
     replaced = {id(n) for site in sites for n in (site.inverse, site.quantize, site.dequantize, site.hardswish)}
     at = {id(site.gain): site for site in sites}
     rewritten: list[onnx.NodeProto] = []
@@ -187,30 +177,55 @@ def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
         if site is None:
             rewritten.append(node)
             continue
-        stem = _unique(f"{PREFIX}_gained_{index}", names)
-        scaled = site.inverse.input[0]
-        low, high = ranges[scaled]
-        x_zero, x_scale = compute_scale_zp(np.array(low, np.float32), np.array(high, np.float32),
-                                           np.array(0, np.uint8), np.array(255, np.uint8))
-        add(numpy_helper.from_array(np.array(x_scale, np.float32), f"{stem}_x_scale"))
-        add(numpy_helper.from_array(np.array(x_zero, np.uint8), f"{stem}_x_zero"))
-        add(numpy_helper.from_array(site.steps.astype(np.uint8), f"{stem}_c_q"))
-        x_scale_name, x_zero_name = x_params = [f"{stem}_x_scale", f"{stem}_x_zero"]
-        zero = shared["zero"]
-        rewritten += [
-            helper.make_node("QuantizeLinear", [scaled, *x_params], [f"{stem}_x_q"], name=f"{stem}_x_q"),
-            # A DQ of its own for each reader: ONNX Runtime fuses a node unit from the DQ nodes only it reads.
-            _dequantize(f"{stem}_x_q", x_scale_name, x_zero_name, f"{stem}_x_u"),
-            _dequantize(f"{stem}_c_q", shared["c_scale"], zero, f"{stem}_c"),
-            *_quantized("Mul", [f"{stem}_x_u", f"{stem}_c"], f"{stem}_u", shared["u_scale"], shared["u_zero"]),
-            _dequantize(shared["half_q"], shared["u_scale"], zero, f"{stem}_half"),
-            *_quantized("Add", [f"{stem}_u", f"{stem}_half"], f"{stem}_gate", shared["gate_scale"], zero),
-            _dequantize(f"{stem}_x_q", x_scale_name, x_zero_name, f"{stem}_x_y"),
-            helper.make_node("Mul", [f"{stem}_x_y", f"{stem}_gate"], [site.gain.output[0]], name=f"{stem}_mul"),
-        ]
+        rewritten += _gained_nodes(graph, site, _unique(f"{PREFIX}_gained_{index}", names), shared, ranges)
     del graph.node[:]
     graph.node.extend(rewritten)  # the gains' constants, now unread, go with the caller's prune_unread
     return len(sites)
+
+
+def _gained_constants(graph: onnx.GraphProto, names: set[str]) -> dict[str, str]:
+    """The scalar initializers every carried gain's rewrite shares, added to ``graph`` under names it does not use
+    yet: the scale of the exact uint8 steps 1 / (6 g), the half-range scale and zero point the gate's product is
+    written in, the half that product is shifted by, zero point 0, and the gate's scale 1/255."""
+    add = graph.initializer.append
+    shared = {key: _unique(f"{PREFIX}_{key}", names) for key in ("c_scale", "u_scale", "u_zero", "half_q", "zero",
+                                                                    "gate_scale")}
+    add(numpy_helper.from_array(np.array(1.0 / (6.0 * EXACT_LEVELS), np.float32), shared["c_scale"]))
+    add(numpy_helper.from_array(np.array(1.0 / HALF_LEVELS, np.float32), shared["u_scale"]))
+    add(numpy_helper.from_array(np.array(HALF_LEVELS // 2, np.uint8), shared["u_zero"]))
+    add(numpy_helper.from_array(np.array(HALF_LEVELS // 2, np.uint8), shared["half_q"]))
+    add(numpy_helper.from_array(np.array(0, np.uint8), shared["zero"]))
+    add(numpy_helper.from_array(np.array(1.0 / LEVELS, np.float32), shared["gate_scale"]))
+    return shared
+
+
+def _gained_nodes(graph: onnx.GraphProto, site: Gained, stem: str, shared: dict[str, str],
+                  ranges: Ranges) -> list[onnx.NodeProto]:
+    """The integer ops that replace one carried gain's HardSwish (module docstring), named from ``stem``: its
+    pre-activation quantized on its calibrated range, with that site's own initializers added to ``graph``."""
+    from onnxruntime.quantization.quant_utils import compute_scale_zp
+
+    add = graph.initializer.append
+    scaled = site.inverse.input[0]
+    low, high = ranges[scaled]
+    x_zero, x_scale = compute_scale_zp(np.array(low, np.float32), np.array(high, np.float32),
+                                       np.array(0, np.uint8), np.array(255, np.uint8))
+    add(numpy_helper.from_array(np.array(x_scale, np.float32), f"{stem}_x_scale"))
+    add(numpy_helper.from_array(np.array(x_zero, np.uint8), f"{stem}_x_zero"))
+    add(numpy_helper.from_array(site.steps.astype(np.uint8), f"{stem}_c_q"))
+    x_scale_name, x_zero_name = x_params = [f"{stem}_x_scale", f"{stem}_x_zero"]
+    zero = shared["zero"]
+    return [
+        helper.make_node("QuantizeLinear", [scaled, *x_params], [f"{stem}_x_q"], name=f"{stem}_x_q"),
+        # A DQ of its own for each reader: ONNX Runtime fuses a node unit from the DQ nodes only it reads.
+        _dequantize(f"{stem}_x_q", x_scale_name, x_zero_name, f"{stem}_x_u"),
+        _dequantize(f"{stem}_c_q", shared["c_scale"], zero, f"{stem}_c"),
+        *_quantized("Mul", [f"{stem}_x_u", f"{stem}_c"], f"{stem}_u", shared["u_scale"], shared["u_zero"]),
+        _dequantize(shared["half_q"], shared["u_scale"], zero, f"{stem}_half"),
+        *_quantized("Add", [f"{stem}_u", f"{stem}_half"], f"{stem}_gate", shared["gate_scale"], zero),
+        _dequantize(f"{stem}_x_q", x_scale_name, x_zero_name, f"{stem}_x_y"),
+        helper.make_node("Mul", [f"{stem}_x_y", f"{stem}_gate"], [site.gain.output[0]], name=f"{stem}_mul"),
+    ]
 
 
 def _dequantize(quantized: str, scale: str, zero: str, output: str) -> onnx.NodeProto:

@@ -35,11 +35,6 @@ def quantize(
 ) -> onnx.ModelProto:
     """Return ``model`` with Q/DQ nodes for ``profile``; ``exclude`` stays FP32, ``only`` limits what is quantised.
     The placement rules (:mod:`placement`) keep their nodes in float and tie Concat inputs to one range."""
-    from onnxruntime.quantization import QuantType
-    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
-    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
-    from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
-
     placed = float_nodes(model, profile)
     exclude = [*exclude, *placed]
     op_types = quantized_op_types(profile)
@@ -48,6 +43,21 @@ def quantize(
         kept = set(exclude)
         share_concat_scales(model, ranges, [n.name for n in model.graph.node if n.op_type in op_types
                                             and n.name not in kept and (not only or n.name in only)])
+    quantized = _qdq_quantizer(model, ranges, profile, op_types, only=only, exclude=exclude)
+    _rewrite_for_profile(quantized, model, ranges, profile, op_types, only=only, exclude=exclude)
+    return quantized
+
+
+def _qdq_quantizer(model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, op_types: list[str], *,
+                   only: Sequence[str], exclude: Sequence[str]) -> onnx.ModelProto:
+    """What ONNX Runtime's QDQQuantizer writes for ``model`` with the given ranges (as MinMax calibration data,
+    so it does not recalibrate): per-channel weights, the profile's types and options, and full-range weights in
+    depthwise convolutions where a CPU profile reduces the range of the others."""
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
+    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
+    from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
+
     tensors = TensorsData(CalibrationMethod.MinMax, {
         name: TensorData(lowest=np.float32(low), highest=np.float32(high)) for name, (low, high) in ranges.items()
     })
@@ -68,7 +78,15 @@ def quantize(
             if profile.reduce_range and profile.target in CPU_TARGETS else dict(profile.extra_options),
         )
         quantizer.quantize_model()
-        quantized = quantizer.model.model
+        quantized: onnx.ModelProto = quantizer.model.model
+    return quantized
+
+
+def _rewrite_for_profile(quantized: onnx.ModelProto, model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile,
+                         op_types: list[str], *, only: Sequence[str], exclude: Sequence[str]) -> None:
+    """The quantiser's output rewritten in place as the profile asks: Q/DQ only on residual branches, graph
+    outputs and tensors only float nodes read left float, then the profile's integer rewrites (zero-point-free
+    joins, Concat in place, integer HardSwish), each pruning what it leaves unread."""
     if profile.residual_branch_only:
         keep_residual_branch_only(quantized)
     float_graph_outputs(quantized)
@@ -81,7 +99,6 @@ def quantize(
         prune_unread(quantized.graph)
     if profile.integer_hardswish and integer_hardswish(quantized, ranges):
         prune_unread(quantized.graph)
-    return quantized
 
 
 def float_reads(model: onnx.ModelProto, fp32: onnx.ModelProto, float_nodes: set[str]) -> int:

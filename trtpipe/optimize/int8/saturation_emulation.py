@@ -147,15 +147,37 @@ def emulate(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, vnni: bool
     """``model``'s outputs for ``inputs`` with every quantized convolution and Gemm computed as a CPU with (``vnni``)
     or without VNNI computes it, the rest as ONNX's reference evaluator does."""
     from onnx.reference import ReferenceEvaluator
-    from onnx.reference.op_run import OpRun
 
-    def scaled(acc: np.ndarray, x_scale: np.ndarray, w_scale: np.ndarray, bias: np.ndarray | None,
-               axis: int) -> np.ndarray:
-        shape = [1] * acc.ndim
-        shape[axis] = -1
-        out = acc.astype(np.float32) * np.float32(x_scale) * np.asarray(w_scale, np.float32).reshape(
-            shape if np.ndim(w_scale) else [])
-        return out + (np.asarray(bias, np.float32).reshape(shape) if bias is not None else 0)
+    rewritten, _ = emulated(model)
+    session: Any = ReferenceEvaluator(rewritten, new_ops=[*_saturating_ops(vnni), *_opset13_qdq_ops()])
+    return list(session.run(None, inputs))
+
+
+def _scaled(acc: np.ndarray, x_scale: np.ndarray, w_scale: np.ndarray, bias: np.ndarray | None,
+            axis: int) -> np.ndarray:
+    """An integer accumulator back in float: times the activation's scale and the weights' (per output channel,
+    along ``axis``, where they are per channel), plus the bias."""
+    shape = [1] * acc.ndim
+    shape[axis] = -1
+    out = acc.astype(np.float32) * np.float32(x_scale) * np.asarray(w_scale, np.float32).reshape(
+        shape if np.ndim(w_scale) else [])
+    return out + (np.asarray(bias, np.float32).reshape(shape) if bias is not None else 0)
+
+
+def _broadcast(value: np.ndarray, like: np.ndarray, axis: int | None) -> np.ndarray:
+    """A Q/DQ scale or zero point shaped to broadcast against ``like``: a scalar as it is, a vector along ``axis``
+    (ONNX's default, 1, when none is given)."""
+    if np.ndim(value) == 0:
+        return np.asarray(value)
+    shape = [1] * like.ndim
+    shape[axis if axis is not None else 1] = -1
+    return np.asarray(value).reshape(shape)
+
+
+def _saturating_ops(vnni: bool) -> list[type]:
+    """The reference evaluator's implementations of :func:`emulated`'s SaturatingConv and SaturatingGemm: integer
+    accumulation as a CPU with (``vnni``) or without VNNI does it, then scaled back to float."""
+    from onnx.reference.op_run import OpRun
 
     class SaturatingConv(OpRun):
         op_domain = DOMAIN
@@ -164,7 +186,7 @@ def emulate(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, vnni: bool
                  dilations=None):
             acc = conv_u8s8(x, int(x_zero), w, group=group or 1, strides=strides or (1, 1),
                             pads=pads or (0, 0, 0, 0), dilations=dilations or (1, 1), vnni=vnni)
-            return (scaled(acc, x_scale, w_scale, bias, 1),)
+            return (_scaled(acc, x_scale, w_scale, bias, 1),)
 
     class SaturatingGemm(OpRun):
         op_domain = DOMAIN
@@ -172,22 +194,22 @@ def emulate(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, vnni: bool
         def _run(self, x, x_scale, x_zero, w, w_scale, bias=None, transB=None):
             weights = w if transB else w.T
             acc = u8s8_dot(x, weights, vnni=vnni) - int(x_zero) * weights.astype(np.int32).sum(axis=1)[None, :]
-            return (scaled(acc, x_scale, w_scale, bias, 1),)
+            return (_scaled(acc, x_scale, w_scale, bias, 1),)
 
-    def broadcast(value: np.ndarray, like: np.ndarray, axis: int | None) -> np.ndarray:
-        if np.ndim(value) == 0:
-            return np.asarray(value)
-        shape = [1] * like.ndim
-        shape[axis if axis is not None else 1] = -1
-        return np.asarray(value).reshape(shape)
+    return [SaturatingConv, SaturatingGemm]
 
-    # ONNX's reference evaluator implements Q/DQ from opset 19 only; these are opset 13's (per tensor or per axis).
+
+def _opset13_qdq_ops() -> list[type]:
+    """DequantizeLinear and QuantizeLinear as opset 13 defines them (per tensor or per axis), for the reference
+    evaluator, which implements Q/DQ from opset 19 only."""
+    from onnx.reference.op_run import OpRun
+
     class DequantizeLinear(OpRun):
         op_domain = ""
 
         def _run(self, x, scale, zero=None, axis=None, **_: Any):
-            shifted = x.astype(np.float32) - (broadcast(zero, x, axis).astype(np.float32) if zero is not None else 0)
-            return ((shifted * broadcast(scale, x, axis)).astype(np.float32),)
+            shifted = x.astype(np.float32) - (_broadcast(zero, x, axis).astype(np.float32) if zero is not None else 0)
+            return ((shifted * _broadcast(scale, x, axis)).astype(np.float32),)
 
     class QuantizeLinear(OpRun):
         op_domain = ""
@@ -195,11 +217,8 @@ def emulate(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, vnni: bool
         def _run(self, x, scale, zero=None, axis=None, **_: Any):
             kind = zero.dtype if zero is not None else np.dtype(np.uint8)
             info = np.iinfo(kind)
-            value = np.rint(x / broadcast(scale, x, axis)) + (broadcast(zero, x, axis).astype(np.float32)
-                                                              if zero is not None else 0)
+            value = np.rint(x / _broadcast(scale, x, axis)) + (_broadcast(zero, x, axis).astype(np.float32)
+                                                               if zero is not None else 0)
             return (np.clip(value, info.min, info.max).astype(kind),)
 
-    rewritten, _ = emulated(model)
-    session: Any = ReferenceEvaluator(rewritten, new_ops=[SaturatingConv, SaturatingGemm, DequantizeLinear,
-                                                          QuantizeLinear])
-    return list(session.run(None, inputs))
+    return [DequantizeLinear, QuantizeLinear]

@@ -30,14 +30,40 @@ VALUE_PRESERVING = ("Resize", "Upsample", "MaxPool", "Reshape", "Flatten", "Tran
                     "Slice", "Split", "Identity")
 
 
+Pairs = dict[str, tuple[onnx.NodeProto, list[onnx.NodeProto]]]  # Q output -> (that Q, its DQs)
+
+
 def zero_point_free_joins(model: onnx.ModelProto) -> int:
     """Rewrite each activation Q/DQ pair (uint8, zero point not 0) that no weighted op reads to int8 with zero
     point 0 over the same range; returns how many pairs it rewrote."""
     graph = model.graph
     index = GraphIndex.of(model)
-    constants, producer, readers, outputs = index.initializers, index.producer, index.readers, index.graph_outputs
+    readers, outputs = index.readers, index.graph_outputs
+    pairs = _uint8_activation_pairs(graph, index)
+    groups = _linked_groups(pairs, index)
 
-    pairs: dict[str, tuple[onnx.NodeProto, list[onnx.NodeProto]]] = {}  # Q output -> (Q, its DQs)
+    def weighted_or_output(name: str) -> bool:
+        return any(dq.output[0] in outputs or any(r.op_type in WEIGHTED_OPS for r in readers.get(dq.output[0], []))
+                   for dq in pairs[name][1])
+
+    kept = {groups[name] for name in pairs if weighted_or_output(name)}
+    rewritten = 0
+    for name, (q, dqs) in pairs.items():
+        if groups[name] in kept:
+            continue
+        _make_symmetric(graph, name, q, dqs, index.initializers)
+        rewritten += 1
+    read = {i for node in graph.node for i in node.input}
+    for tensor in [t for t in graph.initializer if t.name not in read]:
+        graph.initializer.remove(tensor)
+    return rewritten
+
+
+def _uint8_activation_pairs(graph: onnx.GraphProto, index: GraphIndex) -> Pairs:
+    """Each activation Q with a constant uint8 scalar zero point other than 0 whose readers are all DQs, by its
+    output: the Q and its DQs (what :func:`zero_point_free_joins` may rewrite)."""
+    constants, readers = index.initializers, index.readers
+    pairs: Pairs = {}
     for q in graph.node:
         if q.op_type != "QuantizeLinear" or q.input[0] in constants or len(q.input) < 3 \
                 or q.input[1] not in constants or q.input[2] not in constants:
@@ -48,7 +74,12 @@ def zero_point_free_joins(model: onnx.ModelProto) -> int:
                 or len(dqs) != len(readers[q.output[0]]):
             continue
         pairs[q.output[0]] = (q, dqs)
+    return pairs
 
+
+def _linked_groups(pairs: Pairs, index: GraphIndex) -> dict[str, str]:
+    """Each pair's group, named by one of its members: pairs linked through a value-preserving op (the pair a
+    Resize reads and the one after it) share one, so they are rewritten together or not at all."""
     group = {name: name for name in pairs}
 
     def root(name: str) -> str:
@@ -58,29 +89,21 @@ def zero_point_free_joins(model: onnx.ModelProto) -> int:
 
     dequantized = {dq.output[0]: name for name, (_, dqs) in pairs.items() for dq in dqs}
     for name, (q, _) in pairs.items():
-        source = producer.get(q.input[0])
+        source = index.producer.get(q.input[0])
         if source is not None and source.op_type in VALUE_PRESERVING and source.input[0] in dequantized:
             group[root(name)] = root(dequantized[source.input[0]])
+    return {name: root(name) for name in pairs}
 
-    def weighted_or_output(name: str) -> bool:
-        return any(dq.output[0] in outputs or any(r.op_type in WEIGHTED_OPS for r in readers.get(dq.output[0], []))
-                   for dq in pairs[name][1])
 
-    kept = {root(name) for name in pairs if weighted_or_output(name)}
-    rewritten = 0
-    for name, (q, dqs) in pairs.items():
-        if root(name) in kept:
-            continue
-        scale = float(numpy_helper.to_array(constants[q.input[1]]))
-        zero = int(numpy_helper.to_array(constants[q.input[2]]))
-        symmetric = max(zero, 255 - zero) * scale / 127  # the larger side of [-zero*scale, (255-zero)*scale]
-        scale_name, zero_name = f"{name}_symmetric_scale", f"{name}_symmetric_zero_point"
-        graph.initializer.extend([numpy_helper.from_array(np.array(symmetric, np.float32), scale_name),
-                                  numpy_helper.from_array(np.array(0, np.int8), zero_name)])
-        for node in (q, *dqs):
-            node.input[1], node.input[2] = scale_name, zero_name
-        rewritten += 1
-    read = {i for node in graph.node for i in node.input}
-    for tensor in [t for t in graph.initializer if t.name not in read]:
-        graph.initializer.remove(tensor)
-    return rewritten
+def _make_symmetric(graph: onnx.GraphProto, name: str, q: onnx.NodeProto, dqs: list[onnx.NodeProto],
+                    constants: dict[str, onnx.TensorProto]) -> None:
+    """Point ``q`` and its ``dqs`` at new int8 parameters with zero point 0 whose scale covers the uint8 range they
+    had: its larger side over 127."""
+    scale = float(numpy_helper.to_array(constants[q.input[1]]))
+    zero = int(numpy_helper.to_array(constants[q.input[2]]))
+    symmetric = max(zero, 255 - zero) * scale / 127  # the larger side of [-zero*scale, (255-zero)*scale]
+    scale_name, zero_name = f"{name}_symmetric_scale", f"{name}_symmetric_zero_point"
+    graph.initializer.extend([numpy_helper.from_array(np.array(symmetric, np.float32), scale_name),
+                              numpy_helper.from_array(np.array(0, np.int8), zero_name)])
+    for node in (q, *dqs):
+        node.input[1], node.input[2] = scale_name, zero_name

@@ -17,8 +17,8 @@ from onnx import numpy_helper
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.records import Bf16Record
 from trtpipe.optimize.passes.registry import PrecisionPass
+from trtpipe.optimize.records import Bf16Record
 from trtpipe.vocab import Precision
 
 PASS = PrecisionPass(Precision.BF16, "BF16 weights behind Casts (convolutions, matrix products); run in BF16 "

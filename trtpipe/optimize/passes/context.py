@@ -16,7 +16,7 @@ from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.evaluate import logits, outputs
 from trtpipe.optimize.int8.recipes import Recipe
 from trtpipe.optimize.options import OptimizeOptions
-from trtpipe.optimize.passes.records import PassRecord
+from trtpipe.optimize.records import PassRecord
 from trtpipe.vocab import GraphOptimization, Target, Task
 
 R = TypeVar("R", bound=PassRecord)

@@ -35,8 +35,8 @@ from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds, readers_of
 from trtpipe.optimize.activations import channel_ranges
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.records import EqualizeRecord
 from trtpipe.optimize.passes.registry import GraphPass
+from trtpipe.optimize.records import EqualizeRecord
 from trtpipe.vocab import Target
 
 PASS = GraphPass("cross-layer equalization of consecutive convolutions (for depthwise-separable nets; INT8)")

@@ -21,8 +21,8 @@ from trtpipe.inputs import Batch
 from trtpipe.optimize.activations import observe
 from trtpipe.optimize.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.records import Fp16Record
 from trtpipe.optimize.passes.registry import PrecisionPass
+from trtpipe.optimize.records import Fp16Record
 from trtpipe.optimize.shape_subgraph import shape_computations
 from trtpipe.vocab import Precision
 

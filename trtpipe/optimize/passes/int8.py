@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,8 +27,8 @@ from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel
 from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.records import Int8Calibration, Int8Record
 from trtpipe.optimize.passes.registry import PrecisionPass
+from trtpipe.optimize.records import Int8Calibration, Int8Record
 from trtpipe.vocab import Precision
 
 PASS = PrecisionPass(Precision.INT8, "INT8 Q/DQ for the target (tensorrt: S8S8 symmetric; cpu: U8S8), with an "
@@ -35,12 +36,42 @@ PASS = PrecisionPass(Precision.INT8, "INT8 Q/DQ for the target (tensorrt: S8S8 s
 
 
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
+    """INT8 for the target, in the order the module's docstring gives: calibrate, write Q/DQ, run the recipe's
+    steps, keep nodes in FP32 until the accuracy budget holds, then FP16 in the layers left float where asked;
+    every figure on the way goes in the pass's record."""
     options, calib, evaluation = context.options, context.calib, context.evaluation
     assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
     profile = profile_for(context.target, options.cpu_class)
     high = high_precision_for(context.target, options.high_precision)  # refused before any work, not after it
     console.note(f"INT8 for {context.target}: {profile.to_dict()['activations']} activations, "
                  f"{profile.to_dict()['weights']} weights ({profile.reduce_range_reason})")
+    ranges, cache = _calibration_ranges(fp32, calib, profile, context)
+    with console.step("Writing Q/DQ nodes..."):
+        quantized = quantize(fp32, ranges, profile)
+    judge = evaluation or calib
+    full_int8 = context.compare(fp32, quantized, judge, profile.evaluation_optimization)
+    # A measurement, not yet a verdict: the budget (and the stage's final check) may still refuse the result.
+    console.note(f"INT8 ({context.target}) vs FP32 on {judge.source}: {full_int8.line()}")
+    calibration = Int8Calibration(str(options.calib_method), calib.source, len(calib), calib.sha256, str(cache),
+                                  len(ranges))
+    section = _new_section(context, full_int8)
+    quantized, check = _recipe_steps(fp32, ranges, profile, (quantized, full_int8), context, judge, section)
+    quantized, check = _within_budget(fp32, (quantized, check), profile, context, section)
+    section["high_precision"] = {"dtype": str(high), "asked": str(options.high_precision or "default")}
+    if high is Precision.FP16:
+        quantized, check = _fp16_elsewhere(fp32, quantized, check, context, judge, profile, section)
+    section["placement"] = {**placement_record(fp32, profile, quantized), **section["placement"]}  # + the choices
+    fp32_layers = section.pop("fp32_layers")
+    context.record(Int8Record(profile.to_dict(), calibration, full_int8, check, fp32_layers, section))
+    return quantized
+
+
+def _calibration_ranges(fp32: onnx.ModelProto, calib: Dataset, profile: QuantProfile,
+                        context: PassContext) -> tuple[Ranges, Path]:
+    """Each tensor's calibrated range, read from the range cache when the model, data and method are unchanged
+    (a rerun skips calibration), else calibrated and cached; narrowed per channel where a carried gain's
+    pre-activation responds over per-channel intervals. Also the cache's path, for the record."""
+    options = context.options
     model_sha = hashlib.sha256(fp32.SerializeToString()).hexdigest()
     key = cache_key(model_sha, calib.sha256, options.calib_method, profile.symmetric_activations)
     cache = options.calib_cache or context.output.with_suffix(".calib.json")
@@ -53,23 +84,29 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     intervals = channel_intervals(fp32)
     if intervals:  # per-channel responsive intervals (a carried gain's pre-activation): per-channel bounds needed
         ranges = narrowed_per_channel(ranges, intervals, channel_bounds(fp32, list(intervals), context.batches(calib)))
-    with console.step("Writing Q/DQ nodes..."):
-        quantized = quantize(fp32, ranges, profile)
-    judge = evaluation or calib
-    check = context.compare(fp32, quantized, judge, profile.evaluation_optimization)
-    # A measurement, not yet a verdict: the budget (and the stage's final check) may still refuse the result.
-    console.note(f"INT8 ({context.target}) vs FP32 on {judge.source}: {check.line()}")
-    calibration = Int8Calibration(str(options.calib_method), calib.source, len(calib), calib.sha256, str(cache),
-                                  len(ranges))
-    full_int8 = check
-    section: dict[str, Any] = {  # each step's own record (Int8Record.steps), read and extended by the steps
+    return ranges, cache
+
+
+def _new_section(context: PassContext, full_int8: Comparison) -> dict[str, Any]:
+    """The pass's section before any step: each step's own record (Int8Record.steps) is read and extended by the
+    steps; the recipe that runs and its first figure, full INT8 after placement and the graph passes."""
+    recipe = context.recipe
+    return {
         "placement": {},  # the rules' record joins the choices made on the way, from the final model at the end
         "fp32_layers": [],
+        "recipe": {"quality": str(recipe.quality) if recipe else None, "steps": recipe.steps() if recipe else [],
+                   "measured": [_step("placement and graph passes", full_int8)]},
     }
-    recipe = context.recipe
-    section["recipe"] = {"quality": str(recipe.quality) if recipe else None,
-                         "steps": recipe.steps() if recipe else [], "measured": [_step("placement and graph passes",
-                                                                                      check)]}
+
+
+def _recipe_steps(fp32: onnx.ModelProto, ranges: Ranges, profile: QuantProfile,
+                  current: tuple[onnx.ModelProto, Comparison], context: PassContext, judge: Dataset,
+                  section: dict[str, Any]) -> tuple[onnx.ModelProto, Comparison]:
+    """The steps that improve INT8 without FP32 layers, each kept only where it measures better: uint8 HardSwish
+    pre-activations (where the profile has them), then AdaRound and bias correction when asked or the recipe
+    has them. Without eval data a learned step is judged on what it was fit to, so it is kept undecided."""
+    options, recipe, decide = context.options, context.recipe, context.evaluation is not None
+    quantized, check = current
     preactivations = integer_preactivations(fp32, profile)
     if preactivations:
         quantized, check = _choose_preactivations(fp32, ranges, profile, preactivations, (quantized, check), context,
@@ -77,37 +114,43 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     if options.adaround or (recipe is not None and recipe.adaround):
         quantized, check = _keep_if_better("adaround", (quantized, check),
                                            _learn_rounding(fp32, quantized, context, judge, profile), judge, section,
-                                           decide=evaluation is not None)
+                                           decide=decide)
     if options.bias_correction or (recipe is not None and recipe.bias_correction):
         quantized, check = _keep_if_better("bias_correction", (quantized, check),
                                            _correct_biases(fp32, quantized, context, judge, profile), judge, section,
-                                           decide=evaluation is not None)
-    budget = options.max_accuracy_drop
+                                           decide=decide)
+    return quantized, check
+
+
+def _within_budget(fp32: onnx.ModelProto, current: tuple[onnx.ModelProto, Comparison], profile: QuantProfile,
+                   context: PassContext, section: dict[str, Any]) -> tuple[onnx.ModelProto, Comparison]:
+    """``current`` as it is where it meets --max-accuracy-drop on the eval data (or nothing judges a budget), else
+    with the fewest sensitive nodes kept in FP32 that bring it within (sensitivity.py); the ranking, attempts and
+    nodes kept go in the section and the context's FP32 nodes."""
+    quantized, check = current
+    calib, evaluation, budget = context.calib, context.evaluation, context.options.max_accuracy_drop
     drop = check.drop_pp
-    if budget is not None and evaluation is not None and drop is not None and drop > budget:
-        console.warn(f"INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
-        fallback = fall_back_until_within_budget(
-            fp32, quantized, profile, probe=take(calib.images, 0, PROBE_SAMPLES), evaluation=evaluation,
-            fp32_outputs=context.outputs(fp32, evaluation.images), task=context.task, decoder=context.decoder,
-            budget_pp=budget, batch=context.static_batch, max_fp32_nodes=options.max_fp32_nodes, full_int8=check,
-        )
-        quantized, check = fallback.model, fallback.comparison
-        print_table(fallback.ranking, fallback.excluded, attempts=fallback.attempts)
-        section["fp32_layers"] = fallback.excluded
-        section["sensitivity_probe"] = {"samples": fallback.probe_samples, "measured_alone": fallback.measured_units}
-        section["sensitivity"] = [{"nodes": list(unit), "error_removed": score,
-                                   "kept": set(unit) <= set(fallback.excluded)} for unit, score in fallback.ranking]
-        section["fallback_attempts"] = fallback.attempts
-        context.fp32_nodes += fallback.excluded
-        console.success(f"Within budget with {len(fallback.excluded)} layer(s) in FP32 "
-                        f"({', '.join(fallback.excluded)}): {check.line()}")
-    section["high_precision"] = {"dtype": str(high), "asked": str(options.high_precision or "default")}
-    if high is Precision.FP16:
-        quantized, check = _fp16_elsewhere(fp32, quantized, check, context, judge, profile, section)
-    section["placement"] = {**placement_record(fp32, profile, quantized), **section["placement"]}  # + the choices
-    fp32_layers = section.pop("fp32_layers")
-    context.record(Int8Record(profile.to_dict(), calibration, full_int8, check, fp32_layers, section))
-    return quantized
+    if budget is None or evaluation is None or drop is None or not drop > budget:  # (a NaN drop is not over)
+        return current
+    assert calib is not None
+    console.warn(f"INT8 loses {drop:.2f} pp (budget {budget} pp): ranking layers by sensitivity")
+    fallback = fall_back_until_within_budget(
+        fp32, quantized, profile, probe=take(calib.images, 0, PROBE_SAMPLES), evaluation=evaluation,
+        fp32_outputs=context.outputs(fp32, evaluation.images), task=context.task, decoder=context.decoder,
+        budget_pp=budget, batch=context.static_batch, max_fp32_nodes=context.options.max_fp32_nodes,
+        full_int8=check,
+    )
+    quantized, check = fallback.model, fallback.comparison
+    print_table(fallback.ranking, fallback.excluded, attempts=fallback.attempts)
+    section["fp32_layers"] = fallback.excluded
+    section["sensitivity_probe"] = {"samples": fallback.probe_samples, "measured_alone": fallback.measured_units}
+    section["sensitivity"] = [{"nodes": list(unit), "error_removed": score,
+                               "kept": set(unit) <= set(fallback.excluded)} for unit, score in fallback.ranking]
+    section["fallback_attempts"] = fallback.attempts
+    context.fp32_nodes += fallback.excluded
+    console.success(f"Within budget with {len(fallback.excluded)} layer(s) in FP32 "
+                    f"({', '.join(fallback.excluded)}): {check.line()}")
+    return quantized, check
 
 
 # Placement rules whose nodes stay FP32 under --high-precision fp16 too. Post-processing reaches no INT8 kernel: it is

@@ -53,8 +53,8 @@ from trtpipe.onnx_info import attribute, producers_of, readers_of
 from trtpipe.optimize.activations import channel_bounds, channel_ranges
 from trtpipe.optimize.gains import EXACT_LEVELS, GAIN, GAIN_SUFFIX, INVERSE_GAIN, INVERSE_SUFFIX, gain_kind, mark
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.records import ScaleDepthwiseRecord
 from trtpipe.optimize.passes.registry import GraphPass
+from trtpipe.optimize.records import ScaleDepthwiseRecord
 from trtpipe.vocab import Target
 
 PASS = GraphPass("per-channel input gains for depthwise convolutions, folded into their weights (INT8)")
@@ -188,11 +188,7 @@ def scale_depthwise(model: onnx.ModelProto, peaks: dict[str, np.ndarray],
             gain = gains(peaks[site.tensor]) if site.tensor in peaks else None
         if gain is None:
             continue
-        for conv in site.convs:
-            weight = constants[conv.input[1]]
-            per_output = np.repeat(gain, weight.shape[0] // gain.size).reshape(-1, *([1] * (weight.ndim - 1)))
-            initializer[conv.input[1]].CopyFrom(numpy_helper.from_array(
-                (weight.astype(np.float64) / per_output).astype(weight.dtype), conv.input[1]))
+        _divide_weights(site, gain, constants, initializer)
         rank = len(constants[site.convs[0].input[1]].shape)  # the convolution's input has the weight's rank
         shape = (1, -1, *([1] * (rank - 2)))
         source = producer.get(site.tensor)
@@ -208,15 +204,32 @@ def scale_depthwise(model: onnx.ModelProto, peaks: dict[str, np.ndarray],
             continue
         if carry is not None:
             _carry(graph, carry, gain, shape, constants, initializer)
-        name = f"{site.tensor}{GAIN_SUFFIX}"
-        graph.initializer.append(numpy_helper.from_array(gain.astype(np.float32).reshape(shape), f"{name}_value"))
-        for conv in site.convs:
-            conv.input[0] = name
-        position = list(graph.node).index(site.convs[0])
-        graph.node.insert(position, mark(helper.make_node("Mul", [site.tensor, f"{name}_value"], [name], name=name),
-                                         GAIN))
+        _insert_gain(graph, site, gain, shape)
         applied[site.tensor] = float(gain.max() / gain.min())
     return result, applied
+
+
+def _divide_weights(site: Site, gain: np.ndarray, constants: dict[str, np.ndarray],
+                    initializer: dict[str, onnx.TensorProto]) -> None:
+    """Divide each of the site's depthwise convolutions' weights by ``gain`` per channel (computed in float64,
+    written in the weights' dtype), so that a ``gain`` times larger input gives the same output."""
+    for conv in site.convs:
+        weight = constants[conv.input[1]]
+        per_output = np.repeat(gain, weight.shape[0] // gain.size).reshape(-1, *([1] * (weight.ndim - 1)))
+        initializer[conv.input[1]].CopyFrom(numpy_helper.from_array(
+            (weight.astype(np.float64) / per_output).astype(weight.dtype), conv.input[1]))
+
+
+def _insert_gain(graph: onnx.GraphProto, site: Site, gain: np.ndarray, shape: tuple[int, ...]) -> None:
+    """Put ``Mul(gain)`` (marked as a GAIN) in front of the site's convolutions, which read its output instead of
+    the site's tensor, where nothing before the tensor could take the gain in."""
+    name = f"{site.tensor}{GAIN_SUFFIX}"
+    graph.initializer.append(numpy_helper.from_array(gain.astype(np.float32).reshape(shape), f"{name}_value"))
+    for conv in site.convs:
+        conv.input[0] = name
+    position = list(graph.node).index(site.convs[0])
+    graph.node.insert(position, mark(helper.make_node("Mul", [site.tensor, f"{name}_value"], [name], name=name),
+                                     GAIN))
 
 
 def _carry(graph: onnx.GraphProto, carry: Carry, gain: np.ndarray, shape: tuple[int, ...],

@@ -7,8 +7,8 @@ architecture its kernels were built for, the CPU instruction set its code uses).
 the package, what it needs and the fix. The bytes that are loaded are the bytes that were hashed: they are read
 once, checked, and handed to torch from a private copy, so the file cannot be swapped between check and load.
 
-The manifest's ``aotinductor`` section is written here too (:meth:`AotiPackage.section`), so its layout is read
-and written in one place.
+The manifest's ``aotinductor`` section is its typed record here (:class:`AotiRecord`, which ``trtpipe compile``
+writes), so its layout is read and written in one place.
 """
 
 from __future__ import annotations
@@ -33,6 +33,41 @@ X86_CAPABILITIES = ("DEFAULT", "AVX2", "AVX512")
 
 
 @dataclass(frozen=True)
+class AotiRecord:
+    """The manifest's ``aotinductor`` section: what the package was compiled for beyond the manifest's typed part
+    (which holds its device, SHA-256 and precision). Written by ``trtpipe compile``, read here before loading."""
+
+    batch_range: tuple[int, int]  # the smallest and largest batch it accepts
+    channels_last: bool
+    torch_version: str
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    cuda_version: str | None = None  # a CUDA package's toolkit
+    compute_capability: str | None = None  # a CUDA package's GPU architecture, e.g. "9.0"
+    gpu_name: str | None = None
+    cpu_capability: str | None = None  # a CPU package's instruction set (torch's name: AVX2, AVX512...)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch_range": list(self.batch_range), "channels_last": self.channels_last,
+                "torch": self.torch_version, "cuda_version": self.cuda_version,
+                "compute_capability": self.compute_capability, "gpu_name": self.gpu_name,
+                "cpu_capability": self.cpu_capability, "inputs": [t.to_dict() for t in self.inputs],
+                "outputs": [t.to_dict() for t in self.outputs]}
+
+    @classmethod
+    def from_dict(cls, data: object) -> AotiRecord:
+        """The record ``to_dict`` wrote; KeyError, TypeError or ValueError where ``data`` is not one (the reader
+        refuses the package: it is native code, loaded only as its manifest describes it)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"no '{SECTION}' section")
+        low, high = (int(b) for b in data["batch_range"])
+        return cls((low, high), bool(data["channels_last"]), str(data["torch"]), tensor_infos(data["inputs"]),
+                   tensor_infos(data["outputs"]), _text(data.get("cuda_version")),
+                   _text(data.get("compute_capability")), _text(data.get("gpu_name")),
+                   _text(data.get("cpu_capability")))
+
+
+@dataclass(frozen=True)
 class AotiPackage:
     """What an AOTInductor package was compiled for, as its manifest records it."""
 
@@ -49,13 +84,18 @@ class AotiPackage:
     gpu_name: str | None = None
     cpu_capability: str | None = None  # a CPU package's instruction set (torch's name: AVX2, AVX512...)
 
-    def section(self) -> dict[str, Any]:
-        """The manifest's ``aotinductor`` section (device, SHA-256 and precision live in its typed part)."""
-        return {"batch_range": list(self.batch_range), "channels_last": self.channels_last,
-                "torch": self.torch_version, "cuda_version": self.cuda_version,
-                "compute_capability": self.compute_capability, "gpu_name": self.gpu_name,
-                "cpu_capability": self.cpu_capability, "inputs": [t.to_dict() for t in self.inputs],
-                "outputs": [t.to_dict() for t in self.outputs]}
+    @classmethod
+    def of(cls, path: Path, sha256: str, device: Device, record: AotiRecord) -> AotiPackage:
+        """The package at ``path`` as its manifest's typed part (``sha256``, ``device``) and ``record`` say."""
+        return cls(path, sha256, device, record.batch_range, record.channels_last, record.torch_version,
+                   record.inputs, record.outputs, record.cuda_version, record.compute_capability, record.gpu_name,
+                   record.cpu_capability)
+
+    @property
+    def record(self) -> AotiRecord:
+        """The manifest's ``aotinductor`` section for this package."""
+        return AotiRecord(self.batch_range, self.channels_last, self.torch_version, self.inputs, self.outputs,
+                          self.cuda_version, self.compute_capability, self.gpu_name, self.cpu_capability)
 
     @property
     def range_text(self) -> str:
@@ -83,22 +123,17 @@ def read_package(path: Path) -> tuple[ArtifactManifest, AotiPackage]:
 
 
 def _package(path: Path, manifest: ArtifactManifest, device: Device) -> AotiPackage:
-    section = manifest.section(SECTION)
     try:
-        if section is None:
-            raise ValueError(f"no '{SECTION}' section")
-        low, high = (int(b) for b in section["batch_range"])
-        return AotiPackage(path, manifest.sha256, device, (low, high), bool(section["channels_last"]),
-                           str(section["torch"]), _tensors(section["inputs"]), _tensors(section["outputs"]),
-                           _text(section.get("cuda_version")), _text(section.get("compute_capability")),
-                           _text(section.get("gpu_name")), _text(section.get("cpu_capability")))
+        return AotiPackage.of(path, manifest.sha256, device, AotiRecord.from_dict(manifest.section(SECTION)))
     except (KeyError, TypeError, ValueError) as error:
         detail = f"'{error.args[0]}' is missing" if isinstance(error, KeyError) else str(error)
         raise BadInput(f"{manifest_path(path)} is not a valid AOTInductor manifest ({detail}), so {path} is not "
                        "loaded; compile it again with trtpipe compile.") from None
 
 
-def _tensors(entries: Any) -> tuple[TensorInfo, ...]:
+def tensor_infos(entries: Any) -> tuple[TensorInfo, ...]:
+    """The tensors a manifest lists (``TensorInfo.to_dict`` each); KeyError or TypeError where an entry is not
+    one."""
     return tuple(TensorInfo(str(e["name"]), str(e["dtype"]),
                             tuple(d if isinstance(d, int) or d is None else str(d) for d in e["shape"]))
                  for e in entries)

@@ -56,60 +56,24 @@ class OnnxRuntimeBackend(Backend):
         import onnxruntime as ort
 
         options = self.accept(options)
-        if isinstance(artifact, onnx.ModelProto):
-            description, source, label = describe_model(artifact), artifact.SerializeToString(), "the in-memory model"
-        else:
-            description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(artifact)
-            source = label = str(description.path)
+        description, source, label = _source_of(artifact)
         self.path = description.path
         self.precision = description.precision
         self.providers = with_run_settings(options.providers or ("CPUExecutionProvider",), options)
         names = check_providers(self.providers)
         gpu = any(p.startswith(("CUDA", "Tensorrt")) for p in names)
-        if options.cuda_graph and not gpu:
-            raise BadInput("The cuda_graph setting needs a GPU provider (CUDAExecutionProvider); this run has "
-                           f"{', '.join(names)}.")
-        if options.round_fp16 and names != ["CPUExecutionProvider"]:
-            raise BadInput("The round_fp16 setting is for ONNX Runtime's CPU provider (a GPU rounds FP16 itself); "
-                           f"this run has {', '.join(names)}.")
+        _check_settings_fit_providers(options, names, gpu)
         self.folded_weights = self.rounded_fp16 = 0
         if names == ["CPUExecutionProvider"]:
             if options.round_fp16:
                 artifact, source, self.rounded_fp16 = _with_fp16_rounding(artifact, source)
             source, self.folded_weights = _with_float_weights(artifact, source)
-        session_options = ort.SessionOptions()
-        session_options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[options.optimization])
-        ort.set_default_logger_severity(log_severity())
-        session_options.log_severity_level = log_severity()
-        if options.threads:
-            session_options.intra_op_num_threads = options.threads
-            session_options.inter_op_num_threads = 1
-        if not options.spinning:  # a server needs the CPU between requests: idle pool threads must sleep, not spin
-            session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session_options = _session_options(ort, options)
         self.optimization = options.optimization
         self.threads = options.threads
-        self.run_options = ort.RunOptions()
-        if options.release_memory:
-            # ONNX Runtime keeps the arena a large batch grew for the life of the session; a server under a memory
-            # limit that once answered such a batch (or refused it for memory) would then fail every allocation
-            # after it, in ONNX Runtime, gRPC's message buffers or the HTTP parser. Shrinking after each run gives
-            # the unused chunks back.
-            devices = ["cpu:0"] + (["gpu:0"] if any(p.startswith("CUDA") for p in names) else [])
-            self.run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", ";".join(devices))
+        self.run_options = _run_options(ort, options, names)
         self.cuda_graph = options.cuda_graph
-        try:
-            self.session = ort.InferenceSession(source, session_options, providers=self.providers)
-        except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
-            if not self.cuda_graph:
-                raise BadInput(f"ONNX Runtime cannot load {label}: {_first_line(error)}") from None
-            # A CUDA graph needs every node on the CUDA provider; ONNX Runtime refuses the session otherwise.
-            console.warn(f"{label}: no CUDA graph ({_first_line(error)}); it runs with plain launches.")
-            self.cuda_graph = False
-            self.providers = with_run_settings(self.providers, RunOptions(cuda_graph=False))
-            try:
-                self.session = ort.InferenceSession(source, session_options, providers=self.providers)
-            except Exception as again:
-                raise BadInput(f"ONNX Runtime cannot load {label}: {_first_line(again)}") from None
+        self.session = self._open_session(ort, source, session_options, label)
         check_active(self.providers, self.session.get_providers(), label)
         self.device = Device.CUDA if gpu else Device.CPU
         self._inputs = [_info(i) for i in self.session.get_inputs()]
@@ -120,6 +84,24 @@ class OnnxRuntimeBackend(Backend):
         self._bound = BoundSession(self.session, Device.CUDA if gpu else Device.CPU, fixed=self.cuda_graph,
                                    graphs=self.cuda_graph, base_run_options=self.run_options) \
             if self.io_binding else None
+
+    def _open_session(self, ort: Any, source: str | bytes, session_options: Any, label: str) -> Any:
+        """The InferenceSession for ``source``. A CUDA graph needs every node on the CUDA provider and ONNX Runtime
+        refuses the session otherwise: then, with one warning, the session is opened again without the graph (and
+        ``cuda_graph`` and ``providers`` say so). A session that cannot load is the user's problem, in one line."""
+        try:
+            return ort.InferenceSession(source, session_options, providers=self.providers)
+        except Exception as error:  # ORT raises its own Fail/InvalidGraph/NotImplemented types
+            if not self.cuda_graph:
+                raise BadInput(f"ONNX Runtime cannot load {label}: {_first_line(error)}") from None
+            # A CUDA graph needs every node on the CUDA provider; ONNX Runtime refuses the session otherwise.
+            console.warn(f"{label}: no CUDA graph ({_first_line(error)}); it runs with plain launches.")
+            self.cuda_graph = False
+            self.providers = with_run_settings(self.providers, RunOptions(cuda_graph=False))
+            try:
+                return ort.InferenceSession(source, session_options, providers=self.providers)
+            except Exception as again:
+                raise BadInput(f"ONNX Runtime cannot load {label}: {_first_line(again)}") from None
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self._bound is not None:
@@ -151,6 +133,54 @@ class OnnxRuntimeBackend(Backend):
     def close(self) -> None:
         # Dropping the session stops its thread pool, so it cannot spin against the next thing measured.
         self.__dict__.pop("session", None)
+
+
+def _source_of(artifact: Path | onnx.ModelProto | ArtifactDescription) -> tuple[ArtifactDescription, str | bytes, str]:
+    """What a session is opened on: the artifact's description, the session's source (a file's path, or the bytes of
+    a model held in memory) and how messages name it."""
+    if isinstance(artifact, onnx.ModelProto):
+        return describe_model(artifact), artifact.SerializeToString(), "the in-memory model"
+    description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(artifact)
+    return description, str(description.path), str(description.path)
+
+
+def _check_settings_fit_providers(options: RunOptions, names: list[str], gpu: bool) -> None:
+    """Refuse a setting the run's providers cannot honour, before anything is loaded: a CUDA graph without a GPU
+    provider, FP16 rounding on anything but the CPU provider alone."""
+    if options.cuda_graph and not gpu:
+        raise BadInput("The cuda_graph setting needs a GPU provider (CUDAExecutionProvider); this run has "
+                       f"{', '.join(names)}.")
+    if options.round_fp16 and names != ["CPUExecutionProvider"]:
+        raise BadInput("The round_fp16 setting is for ONNX Runtime's CPU provider (a GPU rounds FP16 itself); "
+                       f"this run has {', '.join(names)}.")
+
+
+def _session_options(ort: Any, options: RunOptions) -> Any:
+    """ONNX Runtime's SessionOptions for ``options``: graph optimization level, log severity (set process-wide too),
+    thread pool size, and sleeping rather than spinning pool threads where asked."""
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[options.optimization])
+    ort.set_default_logger_severity(log_severity())
+    session_options.log_severity_level = log_severity()
+    if options.threads:
+        session_options.intra_op_num_threads = options.threads
+        session_options.inter_op_num_threads = 1
+    if not options.spinning:  # a server needs the CPU between requests: idle pool threads must sleep, not spin
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return session_options
+
+
+def _run_options(ort: Any, options: RunOptions, names: list[str]) -> Any:
+    """ONNX Runtime's RunOptions every run passes: with ``release_memory``, the memory arenas shrunk after each run."""
+    run_options = ort.RunOptions()
+    if options.release_memory:
+        # ONNX Runtime keeps the arena a large batch grew for the life of the session; a server under a memory
+        # limit that once answered such a batch (or refused it for memory) would then fail every allocation
+        # after it, in ONNX Runtime, gRPC's message buffers or the HTTP parser. Shrinking after each run gives
+        # the unused chunks back.
+        devices = ["cpu:0"] + (["gpu:0"] if any(p.startswith("CUDA") for p in names) else [])
+        run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", ";".join(devices))
+    return run_options
 
 
 MAX_IN_MEMORY_BYTES = 1_800_000_000  # protobuf cannot serialize 2 GiB: a larger model is loaded as it is

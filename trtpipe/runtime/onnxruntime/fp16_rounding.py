@@ -60,15 +60,9 @@ def round_fp16_tensors(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     rewritten.CopyFrom(model)
     graph = rewritten.graph
     initializers = {t.name: t for t in graph.initializer}
-    nodes: list[onnx.NodeProto] = []
-    for value in graph.input:  # an FP16 input (--no-keep-io-fp32): read once into FP32, exactly
-        if value.type.tensor_type.elem_type == FP16 and value.name not in initializers:
-            nodes.append(helper.make_node("Cast", [value.name], [value.name + _FLOAT], to=FP32,
-                                          name=value.name + _FLOAT))
+    nodes = _fp16_inputs_read_as_fp32(graph, initializers)
     renamed = {n.input[0]: n.output[0] for n in nodes}  # an FP16 input -> its FP32 copy
-    for tensor in graph.initializer:
-        if tensor.data_type == FP16:
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
+    _fp16_initializers_as_fp32(graph)
     rounded, folded_from = 0, set()
     for node in graph.node:
         node.input[:] = [renamed.get(name, name) for name in node.input]
@@ -82,34 +76,65 @@ def round_fp16_tensors(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
             initializers[folded.name] = folded
             folded_from.update(node.input)
             continue
-        native = node.op_type == "Cast"  # a Cast to FP16 rounds (and overflows) itself
-        if not native:
-            _float_attributes(node)
-        for index, name in enumerate(node.output):
-            if name not in half:
-                continue
-            if native:
-                node.output[index] = name + _HALF
-            else:
-                node.output[index] = name + _UNROUNDED
-        nodes.append(node)
-        for name in half:
-            if not native:
-                nodes.append(helper.make_node("Cast", [name + _UNROUNDED], [name + _HALF], to=FP16,
-                                              name=name + _HALF))
-            nodes.append(helper.make_node("Cast", [name + _HALF], [name], to=FP32, name=name + _FLOAT))
-            rounded += 1
+        nodes.extend(_rounded_where_written(node, half))
+        rounded += len(half)
     del graph.node[:]
     graph.node.extend(nodes)
     _fp16_outputs_kept(graph)
-    read = {name for node in graph.node for name in node.input} | {v.name for v in [*graph.input, *graph.output]}
-    unread = [t for t in graph.initializer if t.name in folded_from and t.name not in read]
-    for tensor in unread:  # the integer weights and scales a folded weight was computed from
-        graph.initializer.remove(tensor)
+    _drop_unread_initializers(graph, folded_from)
     kept = [v for v in graph.value_info if v.type.tensor_type.elem_type != FP16]
     del graph.value_info[:]
     graph.value_info.extend(kept)
     return rewritten, rounded
+
+
+def _fp16_inputs_read_as_fp32(graph: onnx.GraphProto,
+                              initializers: dict[str, onnx.TensorProto]) -> list[onnx.NodeProto]:
+    """A Cast to FP32 for each FP16 graph input (--no-keep-io-fp32): read once into FP32, exactly, so the nodes
+    that read it compute in FP32; the input keeps its FP16 type."""
+    nodes: list[onnx.NodeProto] = []
+    for value in graph.input:
+        if value.type.tensor_type.elem_type == FP16 and value.name not in initializers:
+            nodes.append(helper.make_node("Cast", [value.name], [value.name + _FLOAT], to=FP32,
+                                          name=value.name + _FLOAT))
+    return nodes
+
+
+def _fp16_initializers_as_fp32(graph: onnx.GraphProto) -> None:
+    """Every FP16 initializer replaced by an FP32 one holding the same values (exact: FP32 holds every FP16)."""
+    for tensor in graph.initializer:
+        if tensor.data_type == FP16:
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name))
+
+
+def _rounded_where_written(node: onnx.NodeProto, half: list[str]) -> list[onnx.NodeProto]:
+    """``node``, changed to compute in FP32 and write its FP16 outputs (``half``) under other names, followed by the
+    Casts that round each such output to FP16 and back to FP32 under its own name. A Cast to FP16 rounds (and
+    overflows) itself, so it only needs the Cast back."""
+    native = node.op_type == "Cast"
+    if not native:
+        _float_attributes(node)
+    for index, name in enumerate(node.output):
+        if name not in half:
+            continue
+        if native:
+            node.output[index] = name + _HALF
+        else:
+            node.output[index] = name + _UNROUNDED
+    nodes = [node]
+    for name in half:
+        if not native:
+            nodes.append(helper.make_node("Cast", [name + _UNROUNDED], [name + _HALF], to=FP16, name=name + _HALF))
+        nodes.append(helper.make_node("Cast", [name + _HALF], [name], to=FP32, name=name + _FLOAT))
+    return nodes
+
+
+def _drop_unread_initializers(graph: onnx.GraphProto, folded_from: set[str]) -> None:
+    """The integer weights and scales a folded weight was computed from, removed where nothing reads them now."""
+    read = {name for node in graph.node for name in node.input} | {v.name for v in [*graph.input, *graph.output]}
+    unread = [t for t in graph.initializer if t.name in folded_from and t.name not in read]
+    for tensor in unread:
+        graph.initializer.remove(tensor)
 
 
 def _types(model: onnx.ModelProto) -> dict[str, int]:

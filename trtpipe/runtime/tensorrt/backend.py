@@ -39,7 +39,7 @@ from trtpipe.runtime.tensorrt.loader import (
     tensorrt_logger,
 )
 from trtpipe.runtime.tensorrt.profiles import EngineProfile, choose_profile, covered_max_batch, profiles_from_table
-from trtpipe.runtime.tensorrt.sidecar import check_compatibility
+from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, check_compatibility
 from trtpipe.runtime.tensorrt.versions import RUN_FEATURES, TrtFeature, require
 from trtpipe.vocab import BackendKind, Device, Precision, dtype
 
@@ -63,21 +63,9 @@ class TensorRTBackend(Backend):
         description = (artifact if isinstance(artifact, ArtifactDescription) else
                        describe_engine(Path(artifact), trusted=trusted))
         self.path = Path(str(description.path))
-        sidecar = description.engine
-        if sidecar is None and not trusted:  # a description without a sidecar: the engine must have a good one
-            engine_origin(self.path, trusted=False)
-            sidecar = describe_artifact(self.path).engine
+        sidecar = _vouching_sidecar(self.path, description.engine, trusted)
         trt, lean = import_tensorrt_runtime("Running a TensorRT engine")
-        if sidecar is not None:
-            if lean and not sidecar.version_compatible:
-                raise BadInput(f"{self.path} was not built with --version-compat, and only TensorRT's lean runtime is "
-                               "installed here (it runs version-compatible engines only): install TensorRT or "
-                               "rebuild with 'trtpipe build --version-compat'.")
-            gpu_name, capability = require_cuda_gpu("Running a TensorRT engine")
-            check_compatibility(sidecar, tensorrt_version=trt.__version__, compute_capability=capability,
-                                gpu_name=gpu_name)
-        else:
-            require_cuda_gpu("Running a TensorRT engine")
+        _check_runs_here(trt, lean, sidecar, self.path)
         self.foreign = sidecar is None
         # An engine with host code (version-compatible) loads only where that is allowed: trtpipe's own when its
         # sidecar says so, and a trusted foreign one (the user vouched for the code in it).
@@ -85,6 +73,21 @@ class TensorRTBackend(Backend):
         require([*RUN_FEATURES, *([TrtFeature.VERSION_COMPATIBLE] if host_code else [])],
                 getattr(trt, "__version__", ""), f"Running {self.path.name}")
         self._trt, self._torch = trt, torch
+        self._load_engine(trt, host_code)
+        self._stream = torch.cuda.Stream()
+        self._spin = options.spin_wait
+        self._done = torch.cuda.Event(blocking=False) if self._spin else None  # polled by a spin wait
+        self._buffers: dict[ShapeKey, _Buffers] = {}  # device buffers per input shape, allocated once
+        self._bound = BoundState()  # what the shared context is set up for
+        self._graphs: GraphCache[_GraphSlot] = GraphCache(_release_slot, enabled=options.cuda_graph)
+        self._profile_of: dict[ShapeKey, int] = {}
+        self._inputs, self._outputs = self._read_io(trt)
+        self._profiles = self._read_profiles()
+        self.precision = _io_precision([*self._inputs, *self._outputs]) if self.foreign else description.precision
+
+    def _load_engine(self, trt: Any, host_code: bool) -> None:
+        """Deserialise the engine (host code allowed only where ``host_code`` says) and create its shared execution
+        context; TensorRT's own errors are said in the message when either fails."""
         # The process's one TensorRT logger: a second backend's errors reach its own scope, not "no message".
         self._runtime = trt.Runtime(tensorrt_logger(trt))
         if host_code:
@@ -99,16 +102,6 @@ class TensorRTBackend(Backend):
             if self._context is None:
                 raise TrtpipeError(f"TensorRT could not create an execution context for {self.path} "
                                    f"({_said(log.errors())}): the GPU may be out of memory.")
-        self._stream = torch.cuda.Stream()
-        self._spin = options.spin_wait
-        self._done = torch.cuda.Event(blocking=False) if self._spin else None  # polled by a spin wait
-        self._buffers: dict[ShapeKey, _Buffers] = {}  # device buffers per input shape, allocated once
-        self._bound = BoundState()  # what the shared context is set up for
-        self._graphs: GraphCache[_GraphSlot] = GraphCache(_release_slot, enabled=options.cuda_graph)
-        self._profile_of: dict[ShapeKey, int] = {}
-        self._inputs, self._outputs = self._read_io(trt)
-        self._profiles = self._read_profiles()
-        self.precision = _io_precision([*self._inputs, *self._outputs]) if self.foreign else description.precision
 
     def _read_io(self, trt: Any) -> tuple[list[TensorInfo], list[TensorInfo]]:
         """The engine's IO tensors, in its order, as trtpipe exchanges them with numpy."""
@@ -351,6 +344,31 @@ class TensorRTBackend(Backend):
         self.__dict__.get("_buffers", {}).clear()
         for attribute in ("_context", "_engine", "_runtime"):
             self.__dict__.pop(attribute, None)
+
+
+def _vouching_sidecar(path: Path, sidecar: EngineSidecar | None, trusted: bool) -> EngineSidecar | None:
+    """The sidecar that vouches for the engine at ``path``: the description's; for a description without one that
+    the caller does not trust, the file's own, checked first (an engine without a good one is refused before
+    TensorRT reads it). None only for a trusted engine from elsewhere."""
+    if sidecar is None and not trusted:  # a description without a sidecar: the engine must have a good one
+        engine_origin(path, trusted=False)
+        sidecar = describe_artifact(path).engine
+    return sidecar
+
+
+def _check_runs_here(trt: Any, lean: bool, sidecar: EngineSidecar | None, path: Path) -> None:
+    """Refuse, before TensorRT reads it, an engine this machine cannot run: no CUDA GPU; with a sidecar, one built
+    without --version-compat where only the lean runtime is installed, or for another TensorRT version or GPU."""
+    if sidecar is not None:
+        if lean and not sidecar.version_compatible:
+            raise BadInput(f"{path} was not built with --version-compat, and only TensorRT's lean runtime is "
+                           "installed here (it runs version-compatible engines only): install TensorRT or "
+                           "rebuild with 'trtpipe build --version-compat'.")
+        gpu_name, capability = require_cuda_gpu("Running a TensorRT engine")
+        check_compatibility(sidecar, tensorrt_version=trt.__version__, compute_capability=capability,
+                            gpu_name=gpu_name)
+    else:
+        require_cuda_gpu("Running a TensorRT engine")
 
 
 def describe_engine(path: Path, *, trusted: bool, flag: str = TRUST_ENGINE_FLAG) -> ArtifactDescription:

@@ -47,10 +47,7 @@ class TorchBackend(Backend):
         FP32); ``channels_last``: its 4-D weights and inputs in NHWC memory order; ``compile_mode``: torch.compile's
         mode (``reduce-overhead`` replays CUDA graphs); ``cuda_graph``: capture each input shape's forward in a CUDA
         graph by hand and replay it (GPU only)."""
-        if device is Device.CUDA and not torch.cuda.is_available():
-            raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
-        if cuda_graph and device is not Device.CUDA:
-            raise BadInput("A CUDA graph needs the torch backend on cuda.")
+        _check_device(device, cuda_graph)
         if threads:
             torch.set_num_threads(threads)  # process-wide; bench sets the same count for every backend
         self.device = device
@@ -59,13 +56,8 @@ class TorchBackend(Backend):
         # Autocast: matmuls and convolutions in BF16/FP16, the rest in FP32, as PyTorch users deploy it.
         self._autocast = None if autocast is None else _HALF_DTYPES.get(autocast)
         self._half = None if half is None else _HALF_DTYPES.get(half)
-        if self._half is not None:
-            import copy
-
-            module = copy.deepcopy(module).to(self._half)  # the caller's module stays FP32
         self.channels_last = channels_last
-        if channels_last:
-            module = module.to(memory_format=torch.channels_last)
+        module = self._as_configured(module)
         self.precision = (half if half is not None and self._half is not None
                           else autocast if autocast is not None and self._autocast is not None else Precision.FP32)
         self.compiled = compile or compile_mode is not None
@@ -74,12 +66,28 @@ class TorchBackend(Backend):
         self._graphs: dict[tuple[tuple[int, ...], ...], _CapturedGraph] | None = {} if cuda_graph else None
         specs = _specs(inputs, input_name)
         self._inputs = [TensorInfo(spec.name, spec.dtype, ("batch", *spec.sample_shape)) for spec in specs]
+        self._outputs = self._probe_outputs(specs)
+
+    def _as_configured(self, module: nn.Module) -> nn.Module:
+        """``module`` as this backend runs it: a copy cast to the half type where one is set (the caller's module
+        stays FP32), in channels_last memory order where asked."""
+        if self._half is not None:
+            import copy
+
+            module = copy.deepcopy(module).to(self._half)  # the caller's module stays FP32
+        if self.channels_last:
+            module = module.to(memory_format=torch.channels_last)
+        return module
+
+    def _probe_outputs(self, specs: list[InputSpec]) -> list[TensorInfo]:
+        """The model's outputs, named and typed by one call on a batch of zeros (which also compiles the batch-1
+        shape where the module is compiled)."""
         # _specs refused a dynamic dimension but the batch: every sample dimension is an int
         zeros = [np.zeros((1, *(d for d in spec.sample_shape if d is not None)), dtype=spec.dtype) for spec in specs]
         with torch.inference_mode():
             names = output_names(self._call(*(torch.from_numpy(z).to(self._torch_device) for z in zeros)))
         probe = self._forward(zeros)
-        self._outputs = [
+        return [
             TensorInfo(name, str(array.dtype), ("batch", *array.shape[1:]))
             for name, array in zip(names, probe, strict=True)
         ]
@@ -156,6 +164,14 @@ class _CapturedGraph:
                 static.copy_(given)
         self.graph.replay()
         return self.outputs
+
+
+def _check_device(device: Device, cuda_graph: bool) -> None:
+    """Refuse, before the model moves, a CUDA run where torch sees no GPU and a CUDA graph off the GPU."""
+    if device is Device.CUDA and not torch.cuda.is_available():
+        raise BadInput("The torch backend was asked for CUDA, but torch sees no CUDA GPU here.")
+    if cuda_graph and device is not Device.CUDA:
+        raise BadInput("A CUDA graph needs the torch backend on cuda.")
 
 
 def _specs(inputs: Sequence[InputSpec] | tuple[int, ...], name: str) -> list[InputSpec]:

@@ -1,0 +1,265 @@
+"""The server's side of gRPC: it starts the gRPC listener process (``grpc_process.py``), restarts it if it dies,
+and answers the calls it forwards (``forwarding.py``) with the endpoints of ``grpc_service.py``.
+
+Each forwarded call is answered on the gRPC event loop (a thread of its own, :class:`GrpcThread`); its request
+message is read in a worker thread with the GIL released (``forwarding.receive_blocking``), only once the service
+has room for it. While the call is answered, the loop listens for the listener closing its connection (the client
+cancelled): the request is then dropped as a cancelled gRPC call would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from trtpipe import console
+from trtpipe.errors import BadInput
+from trtpipe.serve.forwarding import (
+    OK,
+    ConnectionGone,
+    frame,
+    receive_blocking,
+    receive_frame,
+    send_blocking,
+)
+from trtpipe.serve.options import ServeOptions
+
+START_TIMEOUT_S = 120.0  # for the listener process to bind its port (its imports, on a loaded machine)
+HEADER_TIMEOUT_S = 10.0  # for a forwarded call's first frame
+LARGE_ANSWER = 1 << 20  # bytes: an answer above this is sent from a worker thread (the GIL released meanwhile)
+RESTART_PAUSE_S = 1.0
+
+
+class CallAborted(Exception):
+    """A forwarded call answered with a status other than OK (what ``context.abort`` raises in grpc.aio)."""
+
+    def __init__(self, code: Any, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class ForwardedCall:
+    """One forwarded call, as its handler sees it: the part of grpc.aio's ServicerContext the endpoints use.
+
+    ``read`` tells the listener to send the message and reads it (``size`` bytes, declared up front, so that
+    admission can refuse a request before it crosses); ``abort`` ends the call with a status."""
+
+    def __init__(self, sock: socket.socket, method: str, size: int, executor: Any, timeout_s: float) -> None:
+        self.sock, self.method, self.size = sock, method, size
+        self.executor, self.timeout_s = executor, timeout_s
+        self.received = asyncio.Event()
+
+    async def read(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        await loop.sock_sendall(self.sock, frame({"go": True}))
+        message = await loop.run_in_executor(self.executor, receive_blocking, self.sock, self.size, self.timeout_s)
+        if len(message) < self.size:
+            raise ConnectionGone
+        self.received.set()
+        return message
+
+    async def abort(self, code: Any, details: str) -> None:
+        raise CallAborted(code, details)
+
+    def set_code(self, code: Any) -> None:  # the generated servicer's unimplemented RPCs call these
+        pass
+
+    def set_details(self, details: str) -> None:
+        pass
+
+
+Dispatch = Callable[[ForwardedCall], Awaitable[tuple[Any, str, bytes]]]
+
+
+class Bridge:
+    """The Unix socket the listener forwards to, the listener process, and the calls in flight."""
+
+    def __init__(self, settings: ServeOptions, dispatch: Dispatch, executor: Any, methods: dict[str, Any]) -> None:
+        self.settings, self.dispatch, self.executor, self.methods = settings, dispatch, executor, methods
+        self.folder = Path(tempfile.mkdtemp(prefix="trtpipe-grpc-"))  # only this user may enter it
+        self.path = str(self.folder / "calls.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        self.listener.listen(max(settings.max_connections, 64))
+        self.listener.setblocking(False)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stopping = False
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        """Accept forwarded calls, then start the listener process; BadInput (its one line) when it cannot bind."""
+        self._spawn_task(self._accept())
+        await self._start_process()
+        self._spawn_task(self._supervise())
+
+    async def stop(self, grace: float | None) -> None:
+        """Stop the listener (calls in flight get ``grace`` seconds), then stop accepting."""
+        self.stopping = True
+        process = self.process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(OSError):
+                assert process.stdin is not None
+                process.stdin.write(f"stop {grace if grace is not None else 0}\n".encode())
+                process.stdin.flush()
+                process.stdin.close()
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, process.wait, (grace or 0) + 10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for task in list(self.tasks):
+            task.cancel()
+        self.listener.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _spawn_task(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _config(self) -> str:
+        settings = self.settings
+        return json.dumps({"host": settings.host, "port": settings.grpc_port, "socket": self.path,
+                           "max_message": settings.max_body_bytes, "max_calls": settings.max_connections,
+                           **self.methods})
+
+    async def _start_process(self) -> None:
+        loop = asyncio.get_running_loop()
+        process = subprocess.Popen([sys.executable, "-m", "trtpipe.serve.grpc_process", self._config()],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ.copy())
+        assert process.stdout is not None
+        try:
+            line = await asyncio.wait_for(loop.run_in_executor(None, process.stdout.readline), START_TIMEOUT_S)
+        except TimeoutError:
+            process.kill()
+            raise BadInput(f"The gRPC listener did not start within {START_TIMEOUT_S:g} s.") from None
+        text = line.decode(errors="replace").strip()
+        if text != "ready":
+            process.wait(30)
+            raise BadInput(text.removeprefix("error ") if text.startswith("error ") else
+                           "The gRPC listener process failed to start (its output is above): see --grpc-port.")
+        self.process = process
+
+    async def _supervise(self) -> None:
+        """Restart the listener process if it exits while the server runs (its server is then unreachable over
+        gRPC, never HTTP): one warning line each time."""
+        loop = asyncio.get_running_loop()
+        while not self.stopping:
+            process = self.process
+            assert process is not None
+            code = await loop.run_in_executor(None, process.wait)
+            if self.stopping:
+                return
+            console.warn(f"The gRPC listener process exited (code {code}): restarting it.")
+            while not self.stopping:
+                try:
+                    await self._start_process()
+                    break
+                except BadInput as error:
+                    console.warn(f"The gRPC listener could not restart: {error}")
+                    await asyncio.sleep(RESTART_PAUSE_S)
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            connection, _ = await loop.sock_accept(self.listener)
+            connection.setblocking(False)
+            self._spawn_task(self._answer(connection))
+
+    async def _answer(self, sock: socket.socket) -> None:
+        """One forwarded call: its header, the handler (cancelled when the listener closes the connection), the
+        answer."""
+        with contextlib.closing(sock):
+            try:
+                header = await asyncio.wait_for(receive_frame(sock), HEADER_TIMEOUT_S)
+                call = ForwardedCall(sock, str(header["method"]), int(header["size"]), self.executor,
+                                     self.settings.body_timeout_s)
+            except (TimeoutError, ConnectionGone, OSError, ValueError, KeyError, TypeError):
+                return
+            work = asyncio.ensure_future(self.dispatch(call))
+            watcher = asyncio.ensure_future(_closed_after_read(call))
+            try:
+                await asyncio.wait((work, watcher), return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                work.cancel()
+                raise
+            finally:
+                watcher.cancel()
+            if not work.done():  # the listener closed the call: its client gave up
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await work
+                return
+            try:
+                code, details, payload = work.result()
+            except ConnectionGone:
+                return
+            answer = frame({"code": code, "details": details, "size": len(payload)})
+            with contextlib.suppress(OSError):
+                if len(payload) > LARGE_ANSWER:
+                    await asyncio.get_running_loop().run_in_executor(self.executor, send_blocking, sock,
+                                                                     answer + payload)
+                else:
+                    await asyncio.get_running_loop().sock_sendall(sock, answer + payload)
+
+
+async def _closed_after_read(call: ForwardedCall) -> None:
+    """Returns when the listener closes the connection once the message has been read (nothing else comes)."""
+    await call.received.wait()
+    with contextlib.suppress(OSError):
+        while await asyncio.get_running_loop().sock_recv(call.sock, 1):
+            pass
+
+
+def status_number(code: Any) -> int:
+    """A grpc.StatusCode's number (``OK`` is 0)."""
+    return int(code.value[0]) if code is not None else OK
+
+
+class GrpcThread:
+    """An event loop of its own, in a thread of its own, for the forwarded calls: what their answers take on a
+    loop (protobuf's serialization of a response, the calls' bookkeeping) never holds up HTTP's loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="trtpipe-grpc", daemon=True)
+        self.bridge: Bridge | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        self.loop.close()
+
+    async def call(self, work: Awaitable[Any]) -> Any:
+        """``work`` run on the gRPC loop, awaited from the caller's loop; its exception is raised here."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))  # type: ignore[arg-type]
+
+    async def start(self, make: Callable[[], Awaitable[Bridge]]) -> GrpcThread:
+        self.thread.start()
+        try:
+            self.bridge = await self.call(make())
+        except BaseException:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+            raise
+        return self
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop the listener process (calls in flight get ``grace`` seconds), then the loop and its thread."""
+        try:
+            if self.bridge is not None:
+                await self.call(self.bridge.stop(grace))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 30)
