@@ -54,9 +54,20 @@ def serving(repository: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, st
         process.wait(60)
 
 
+def children_of(pid: int) -> list[str]:
+    """The pids of ``pid``'s child processes, whichever of its threads started them."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += (task / "children").read_text().split()
+        except OSError:  # the thread has ended
+            continue
+    return found
+
+
 def rss_mib(pid: int) -> float:
     """The resident memory of process ``pid`` and of its children (the gRPC listener) together."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    children = children_of(pid)
     total = 0.0
     for process in [pid, *map(int, children)]:
         for line in Path(f"/proc/{process}/status").read_text().splitlines():

@@ -56,6 +56,17 @@ def spread(repository: Path) -> Path:
     return path
 
 
+def children_of(pid: int) -> list[str]:
+    """The pids of ``pid``'s child processes, whichever of its threads started them."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += (task / "children").read_text().split()
+        except OSError:  # the thread has ended
+            continue
+    return found
+
+
 @dataclass
 class Served:
     process: subprocess.Popen[str]
@@ -72,7 +83,8 @@ class Served:
     def rss_mib(self) -> float:
         """The resident memory of the server and of its child processes (the gRPC listener) together."""
         pid = self.process.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        children = children_of(pid)
+        assert children, "the gRPC listener process is not running"
         return sum(self.status_mib("VmRSS", p) for p in [pid, *map(int, children)])
 
 

@@ -3,11 +3,14 @@
 One Unix-socket connection per call, in four steps, so that the server decides whether it has room for a request
 before a byte of it crosses, and reads what it accepts without holding the GIL:
 
-1. listener -> server: a frame ``{"method": name, "size": bytes}``;
+1. listener -> server: a frame ``{"method": name, "size": bytes, "inline": bool}``;
 2. server -> listener: either ``{"go": true}`` or the call's answer (a refusal: step 3 is skipped);
 3. listener -> server: the request message, ``size`` bytes;
 4. server -> listener: the answer, ``{"code": grpc status number, "details": text, "size": bytes}`` then that many
    bytes of the serialized response.
+
+A message of at most INLINE bytes follows its frame at once (``"inline": true``, no step 2): it costs nothing to
+hold, and the round trip would cost a small request more than everything else the hop adds.
 
 A frame is a 4-byte big-endian length and that much JSON. The listener closes the connection when its client
 cancels the call: the server hears the end of the stream and drops the request (taken off its model's queue when
@@ -25,6 +28,7 @@ from typing import Any
 LENGTH = struct.Struct("!I")
 MAX_FRAME = 1 << 16  # bytes of JSON in one frame: a header names a method and a few numbers
 OK = 0  # grpc.StatusCode.OK's number
+INLINE = 1 << 16  # bytes: a message up to this size is sent with its frame, without waiting for the server's go
 
 
 class ConnectionGone(Exception):

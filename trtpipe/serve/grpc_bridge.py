@@ -26,17 +26,18 @@ from typing import Any
 from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.serve.forwarding import (
+    INLINE,
     OK,
     ConnectionGone,
     frame,
     receive_blocking,
+    receive_exactly,
     receive_frame,
     send_blocking,
 )
 from trtpipe.serve.options import ServeOptions
 
 START_TIMEOUT_S = 120.0  # for the listener process to bind its port (its imports, on a loaded machine)
-HEADER_TIMEOUT_S = 10.0  # for a forwarded call's first frame
 LARGE_ANSWER = 1 << 20  # bytes: an answer above this is sent from a worker thread (the GIL released meanwhile)
 RESTART_PAUSE_S = 1.0
 
@@ -56,18 +57,23 @@ class ForwardedCall:
     ``read`` tells the listener to send the message and reads it (``size`` bytes, declared up front, so that
     admission can refuse a request before it crosses); ``abort`` ends the call with a status."""
 
-    def __init__(self, sock: socket.socket, method: str, size: int, executor: Any, timeout_s: float) -> None:
-        self.sock, self.method, self.size = sock, method, size
+    def __init__(self, sock: socket.socket, method: str, size: int, inline: bool, executor: Any,
+                 timeout_s: float) -> None:
+        self.sock, self.method, self.size, self.inline = sock, method, size, inline
         self.executor, self.timeout_s = executor, timeout_s
-        self.received = asyncio.Event()
+        self.on_read: Callable[[], None] = lambda: None  # once the message is read (the bridge then listens)
 
     async def read(self) -> bytes:
         loop = asyncio.get_running_loop()
+        if self.inline:  # a small message, sent with its frame (forwarding.INLINE)
+            message = await asyncio.wait_for(receive_exactly(self.sock, self.size), self.timeout_s)
+            self.on_read()
+            return message
         await loop.sock_sendall(self.sock, frame({"go": True}))
         message = await loop.run_in_executor(self.executor, receive_blocking, self.sock, self.size, self.timeout_s)
         if len(message) < self.size:
             raise ConnectionGone
-        self.received.set()
+        self.on_read()
         return message
 
     async def abort(self, code: Any, details: str) -> None:
@@ -178,48 +184,54 @@ class Bridge:
             self._spawn_task(self._answer(connection))
 
     async def _answer(self, sock: socket.socket) -> None:
-        """One forwarded call: its header, the handler (cancelled when the listener closes the connection), the
-        answer."""
+        """The calls of one connection, one after another, until the listener closes it."""
         with contextlib.closing(sock):
-            try:
-                header = await asyncio.wait_for(receive_frame(sock), HEADER_TIMEOUT_S)
-                call = ForwardedCall(sock, str(header["method"]), int(header["size"]), self.executor,
-                                     self.settings.body_timeout_s)
-            except (TimeoutError, ConnectionGone, OSError, ValueError, KeyError, TypeError):
-                return
-            work = asyncio.ensure_future(self.dispatch(call))
-            watcher = asyncio.ensure_future(_closed_after_read(call))
-            try:
-                await asyncio.wait((work, watcher), return_when=asyncio.FIRST_COMPLETED)
-            except asyncio.CancelledError:
-                work.cancel()
-                raise
-            finally:
-                watcher.cancel()
-            if not work.done():  # the listener closed the call: its client gave up
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await work
-                return
-            try:
-                code, details, payload = work.result()
-            except ConnectionGone:
-                return
-            answer = frame({"code": code, "details": details, "size": len(payload)})
-            with contextlib.suppress(OSError):
-                if len(payload) > LARGE_ANSWER:
-                    await asyncio.get_running_loop().run_in_executor(self.executor, send_blocking, sock,
-                                                                     answer + payload)
-                else:
-                    await asyncio.get_running_loop().sock_sendall(sock, answer + payload)
+            while True:
+                try:
+                    header = await receive_frame(sock)
+                    size = int(header["size"])
+                    call = ForwardedCall(sock, str(header["method"]), size,
+                                         bool(header.get("inline")) and size <= INLINE, self.executor,
+                                         self.settings.body_timeout_s)
+                except (ConnectionGone, OSError, ValueError, KeyError, TypeError):
+                    return
+                if not await self._answer_call(call):
+                    return
 
+    async def _answer_call(self, call: ForwardedCall) -> bool:
+        """One forwarded call answered; False when the connection is done with (the listener closed it: the call's
+        client gave up, and the call was cancelled, which drops its request)."""
+        loop = asyncio.get_running_loop()
+        work = asyncio.ensure_future(self.dispatch(call))
+        fd = call.sock.fileno()
+        left = False
 
-async def _closed_after_read(call: ForwardedCall) -> None:
-    """Returns when the listener closes the connection once the message has been read (nothing else comes)."""
-    await call.received.wait()
-    with contextlib.suppress(OSError):
-        while await asyncio.get_running_loop().sock_recv(call.sock, 1):
-            pass
+        def listener_left() -> None:  # readable once the message is read: nothing comes but the end
+            nonlocal left
+            left = True
+            loop.remove_reader(fd)
+            work.cancel()
+
+        call.on_read = lambda: loop.add_reader(fd, listener_left)
+        try:
+            code, details, payload = await work
+        except asyncio.CancelledError:
+            if left:
+                return False
+            raise
+        except ConnectionGone:
+            return False
+        finally:
+            loop.remove_reader(fd)
+        answer = frame({"code": code, "details": details, "size": len(payload)})
+        try:
+            if len(payload) > LARGE_ANSWER:
+                await loop.run_in_executor(self.executor, send_blocking, call.sock, answer + payload)
+            else:
+                await loop.sock_sendall(call.sock, answer + payload)
+        except OSError:
+            return False
+        return True
 
 
 def status_number(code: Any) -> int:

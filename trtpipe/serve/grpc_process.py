@@ -22,7 +22,7 @@ import socket
 import sys
 from typing import Any
 
-from trtpipe.serve.forwarding import OK, ConnectionGone, frame, receive_exactly, receive_frame
+from trtpipe.serve.forwarding import INLINE, OK, ConnectionGone, frame, receive_exactly, receive_frame
 from trtpipe.serve.memory import bound_arenas, give_back
 
 LARGE_MESSAGE = 1 << 20  # bytes: after a request above this, freed memory goes back to the system
@@ -30,27 +30,59 @@ OUT_OF_MEMORY = "The server ran out of memory while receiving this request: retr
 SERVER_GONE = "The server is not taking requests (it is restarting or stopping): retry later."
 
 
-async def forward(path: str, method: str, message: bytes) -> tuple[int, str, bytes]:
-    """``message`` handed to the server over a connection of its own: (status number, details, response bytes).
-    Cancelled (the client gave up), the connection closes and the server drops the request."""
+class Connections:
+    """Connections to the server, each carrying one call at a time and kept for the next (up to KEPT idle): a
+    connection per call cost a small request more than the rest of the hop."""
+
+    KEPT = 64
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.idle: list[socket.socket] = []
+
+    async def take(self) -> socket.socket:
+        if self.idle:
+            return self.idle.pop()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, self.path)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def give_back(self, sock: socket.socket) -> None:
+        if len(self.idle) < self.KEPT:
+            self.idle.append(sock)
+        else:
+            sock.close()
+
+
+async def forward(connections: Connections, method: str, message: bytes) -> tuple[int, str, bytes]:
+    """``message`` handed to the server: (status number, details, response bytes). Cancelled (the client gave up),
+    or failed, the connection is closed, and the server drops the request."""
     loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
+    sock = await connections.take()
     try:
-        await loop.sock_connect(sock, path)
-        await loop.sock_sendall(sock, frame({"method": method, "size": len(message)}))
+        inline = len(message) <= INLINE
+        header = frame({"method": method, "size": len(message), "inline": inline})
+        await loop.sock_sendall(sock, header + message if inline else header)
         answer = await receive_frame(sock)
-        if answer.get("go"):
+        if answer.get("go") and not inline:
             if message:  # an empty one is read at once: sent, it could meet a closed connection
                 await loop.sock_sendall(sock, message)
             answer = await receive_frame(sock)
         payload = await receive_exactly(sock, int(answer.get("size", 0)))
-        return int(answer["code"]), str(answer.get("details", "")), payload
-    finally:
+        result = int(answer["code"]), str(answer.get("details", "")), payload
+    except BaseException:
         sock.close()
+        raise
+    connections.give_back(sock)
+    return result
 
 
-def unary(method: str, path: str, grpc: Any, codes: dict[int, Any]) -> Any:
+def unary(method: str, connections: Connections, grpc: Any, codes: dict[int, Any]) -> Any:
     """The handler of a unary RPC: its one message read as bytes (no deserializer: the server decodes it),
     forwarded, and the server's answer returned as it is (bytes) or aborted with its status."""
 
@@ -63,7 +95,7 @@ def unary(method: str, path: str, grpc: Any, codes: dict[int, Any]) -> Any:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"The {method} call carries no request message.")
         size = len(message)
         try:
-            code, details, payload = await forward(path, method, message)
+            code, details, payload = await forward(connections, method, message)
         except (OSError, ConnectionGone, ValueError, KeyError):
             code, details, payload = grpc.StatusCode.UNAVAILABLE.value[0], SERVER_GONE, b""
         finally:
@@ -113,7 +145,8 @@ async def serve(config: dict[str, Any]) -> int:
                                       ("grpc.max_send_message_length", config["max_message"]),
                                       ("grpc.so_reuseport", 0)],  # a second server must not share the port
                              maximum_concurrent_rpcs=config["max_calls"])
-    handlers = {name: unary(name, config["socket"], grpc, codes) for name in config["unary"]}
+    connections = Connections(config["socket"])
+    handlers = {name: unary(name, connections, grpc, codes) for name in config["unary"]}
     handlers |= {name: unimplemented(name, tuple(streaming), grpc) for name, streaming in config["streaming"]}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(config["service"], handlers),))
     problem = bind(server, config["host"], config["port"])
