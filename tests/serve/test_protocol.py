@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from trtpipe.runtime.base import TensorInfo
-from trtpipe.serve.protocol import (
-    HEADER_LENGTH,
-    SMALL_ARRAY,
-    ProtocolError,
-    encode_infer_response,
-    parse_infer_request,
-)
+from trtpipe.serve.json_body import SMALL_ARRAY, parse_infer_request
+from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError, encode_infer_response
 
 INPUTS = [TensorInfo("input", "float32", ("batch", 1, 2, 2))]
 OUTPUTS = [TensorInfo("output", "float32", ("batch", 3)), TensorInfo("aux", "int64", ("batch",))]

@@ -6,19 +6,15 @@ is tested without a server. Violations raise ProtocolError with the HTTP status 
 A request is checked in two steps, for both transports (the gRPC service hands its requests to
 :func:`infer_request` in the same form): first everything that needs no decoding, each input's datatype, shape,
 decoded size and element count, its data held as a TensorData that can count itself; then the arrays are built,
-straight in the model's dtype. A JSON request's data arrays are not turned into Python objects to be counted
-(orjson would make some 16 bytes of them per byte of body before a wrong count could be refused; measured:
-docs/results/serving.md, 'Request decoding costs'): see :func:`read_json`.
+straight in the model's dtype. How an HTTP body becomes that form, its JSON data arrays counted without being turned
+into Python objects, is json_body.py's (:func:`trtpipe.serve.json_body.parse_infer_request`); gRPC's messages are
+grpc_messages.py's.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
-import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,218 +97,7 @@ class RawData(TensorData):
         return np.frombuffer(self.buffer, dtype=dtype)
 
 
-class JsonArray(TensorData):
-    """A ``data`` array of a JSON request, kept as text: counted by a vectorised scan of its bytes and parsed a
-    slice at a time, so that no Python object exists for more than one slice's values.
-
-    orjson would turn a 57 MB array into some 14 million Python floats (about 16 bytes of memory per byte of
-    body) before anyone could see that the count is wrong; here the count costs nothing and the values go straight
-    into the model's dtype. Nesting is flattened in row-major order, as Triton reads it.
-    """
-
-    def __init__(self, text: bytes | bytearray, start: int, end: int, elements: int, nesting: list[int] | str
-                 ) -> None:
-        self.text, self.start, self.end = text, start, end  # text[start] is '[', text[end] its closing ']'
-        self.elements = elements
-        self.nesting = nesting  # the length at each depth, or why the arrays are not rectangular
-
-    def check(self, name: str, shape: list[int], datatype: str, dtype: np.dtype[Any]) -> None:
-        if self.elements != math.prod(shape):
-            raise count_mismatch(name, self.elements, shape)
-        check_nesting(name, self.nesting, shape)
-
-    def decode(self, name: str, datatype: str, dtype: np.dtype[Any]) -> np.ndarray:
-        out = np.empty(self.elements, dtype)
-        filled = 0
-        for values, kinds in self.slices(f"Input '{name}' data"):
-            if filled + len(values) > self.elements:  # cannot happen: the scan counted them
-                raise count_mismatch(name, filled + len(values), [self.elements])
-            out[filled:filled + len(values)] = typed_values(values, dtype, name, datatype, kinds)
-            filled += len(values)
-        if filled != self.elements:
-            raise count_mismatch(name, filled, [self.elements])
-        return out
-
-    def slices(self, name: str) -> Iterator[tuple[list[Any], set[type] | None]]:
-        """The values, a slice of about SLICE_BYTES at a time, cut at commas (brackets read as spaces: any comma
-        then separates two values, and a missing or doubled one is still invalid JSON), each with the types its
-        text shows it holds (see :func:`_kinds`). ``name`` says what the array is, in messages."""
-        pos, end = self.start + 1, self.end
-        while True:
-            cut = self.text.find(b",", pos + SLICE_BYTES, end) if pos + SLICE_BYTES < end else -1
-            stop = end if cut < 0 else cut
-            text = b"[" + self.text[pos:stop].translate(_BRACKETS_AS_SPACES) + b"]"
-            try:
-                values = orjson.loads(text)
-            except orjson.JSONDecodeError as error:
-                raise ProtocolError(400, f"{name} is not valid JSON at byte {pos + error.pos - 1} ({error.msg}).") \
-                    from None
-            if not values:
-                raise ProtocolError(400, f"{name} is not valid JSON at byte {pos} (no value between commas).")
-            yield values, _kinds(text)
-            if cut < 0:
-                return
-            pos = cut + 1
-
-
-class JsonValue(TensorData):
-    """A ``data`` value orjson has already built: a small array (under SMALL_ARRAY bytes), one that is not a plain
-    array of numbers (strings, objects, NaN), or one spelled so that the scan did not find it. It is small (see
-    JSON_OUTSIDE_DATA_LIMIT) and is refused or read with the same rules as JsonArray."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-        self.flat: list[Any] | None = None
-        self.empty = False  # whether it holds an empty array, which a JsonArray's slices refuse as JSON
-
-    def check(self, name: str, shape: list[int], datatype: str, dtype: np.dtype[Any]) -> None:
-        self.flat, self.empty = _flatten(self.value, name)
-        if len(self.flat) != math.prod(shape):
-            raise count_mismatch(name, len(self.flat), shape)
-        if self.empty:
-            raise ProtocolError(400, f"Input '{name}' data {EMPTY_ARRAY}.")
-        check_nesting(name, _nesting_of(self.value), shape)
-
-    def decode(self, name: str, datatype: str, dtype: np.dtype[Any]) -> np.ndarray:
-        flat = self.flat if self.flat is not None else _flatten(self.value, name)[0]
-        return typed_values(flat, dtype, name, datatype)
-
-
-def _flatten(value: Any, name: str) -> tuple[list[Any], bool]:
-    """A nested JSON array's values in row-major order, and whether it holds an empty array (iteratively: orjson
-    allows 1,024 levels, more than Python's recursion limit)."""
-    if not isinstance(value, list):
-        raise ProtocolError(400, f"Input '{name}' data must be a JSON array, not {_describe(value)}.")
-    flat: list[Any] = []
-    empty = False
-    stack = [iter(value)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                empty = empty or not item
-                stack.append(iter(item))
-                break
-            flat.append(item)
-        else:
-            stack.pop()
-    return flat, empty
-
-
-EMPTY_ARRAY = "holds an empty array"
-
-
-def check_nesting(name: str, nesting: list[int] | str, shape: list[int]) -> None:
-    """ProtocolError(400) when a JSON ``data`` array is ragged: its arrays of one depth differ in length, or values
-    sit beside arrays. Counting the values alone would take [[1000 values], [24 values]] for a 1x1x32x32 input.
-    Rectangular data of the right count is read in row-major order, whatever its nesting (KServe v2 allows a
-    tensor flat or nested as its shape; nested as 32x32 for 1x1x32x32 is the same values)."""
-    if nesting == EMPTY_ARRAY:
-        raise ProtocolError(400, f"Input '{name}' data {EMPTY_ARRAY}.")
-    if isinstance(nesting, str):
-        raise ProtocolError(400, f"Input '{name}' data is ragged ({nesting}): give it flat, or nested as its shape "
-                                 f"{format_shape(shape)}.")
-
-
-def _nesting_of(value: list[Any]) -> list[int] | str:
-    """The length at each depth of a nested list that orjson built, or why it is not rectangular (see
-    :class:`_Nesting`, which reads the same from an array's text)."""
-    dims: list[int] = []
-    level: list[list[Any]] = [value]
-    while True:
-        lengths = sorted({len(items) for items in level})
-        if len(lengths) > 1:
-            return f"arrays at depth {len(dims) + 1} hold {lengths[0]} and {lengths[-1]} elements"
-        dims.append(lengths[0])
-        nested = {isinstance(item, list) for items in level for item in items}
-        if nested != {True}:
-            return dims if len(nested) < 2 else f"values beside arrays at depth {len(dims)}"
-        level = [item for items in level for item in items]
-
-
-FEW_BRACKETS = 256  # in a block of a data array: the values between them are counted slice by slice
-
-
-class _Nesting:
-    """How a scanned data array nests, followed from its brackets a block at a time (vectorised: a block's
-    brackets cost no Python work each): the length at each depth, or why the arrays are not rectangular. Values
-    belong only to the innermost arrays, all at one depth and of one length; an array at any other depth holds
-    arrays only, as many as every other array at its depth."""
-
-    def __init__(self) -> None:
-        self.lengths: dict[int, int] = {}  # depth -> the length of every array there, once one has closed
-        self.innermost: int | None = None  # the depth of the arrays that hold the values
-        self.ragged: str | None = None
-        self.after_open = False  # whether the last bracket seen opened an array
-        self.values = 0  # values since the last bracket
-        self.children: dict[int, int] = {}  # depth -> arrays closed inside the open array at that depth
-
-    def feed(self, opens: np.ndarray, depths: np.ndarray, positions: np.ndarray, starts: np.ndarray) -> None:
-        """One block: for each bracket in it, whether it opens an array, the depth after it and its position;
-        ``starts`` marks the first byte of each value."""
-        if self.ragged is not None:
-            return
-        if not positions.size:
-            self.values += int(np.count_nonzero(starts))
-            return
-        bounds = np.concatenate(([0], positions, [len(starts)]))
-        if positions.size <= FEW_BRACKETS:  # counted slice by slice: no temporary array
-            segments = np.array([np.count_nonzero(starts[a:b]) for a, b in itertools.pairwise(bounds)], np.int64)
-        else:  # from where the values start (np.add.reduceat would cast the whole block to int64 first)
-            segments = np.diff(np.searchsorted(np.flatnonzero(starts), bounds))
-        values = segments[:-1]  # before each bracket, since the one before it
-        values[0] += self.values
-        self.values = int(segments[-1])
-        closes = ~opens
-        after_open = np.concatenate(([self.after_open], opens[:-1]))
-        self.after_open = bool(opens[-1])
-        closed = depths + 1  # the depth of the array a closing bracket closes
-        innermost = closes & after_open
-        if np.any((values > 0) & ~innermost):
-            self.ragged = "values beside arrays"
-            return
-        if innermost.any():
-            at, counts = closed[innermost], values[innermost]
-            if self.innermost is None:
-                self.innermost = int(at[0])
-            if np.any(at != self.innermost):
-                self.ragged = f"values at depths {self.innermost} and {int(at[at != self.innermost][0])}"
-                return
-            if not self._same(self.innermost, counts, "values"):
-                return
-        outer = closes & ~after_open
-        for depth in {int(d) for d in np.unique(closed[closes]) - 1} | {int(d) for d in np.unique(closed[outer])}:
-            if depth < 1:
-                continue
-            children = np.flatnonzero(closes & (closed == depth + 1))
-            ends = np.flatnonzero(outer & (closed == depth))
-            if not ends.size:
-                self.children[depth] = self.children.get(depth, 0) + children.size
-                continue
-            before = np.searchsorted(children, ends)
-            counts = np.diff(before, prepend=0)
-            counts[0] += self.children.get(depth, 0)
-            self.children[depth] = int(children.size - before[-1])
-            if not self._same(depth, counts, "arrays"):
-                return
-
-    def _same(self, depth: int, counts: np.ndarray, what: str) -> bool:
-        """Whether every array closed at ``depth`` holds as many ``what`` as the first one there did."""
-        if not counts.all():
-            self.ragged = EMPTY_ARRAY
-            return False
-        length = self.lengths.setdefault(depth, int(counts[0]))
-        odd = counts[counts != length]
-        if odd.size:
-            self.ragged = f"arrays at depth {depth} hold {length} and {int(odd[0])} {what}"
-        return not odd.size
-
-    def result(self) -> list[int] | str:
-        if self.ragged is not None:
-            return self.ragged
-        return [self.lengths[depth] for depth in range(1, (self.innermost or 1) + 1)]
-
-
-def _describe(value: Any) -> str:
+def describe_json(value: Any) -> str:
     """A JSON value as a client wrote it, for messages: null, true, "NaN", an object."""
     if isinstance(value, dict):
         return "an object"
@@ -322,179 +107,7 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _kinds(text: bytes | bytearray) -> set[type] | None:
-    """The Python types orjson makes of a scanned slice of JSON, read from its text in C: without t, f or n
-    (true, false, null: the scan lets no other word through, and orjson none but these) it holds numbers only,
-    and floats only if a point or an exponent shows. None when the values must be looked at one by one, as when
-    19 digits or more show (orjson reads an integer past 64 bits as a float)."""
-    if any(letter in text for letter in (b"t", b"f", b"n")) or _LONG_INTEGER.search(text):
-        return None
-    return {int, float} if any(mark in text for mark in (b".", b"e", b"E")) else {int}
-
-
-def typed_values(values: list[Any], dtype: np.dtype[Any], name: str, datatype: str,
-                 kinds: set[type] | None = None) -> np.ndarray:
-    """JSON values (Python scalars from orjson) as an array of ``dtype``, each exactly what the client sent.
-
-    numpy would take null and "NaN" as NaN, true as 1.0, 1e39 as infinity in FP32, wrap 300 into a uint8 and
-    truncate 1.5: the model would run on other values than the client sent. A float tensor takes numbers within
-    its type's finite range, an integer tensor whole numbers within its range, a BOOL tensor true and false.
-    ``kinds``, when given, are the values' types, known without looking at each.
-    """
-    kinds = kinds if kinds is not None else set(map(type, values))
-    if dtype.kind == "b":
-        allowed: set[type] = {bool}
-        wanted = "true or false"
-    elif dtype.kind in "iu":
-        allowed, wanted = {int}, "whole numbers"
-    else:
-        allowed, wanted = {int, float}, "numbers"
-    if not kinds <= allowed:
-        odd = next(v for v in values if type(v) not in allowed)
-        what = "booleans" if isinstance(odd, bool) else _describe(odd)
-        raise ProtocolError(400, f"Input '{name}' is {datatype}: its data must be {wanted}, not {what}.")
-    if dtype.kind == "b":
-        return np.array(values, dtype=dtype)
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        low, high = min(values), max(values)
-        if low < info.min or high > info.max:
-            raise ProtocolError(400, f"Input '{name}' is {datatype}: its values must lie in [{info.min}, "
-                                     f"{info.max}], got [{low}, {high}].")
-        return np.array(values, dtype=dtype)
-    with np.errstate(over="ignore"):
-        array = np.array(values, dtype=np.float64).astype(dtype)
-    if not np.isfinite(array).all():  # every JSON number is finite: an infinity here overflowed the dtype
-        bad = values[int(np.flatnonzero(~np.isfinite(array))[0])]
-        raise ProtocolError(400, f"Input '{name}' is {datatype}: {bad!r} is outside its range "
-                                 f"(±{float(np.finfo(dtype).max):.6g}).")
-    return array
-
-
-# -- reading a JSON request without building its tensors as Python objects ----------------------------------------
-
-SLICE_BYTES = 1 << 18  # of a data array parsed at once: a bounded number of Python objects alive at a time
-SCAN_FIRST, SCAN_BLOCK = 1 << 13, 1 << 20  # bytes of a data array scanned at once, first and at most (a few
-# temporary arrays of this length)
-SMALL_ARRAY = 1 << 12  # bytes: a data array shorter than this is parsed by orjson with the rest of the request
-JSON_OUTSIDE_DATA_LIMIT = 1 << 20  # JSON bytes besides the data arrays; orjson turns them into Python objects
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_AFTER_DATA_KEY = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
-_BRACKETS_AS_SPACES = bytes.maketrans(b"[]", b"  ")
-_LONG_INTEGER = re.compile(rb"[0-9]{19}")
-# Bytes of a plain data array: 0 ends the scan (quotes, braces, NaN...), 1 separates values, 2 belongs to a value
-# (digits, sign, point, exponent, and the letters of true, false and null), 3 and 4 are '[' and ']'.
-_CLASS = np.zeros(256, np.uint8)
-_CLASS[list(b" \t\n\r,")] = 1
-_CLASS[list(b"0123456789+-.eEtruefalsn")] = 2
-_CLASS[ord("[")], _CLASS[ord("]")] = 3, 4
-
-
-def _scan_array(text: bytes | bytearray, start: int) -> JsonArray | None:
-    """The plain array that opens at ``text[start]``, its values counted, or None when it holds anything else
-    before it closes (or never closes): then orjson reads it, and its own rules refuse it. Blocks grow from
-    SCAN_FIRST to SCAN_BLOCK bytes, so that the work is in proportion to the array, whatever its size."""
-    view = np.frombuffer(text, np.uint8)
-    depth, elements, in_value, pos, size = 0, 0, False, start, SCAN_FIRST
-    nesting = _Nesting()
-    while pos < len(text):
-        kind = _CLASS[view[pos:pos + size]]
-        brackets = np.flatnonzero(kind >= 3)  # few: depth is followed at the brackets only
-        depths = np.cumsum(np.where(kind[brackets] == 3, 1, -1)) + depth
-        closing = np.flatnonzero(depths == 0)
-        if closing.size:
-            kind = kind[:int(brackets[closing[0]]) + 1]
-            brackets, depths = brackets[:int(closing[0]) + 1], depths[:int(closing[0]) + 1]
-        if not kind.all():  # a class-0 byte
-            return None
-        value = kind == 2
-        starts = np.empty_like(value)  # the first byte of each value
-        starts[0] = bool(value[0]) and not in_value
-        np.greater(value[1:], value[:-1], out=starts[1:])
-        elements += int(np.count_nonzero(starts))
-        nesting.feed(kind[brackets] == 3, depths, brackets, starts)
-        if closing.size:
-            return JsonArray(text, start, pos + len(kind) - 1, elements, nesting.result())
-        depth, in_value, pos = int(depths[-1]) if depths.size else depth, bool(value[-1]), pos + len(kind)
-        size = min(4 * size, SCAN_BLOCK)
-    return None
-
-
-def _small(text: bytes | bytearray, start: int) -> bool:
-    """Whether the array opening at ``text[start]`` cannot hold more than SMALL_ARRAY bytes of values: a quote or
-    brace comes first (in valid JSON one follows an array in an object at once). Such an array is left to orjson
-    with the rest, at the cost of a few bounded searches; only larger ones are scanned, each over its own bytes,
-    so that many small arrays cost no more than one large one."""
-    stop = start + SMALL_ARRAY
-    return any(text.find(mark, start, stop) >= 0 for mark in (b'"', b"}", b"{")) or stop >= len(text)
-
-
-def read_json(text: bytes | bytearray) -> dict[str, Any]:
-    """A request's JSON, each plain ``"data": [...]`` array left as text (a JsonArray in its place).
-
-    The text is walked from string to string (a regular expression finds each; no Python work per byte): a
-    ``"data"`` key followed by an array is scanned and cut out, a placeholder (unguessable, per request) put in
-    its stead. What remains is small and parsed by orjson; more than JSON_OUTSIDE_DATA_LIMIT of it is refused
-    before orjson builds anything, whatever it is. A ``"data"`` array elsewhere than in an input (a custom
-    parameter's) is checked as JSON and left as its placeholder: no parameter of that name is read.
-    """
-    nonce = secrets.token_hex(8)
-    arrays: dict[str, JsonArray] = {}
-    pieces: list[bytes | bytearray] = []
-    pos = piece = kept = 0  # piece: where the current stretch of kept text starts; kept: bytes kept before it
-    while (quote := text.find(b'"', pos)) >= 0:
-        string = _STRING.match(text, quote)
-        if string is None:
-            break  # an unterminated string: orjson says where
-        pos = string.end()
-        _check_outside_data(kept + pos - piece)
-        if string.group() != b'"data"' or (key := _AFTER_DATA_KEY.match(text, pos)) is None:
-            continue
-        if _small(text, key.end() - 1) or (array := _scan_array(text, key.end() - 1)) is None:
-            continue
-        placeholder = f"{nonce}:{len(arrays)}"
-        pieces += [text[piece:array.start], b'"' + placeholder.encode() + b'"']
-        kept += array.start - piece + len(placeholder) + 2
-        arrays[placeholder] = array
-        pos = piece = array.end + 1
-    _check_outside_data(kept + len(text) - piece)
-    skeleton = b"".join([*pieces, text[piece:]]) if pieces else text
-    try:
-        header = orjson.loads(skeleton)  # nesting is capped (1,024 levels): deep JSON is a 400, not a crash
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        raise ProtocolError(400, f"The request is not valid JSON ({error}).") from None
-    if isinstance(header, dict) and isinstance(header.get("inputs"), list):
-        for item in header["inputs"]:
-            if isinstance(item, dict) and isinstance(item.get("data"), str) and item["data"] in arrays:
-                item["data"] = arrays.pop(item["data"])
-    for array in arrays.values():  # a "data" array elsewhere (a parameter's): its value is unused, its text checked
-        for _ in array.slices("A 'data' array"):
-            pass
-    return header
-
-
-def _check_outside_data(size: int) -> None:
-    if size > JSON_OUTSIDE_DATA_LIMIT:
-        raise ProtocolError(400, f"The request has over {JSON_OUTSIDE_DATA_LIMIT} bytes of JSON besides its "
-                                 "inputs' data arrays: send tensor values as 'data' arrays of numbers (true/false "
-                                 "for BOOL) or as binary data.")
-
-
 # -- the request ------------------------------------------------------------------------------------------------------
-
-
-def parse_infer_request(body: bytes | bytearray, header_length: int | None, inputs: list[TensorInfo],
-                        outputs: list[TensorInfo], max_batch_size: int | None,
-                        max_tensor_bytes: int | None = None) -> InferRequest:
-    """Decode and check an HTTP infer request (JSON, or a JSON header and binary data) against the model's
-    tensors. ``max_tensor_bytes`` bounds each decoded input (413 past it), as the body limit bounds the body."""
-    if header_length is not None:
-        if header_length < 0 or header_length > len(body):
-            raise ProtocolError(400, f"{HEADER_LENGTH} is {header_length}, but the body has {len(body)} bytes.")
-        header_bytes, binary = body[:header_length], memoryview(body)[header_length:]
-    else:
-        header_bytes, binary = body, memoryview(b"")
-    return infer_request(read_json(header_bytes), binary, inputs, outputs, max_batch_size, max_tensor_bytes)
 
 
 @dataclass
@@ -510,9 +123,9 @@ class _Planned:
 
 def infer_request(header: dict[str, Any], binary: memoryview, inputs: list[TensorInfo], outputs: list[TensorInfo],
                   max_batch_size: int | None, max_tensor_bytes: int | None = None) -> InferRequest:
-    """Check a request in the JSON form (``data`` as JSON values or TensorData, or ``binary_data_size`` slices
-    of ``binary``) against the model's tensors, then decode it. Both transports come here, so both accept and
-    refuse the same things; every check that needs no decoding runs before any array is built."""
+    """Check a request in the JSON form (``data`` as TensorData, or ``binary_data_size`` slices of ``binary``)
+    against the model's tensors, then decode it. Both transports come here, so both accept and refuse the same
+    things; every check that needs no decoding runs before any array is built."""
     if not isinstance(header, dict) or not isinstance(header.get("inputs"), list):
         raise ProtocolError(400, "The request needs an 'inputs' list.")
     request_id = header.get("id")
@@ -624,7 +237,7 @@ def _plan_input(item: dict[str, Any], info: TensorInfo, binary: memoryview,
     used = 0
     if size is not None:
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            read = f"the string {size!r}" if isinstance(size, str) else _describe(size)
+            read = f"the string {size!r}" if isinstance(size, str) else describe_json(size)
             raise ProtocolError(400, f"Input '{name}' binary_data_size must be a non-negative integer, got {read}.")
         if size > len(binary):
             raise ProtocolError(400, f"Input '{name}' declares binary_data_size {size}, but {len(binary)} bytes "
@@ -634,7 +247,9 @@ def _plan_input(item: dict[str, Any], info: TensorInfo, binary: memoryview,
     elif "data" not in item:
         raise ProtocolError(400, f"Input '{name}' has neither 'data' nor binary_data_size.")
     else:
-        data = item["data"] if isinstance(item["data"], TensorData) else JsonValue(item["data"])
+        data = item["data"]
+        if not isinstance(data, TensorData):  # each transport reads its values into one (json_body: JsonValue)
+            raise TypeError(f"Input '{name}' data is a {type(data).__name__}, not TensorData.")
     data.check(name, shape, datatype, dtype)
     return _Planned(info, shape, datatype, dtype, data), used
 

@@ -29,8 +29,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from trtpipe.errors import BadInput
 from trtpipe.serve.batching import QueueFull
+from trtpipe.serve.json_body import parse_infer_request
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.protocol import InferRequest, ProtocolError, parse_infer_request
+from trtpipe.serve.protocol import InferRequest, ProtocolError
 from trtpipe.serve.refusal_log import REFUSALS
 from trtpipe.serve.repository import ServedModel
 from trtpipe.vocab import BackendKind
