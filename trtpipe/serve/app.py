@@ -190,9 +190,9 @@ class HttpEndpoints:
 
 async def _read_body(request: Request, service: InferenceService) -> bytearray:
     """The body, gathered in one growing buffer (each piece copied once as it arrives: joining the pieces at the
-    end would copy the whole body at once on the event loop, tens of milliseconds of a 60 MiB one during which
-    health checks wait), refused with 413 as soon as it is known to be too big (from Content-Length before reading, or
-    while streaming when the client sends none) and with 408 when it has not all arrived within
+    end would copy the whole body at once on the event loop, while health checks wait:
+    docs/results/serving-memory.md), refused with 413 as soon as it is known to be too big (from Content-Length
+    before reading, or while streaming when the client sends none) and with 408 when it has not all arrived within
     ``--body-timeout-s``: a client trickling its body cannot hold the connection."""
     limit, timeout_s = service.settings.max_body_bytes, service.settings.body_timeout_s
     declared = request.headers.get("content-length")

@@ -66,7 +66,7 @@ async def receive_frame(sock: socket.socket) -> dict[str, Any]:
 
 def receive_blocking(sock: socket.socket, size: int, timeout_s: float) -> bytes:
     """``size`` bytes, read in the calling (worker) thread with the socket blocking: ``recv`` with MSG_WAITALL
-    allocates the bytes object and the kernel fills it while the GIL is released, so a 60 MiB message costs the
+    allocates the bytes object and the kernel fills it while the GIL is released, so a large message costs the
     server's other threads nothing (gRPC's own receive copies it twice, holding the GIL). Fewer bytes than
     ``size`` when the other side closed or sent nothing for ``timeout_s``."""
     sock.setblocking(True)

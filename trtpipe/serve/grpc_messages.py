@@ -2,7 +2,7 @@
 endpoints so that each reads on its own.
 
 The message's bulky payloads (raw_input_contents, packed fp32/fp64 contents) are found by walking its wire format and
-split off before protobuf parses the small rest (:func:`split_message`): parsing and converting a 60 MiB
+split off before protobuf parses the small rest (:func:`split_message`): parsing and converting a large
 ``fp32_contents`` take long, and a worker thread that holds the GIL meanwhile stalls both event loops, health checks
 included (docs/results/serving.md, 'Request decoding costs'). Each tensor's decoded size is checked against
 ``--max-body-mb`` and its element count against its shape before anything is built (:class:`TypedContents` counts
@@ -186,8 +186,8 @@ def wire_layout(data: bytes) -> tuple[list[tuple[int, memoryview] | None], list[
 def split_message(data: bytes) -> tuple[bytes, list[memoryview], list[tuple[int, memoryview] | None]] | None:
     """A ModelInferRequest's bytes without its bulky payloads, and those payloads, read in place in ``data``: the
     raw_input_contents (each left as an empty field) and, per input, the one packed run of fp32 or fp64 contents
-    (the contents left empty). protobuf then parses only the small rest: parsing 60 MiB of contents takes a worker
-    thread a tenth of a second that it holds the GIL, stalling both event loops (health checks included) as long.
+    (the contents left empty). protobuf then parses only the small rest: parsing large contents holds the GIL in a
+    worker thread, stalling the event loops (health checks included) as long (docs/results/serving-memory.md).
     None where there is nothing to split off, or the message cannot be stepped through within MAX_WIRE_FIELDS
     fields (protobuf then parses all of it, and says what is wrong)."""
     view = memoryview(data)

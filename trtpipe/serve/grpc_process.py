@@ -1,8 +1,9 @@
 """The gRPC listener: a process of its own that holds the gRPC port and hands every call to the server process.
 
-gRPC's Python binding turns each request message into a bytes object while it holds the GIL (two full copies of a
-60 MiB message, page faults included); in the server's process that stalled HTTP's health checks and every other
-request for as long, hundreds of milliseconds on a busy machine (docs/results/serving-memory.md). Here that work
+gRPC's Python binding turns each request message into a bytes object while it holds the GIL (two full copies,
+page faults included); in the server's process that stalled HTTP's health checks and every other request for as
+long, which for a large message on a busy machine is long enough to fail a liveness probe
+(docs/results/serving-memory.md). Here that work
 holds this process's GIL only. The server (``grpc_bridge.py``) reads what is forwarded to it with the GIL released
 (``forwarding.py``), and does everything else: admission, decoding, models, metrics, answers. This process knows no
 model and imports neither numpy nor a runtime: it binds the port (without ``SO_REUSEPORT``), bounds concurrent calls

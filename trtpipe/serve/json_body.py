@@ -38,9 +38,10 @@ class JsonArray(TensorData):
     """A ``data`` array of a JSON request, kept as text: counted by a vectorised scan of its bytes and parsed a
     slice at a time, so that no Python object exists for more than one slice's values.
 
-    orjson would turn a 57 MB array into some 14 million Python floats (about 16 bytes of memory per byte of
-    body) before anyone could see that the count is wrong; here the count costs nothing and the values go straight
-    into the model's dtype. Nesting is flattened in row-major order, as Triton reads it.
+    orjson would turn the whole array into Python floats (many times the body's size in memory:
+    docs/results/serving.md, 'Request decoding costs') before anyone could see that the count is wrong; here the
+    count costs nothing and the values go straight into the model's dtype. Nesting is flattened in row-major order,
+    as Triton reads it.
     """
 
     def __init__(self, text: bytes | bytearray, start: int, end: int, elements: int, nesting: list[int] | str
