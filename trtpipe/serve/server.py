@@ -15,15 +15,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import socket
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from trtpipe import console
-from trtpipe.errors import BadInput, TrtpipeError
+from trtpipe.errors import BadInput
 from trtpipe.serve.app import create_app
 from trtpipe.serve.memory import bound_arenas
 from trtpipe.serve.options import ServeOptions
@@ -71,7 +68,7 @@ def build_app(repository: Path, options: ServeOptions | None = None) -> tuple[An
 
 
 def serve(repository: Path, options: ServeOptions | None = None) -> None:
-    import uvicorn
+    from trtpipe.serve.draining import draining_server
 
     options = options or ServeOptions()
     bound_arenas()  # before any of the server's threads start (trtpipe/serve/memory.py)
@@ -83,7 +80,7 @@ def serve(repository: Path, options: ServeOptions | None = None) -> None:
     with contextlib.closing(listener):
         port = listener.getsockname()[1]  # the one the OS chose, for --port 0
         app, models = build_app(repository, options)
-        server = _server(uvicorn, app, options, port, lambda: _announce(models, repository, options, port))
+        server = draining_server(app, options, port, lambda: _announce(models, repository, options, port))
         server.run(sockets=[listener])
     if server.failure is not None:
         app.state.service.close()
@@ -100,67 +97,3 @@ def _announce(models: dict[str, dict[str, ServedModel]], repository: Path, optio
                     f"{grpc} ({'dynamic batching' if options.batching else 'no batching'}{copies})")
     if options.host not in LOOPBACK:
         console.warn(f"Listening on {options.host}: the server has no authentication; expose it only behind one.")
-
-
-def _server(uvicorn: Any, app: Any, options: ServeOptions, port: int, announce: Callable[[], None]) -> Any:
-    """uvicorn's server for ``app``, on the listener ``serve`` hands it. The app's lifespan (the service's threads,
-    the gRPC listener) is entered here rather than by uvicorn, so that a gRPC port that cannot be bound ends the
-    start with trtpipe's one line (uvicorn would print a traceback and exit 3); ``announce`` runs once HTTP
-    listens too."""
-    service = app.state.service
-
-    class Server(uvicorn.Server):
-        """uvicorn's server with a drain before its shutdown. The signal handler only sets flags (it may interrupt
-        anything, printing included); ``on_tick``, which uvicorn's main loop calls every 0.1 s, ends the drain."""
-
-        drain_until: float | None = None
-        announced = False
-        failure: TrtpipeError | None = None
-        lifespan_context: Any = None
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            context = app.router.lifespan_context(app)
-            try:
-                await context.__aenter__()
-            except TrtpipeError as error:
-                self.failure, self.should_exit = error, True
-                return
-            self.lifespan_context = context
-            await super().startup(sockets)
-            if self.started:
-                announce()
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().shutdown(sockets)
-            if self.lifespan_context is not None and not self.force_exit:
-                await self.lifespan_context.__aexit__(None, None, None)
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            service.draining = True  # readiness false (HTTP and gRPC) before anything else
-            if sig == signal.SIGTERM and options.drain_s > 0 and self.drain_until is None:
-                self.drain_until = time.monotonic() + options.drain_s
-                return
-            service.shutting_down = True
-            super().handle_exit(sig, frame)
-            # uvicorn re-raises a captured signal after its graceful shutdown, so the process dies of it (exit
-            # -15). A shutdown that went as planned is a success: exit 0.
-            captured = getattr(self, "_captured_signals", None)
-            if isinstance(captured, list):
-                captured.clear()
-
-        async def on_tick(self, counter: int) -> bool:
-            if self.drain_until is not None and not self.should_exit:
-                if not self.announced:
-                    self.announced = True
-                    console.note(f"SIGTERM: not ready; serving {options.drain_s:g} s more before closing")
-                if time.monotonic() >= self.drain_until:
-                    service.shutting_down = True
-                    self.should_exit = True
-            return await super().on_tick(counter)
-
-    from trtpipe.serve.http_protocol import protocol_with
-
-    config = uvicorn.Config(app, host=options.host, port=port, log_level="warning", timeout_graceful_shutdown=30,
-                            access_log=False, http=protocol_with(options.header_timeout_s),
-                            limit_concurrency=options.max_connections, lifespan="off")
-    return Server(config)

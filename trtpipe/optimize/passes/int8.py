@@ -24,8 +24,9 @@ from trtpipe.optimize.int8.placement import float_nodes, placement_record
 from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, choose, gained, integer_preactivations
 from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.ranking import PROBE_SAMPLES
 from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel
-from trtpipe.optimize.int8.sensitivity import PROBE_SAMPLES, fall_back_until_within_budget, print_table
+from trtpipe.optimize.int8.sensitivity import fall_back_until_within_budget, print_table
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.registry import PrecisionPass
 from trtpipe.optimize.records import Int8Calibration, Int8Record
