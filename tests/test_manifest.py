@@ -197,7 +197,7 @@ def test_the_shared_sections_read_back_as_typed_records(tmp_path: Path) -> None:
     """What optimize and convert record for the next stage (its source file, the inputs, the options) reads back
     typed; an entry of another layout is left out rather than guessed at."""
     from trtpipe.inputs import InputSpec, Layout
-    from trtpipe.manifest import MadeFrom
+    from trtpipe.manifest_records import MadeFrom
 
     output = tmp_path / "model.onnx"
     spec = InputSpec("image", (None, 3, 8, 8), "uint8", (0.0, 255.0), Layout.NCHW)

@@ -16,7 +16,8 @@ from tests.compile.packages import BATCH_RANGE, copy_package, digits_package
 from trtpipe.compile.records import CompileRecord
 from trtpipe.convert.records import ConvertRecord
 from trtpipe.errors import BadInput
-from trtpipe.manifest import DataRecord, VerificationRecord, manifest_path, read_manifest
+from trtpipe.manifest import manifest_path, read_manifest
+from trtpipe.manifest_records import DataRecord, VerificationRecord
 from trtpipe.pipeline.select import fit_to_caveat
 from trtpipe.runtime.aoti.package import SECTION, AotiRecord, read_package
 from trtpipe.runtime.base import TensorInfo

@@ -146,7 +146,8 @@ def test_an_artifact_recorded_unsafe_on_this_cpu_is_left_out_of_bench_and_select
     from dataclasses import replace
 
     from trtpipe.hardware import cpu_class
-    from trtpipe.manifest import CpuRecord, read_manifest, write_manifest
+    from trtpipe.manifest import read_manifest, write_manifest
+    from trtpipe.manifest_records import CpuRecord
     from trtpipe.vocab import CpuClass
 
     here = cpu_class()

@@ -17,7 +17,8 @@ from tests.conftest import error_line
 from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class
-from trtpipe.manifest import CpuRecord, read_manifest, write_manifest
+from trtpipe.manifest import read_manifest, write_manifest
+from trtpipe.manifest_records import CpuRecord
 from trtpipe.runtime.artifacts import check_cpu, describe_artifact
 from trtpipe.vocab import CpuClass
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtpipe.inputs import InputSpec
-from trtpipe.manifest import ArtifactManifest, SourceModel, VerificationRecord
+from trtpipe.manifest import ArtifactManifest
+from trtpipe.manifest_records import SourceModel, VerificationRecord
 from trtpipe.runtime.aoti.package import SECTION, AotiRecord, tensor_infos
 from trtpipe.runtime.base import TensorInfo
 

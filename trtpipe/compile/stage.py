@@ -23,7 +23,8 @@ from trtpipe.compile.records import CompileRecord, CompileRunRecord
 from trtpipe.compile.verify import Verification, tolerance_of, verify_package
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
-from trtpipe.manifest import ArtifactManifest, SourceModel, commit_artifact
+from trtpipe.manifest import ArtifactManifest, commit_artifact
+from trtpipe.manifest_records import SourceModel
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
 from trtpipe.runtime.aoti.package import AotiPackage, AotiRecord

@@ -15,7 +15,8 @@ from typing import Any
 
 from trtpipe.convert.export import ExportResult
 from trtpipe.inputs import InputSpec
-from trtpipe.manifest import ArtifactManifest, SourceModel, VerificationRecord
+from trtpipe.manifest import ArtifactManifest
+from trtpipe.manifest_records import SourceModel, VerificationRecord
 from trtpipe.runtime.aoti.package import tensor_infos
 from trtpipe.runtime.base import TensorInfo
 

@@ -14,7 +14,8 @@ from trtpipe.convert.records import ConvertRecord, ExportRecord
 from trtpipe.convert.verify import VerificationReport, tolerance_of, verify_backends
 from trtpipe.errors import VerificationFailed
 from trtpipe.files import require_parent_dir, staged_path
-from trtpipe.manifest import ArtifactManifest, SourceModel, commit_artifact
+from trtpipe.manifest import ArtifactManifest, commit_artifact
+from trtpipe.manifest_records import SourceModel
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.vocab import BackendKind, Precision

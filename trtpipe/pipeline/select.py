@@ -8,7 +8,7 @@ from typing import Any
 
 from trtpipe.bench.rows import BenchRow
 from trtpipe.errors import BadInput
-from trtpipe.manifest import DataRecord
+from trtpipe.manifest_records import DataRecord
 from trtpipe.vocab import BackendKind, Device
 
 

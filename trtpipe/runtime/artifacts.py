@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput
-from trtpipe.manifest import CpuRecord, read_manifest
+from trtpipe.manifest import read_manifest
+from trtpipe.manifest_records import CpuRecord
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import artifact_kind

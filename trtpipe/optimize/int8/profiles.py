@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtpipe.errors import BadInput
-from trtpipe.manifest import CpuRecord
+from trtpipe.manifest_records import CpuRecord
 from trtpipe.vocab import CpuClass, GraphOptimization, Precision, Target
 
 
