@@ -39,7 +39,8 @@ from trtpipe.serve.options import ServeOptions
 
 START_TIMEOUT_S = 120.0  # for the listener process to bind its port (its imports, on a loaded machine)
 LARGE_ANSWER = 1 << 20  # bytes: an answer above this is sent from a worker thread (the GIL released meanwhile)
-RESTART_PAUSE_S = 1.0
+RESTART_PAUSE_S = 1.0  # before the first retry of a restart that failed; doubled each time, up to
+MAX_RESTART_PAUSE_S = 60.0
 
 
 class CallAborted(Exception):
@@ -168,13 +169,15 @@ class Bridge:
             if self.stopping:
                 return
             console.warn(f"The gRPC listener process exited (code {code}): restarting it.")
+            pause = RESTART_PAUSE_S
             while not self.stopping:
                 try:
                     await self._start_process()
                     break
                 except BadInput as error:
-                    console.warn(f"The gRPC listener could not restart: {error}")
-                    await asyncio.sleep(RESTART_PAUSE_S)
+                    console.warn(f"The gRPC listener could not restart ({error}): trying again in {pause:g} s.")
+                    await asyncio.sleep(pause)
+                    pause = min(2 * pause, MAX_RESTART_PAUSE_S)
 
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
