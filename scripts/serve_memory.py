@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.soak import resnetish
 from trtpipe.hardware import cpu_model, usable_cores
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.serve.loopback import free_port, resident_mib, wait_until_ready
 
 SHAPE = [1, 3, 2048, 2560]  # 60 MiB of float32
 COUNT = 3 * 2048 * 2560
@@ -52,28 +52,6 @@ def serving(repository: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, st
     finally:
         process.terminate()
         process.wait(60)
-
-
-def children_of(pid: int) -> list[str]:
-    """The pids of ``pid``'s child processes, whichever of its threads started them."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found += (task / "children").read_text().split()
-        except OSError:  # the thread has ended
-            continue
-    return found
-
-
-def rss_mib(pid: int) -> float:
-    """The resident memory of process ``pid`` and of its children (the gRPC listener) together."""
-    children = children_of(pid)
-    total = 0.0
-    for process in [pid, *map(int, children)]:
-        for line in Path(f"/proc/{process}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) / 1024
-    return total
 
 
 def grpc_message(count: int, typed: bool = False) -> bytes:
@@ -130,7 +108,7 @@ def measure_rss(repository: Path) -> None:
     for transport in ("http", "grpc"):
         with serving(repository) as (process, base, url):
             time.sleep(1)
-            start = rss_mib(process.pid)
+            start = resident_mib(process.pid)
             send = (grpc_sender(url, grpc_message(COUNT - 1)) if transport == "grpc"
                     else http_sender(base, *http_binary(COUNT - 1)))
             rounds, answers = [], set()
@@ -138,10 +116,10 @@ def measure_rss(repository: Path) -> None:
                 with ThreadPoolExecutor(3) as pool:
                     answers |= set(pool.map(lambda _, send=send: send(), range(3)))
                 time.sleep(0.5)
-                rounds.append(round(rss_mib(process.pid)))
+                rounds.append(round(resident_mib(process.pid)))
             time.sleep(10)
             print(f"{transport}: RSS {start:.0f} MiB at rest, after each round {rounds}, "
-                  f"{rss_mib(process.pid):.0f} MiB after 10 s idle; answers {sorted(answers)}", flush=True)
+                  f"{resident_mib(process.pid):.0f} MiB after 10 s idle; answers {sorted(answers)}", flush=True)
 
 
 def _load(kind: str, base: str, url: str) -> None:

@@ -27,7 +27,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tritonclient.grpc import service_pb2
 
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.serve.loopback import child_pids, free_port, resident_mib, status_mib, wait_until_ready
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux's")
 
@@ -56,36 +56,19 @@ def spread(repository: Path) -> Path:
     return path
 
 
-def children_of(pid: int) -> list[str]:
-    """The pids of ``pid``'s child processes, whichever of its threads started them."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found += (task / "children").read_text().split()
-        except OSError:  # the thread has ended
-            continue
-    return found
-
-
 @dataclass
 class Served:
     process: subprocess.Popen[str]
     base: str
     grpc_url: str
 
-    def status_mib(self, field: str, pid: int | None = None) -> float:
-        pid = pid or self.process.pid
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024
-        raise AssertionError(f"no {field} in /proc/{pid}/status")
+    def status_mib(self, field: str) -> float:
+        return status_mib(self.process.pid, field)
 
     def rss_mib(self) -> float:
         """The resident memory of the server and of its child processes (the gRPC listener) together."""
-        pid = self.process.pid
-        children = children_of(pid)
-        assert children, "the gRPC listener process is not running"
-        return sum(self.status_mib("VmRSS", p) for p in [pid, *map(int, children)])
+        assert child_pids(self.process.pid), "the gRPC listener process is not running"
+        return resident_mib(self.process.pid)
 
 
 @contextmanager

@@ -1,5 +1,5 @@
-"""Servers started as separate processes on loopback ports, for `make loadtest` and the server tests: a free port
-to give one, and waiting until it answers.
+"""Servers started as separate processes on loopback ports, for `make loadtest`, the measurement scripts and the
+server tests: a free port to give one, waiting until it answers, and the memory it and its children hold.
 
 The standard library's urllib, not an HTTP client package: these run wherever trtpipe is installed.
 """
@@ -10,6 +10,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -37,3 +38,28 @@ def wait_until_ready(base: str, path: str, seconds: float = 60) -> None:
             return
         time.sleep(0.2)
     raise RuntimeError(f"{base} did not answer {path} within {seconds} s")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The pids of ``pid``'s child processes (a server's gRPC listener), whichever of its threads started them
+    (Linux's /proc)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # the thread has ended
+            continue
+    return found
+
+
+def status_mib(pid: int, field: str) -> float:
+    """A size field of /proc/PID/status (``VmRSS``, ``VmSize``...) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no {field} in /proc/{pid}/status")
+
+
+def resident_mib(pid: int) -> float:
+    """The resident memory of process ``pid`` and of its children together, in MiB."""
+    return sum(status_mib(process, "VmRSS") for process in [pid, *child_pids(pid)])
