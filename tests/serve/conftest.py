@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,41 @@ def server(repository: Path) -> Iterator[RunningServer]:
     running = RunningServer(repository, max_batch_size=16, max_queue_delay_ms=2.0)
     yield running
     running.stop()
+
+
+class HeldLookup:
+    """A server of the lookup model (tests/builders.py) whose batcher is held inside the model on each request
+    until ``release`` is set (events, no clock): a request sent meanwhile waits in the queue. ``ran`` lists the
+    values the model was run on; ``sample`` reads one of the model's Prometheus series."""
+
+    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        from tests.builders import lookup
+
+        lookup(folder)
+        self.server = RunningServer(folder, max_queue_delay_ms=0)  # each request runs as soon as the worker is free
+        self.inside, self.release = threading.Event(), threading.Event()
+        self.ran: list[float] = []
+        batcher = self.server.models["lookup"]["1"].batcher
+        assert batcher is not None
+        self.batcher = batcher
+        model_run = batcher._run
+
+        def held(arrays: list[Any]) -> list[Any]:
+            self.ran.append(float(arrays[0][0, 0]))
+            self.inside.set()
+            self.release.wait(30)
+            return model_run(arrays)
+
+        monkeypatch.setattr(batcher, "_run", held)
+        self.registry = self.server.app.state.metrics.registry
+
+    def sample(self, name: str) -> float:
+        return self.registry.get_sample_value(name, {"model": "lookup"}) or 0.0
+
+
+@pytest.fixture
+def held_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldLookup]:
+    held = HeldLookup(tmp_path, monkeypatch)
+    yield held
+    held.release.set()
+    held.server.stop()

@@ -11,14 +11,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import httpx
-import numpy as np
-import pytest
 
-from tests.builders import lookup
-from tests.serve.conftest import RunningServer
+from tests.serve.conftest import HeldLookup
 
 
 def _body(value: float) -> bytes:
@@ -33,53 +29,30 @@ def _until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.01)
 
 
-def test_a_request_whose_client_left_is_dropped_from_the_queue_unrun(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    lookup(tmp_path)
-    server = RunningServer(tmp_path, max_queue_delay_ms=0)  # each request runs as soon as the worker is free
-    inside, release = threading.Event(), threading.Event()
-    try:
-        batcher = server.models["lookup"]["1"].batcher
-        assert batcher is not None
-        model_run = batcher._run
-        ran: list[float] = []
+def test_a_request_whose_client_left_is_dropped_from_the_queue_unrun(held_lookup: HeldLookup) -> None:
+    server, batcher, sample = held_lookup.server, held_lookup.batcher, held_lookup.sample
+    url = f"http://{server.url}/v2/models/lookup/infer"
+    first: list[httpx.Response] = []
+    sender = threading.Thread(target=lambda: first.append(httpx.post(url, content=_body(1.0), timeout=30)))
+    sender.start()
+    assert held_lookup.inside.wait(30)  # the worker is inside the model with the first request
 
-        def held(arrays: list[np.ndarray]) -> list[np.ndarray]:
-            ran.append(float(arrays[0][0, 0]))
-            inside.set()
-            release.wait(30)
-            return model_run(arrays)
+    client = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    body = _body(2.0)
+    client.sendall(b"POST /v2/models/lookup/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    _until(lambda: batcher.depth == 1, "the second request waits in the queue")
+    client.close()  # its client gives up
+    _until(lambda: sample("trtpipe_client_disconnects_total") == 1, "the disconnect is noticed")
+    assert sample("trtpipe_dropped_requests_total") == 1
 
-        monkeypatch.setattr(batcher, "_run", held)
-        registry = server.app.state.metrics.registry
-
-        def sample(name: str) -> float:
-            return registry.get_sample_value(name, {"model": "lookup"}) or 0.0
-
-        url = f"http://{server.url}/v2/models/lookup/infer"
-        first: list[httpx.Response] = []
-        sender = threading.Thread(target=lambda: first.append(httpx.post(url, content=_body(1.0), timeout=30)))
-        sender.start()
-        assert inside.wait(30)  # the worker is inside the model with the first request
-
-        client = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-        body = _body(2.0)
-        client.sendall(b"POST /v2/models/lookup/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        _until(lambda: batcher.depth == 1, "the second request waits in the queue")
-        client.close()  # its client gives up
-        _until(lambda: sample("trtpipe_client_disconnects_total") == 1, "the disconnect is noticed")
-        assert sample("trtpipe_dropped_requests_total") == 1
-
-        release.set()
-        sender.join(30)
-        assert first[0].status_code == 200
-        third = httpx.post(url, content=_body(3.0), timeout=30)  # queued after the abandoned one
-        assert third.status_code == 200 and third.json()["outputs"][0]["data"] == [3.0]
-        assert ran == [1.0, 3.0]  # the abandoned request never reached the model
-        assert sample("trtpipe_batch_size_sum") == 2
-        failures = [s for m in registry.collect() for s in m.samples if s.name == "trtpipe_inference_failures_total"]
-        assert not any(s.value for s in failures)  # leaving is not a failure of the server
-    finally:
-        release.set()
-        server.stop()
+    held_lookup.release.set()
+    sender.join(30)
+    assert first[0].status_code == 200
+    third = httpx.post(url, content=_body(3.0), timeout=30)  # queued after the abandoned one
+    assert third.status_code == 200 and third.json()["outputs"][0]["data"] == [3.0]
+    assert held_lookup.ran == [1.0, 3.0]  # the abandoned request never reached the model
+    assert sample("trtpipe_batch_size_sum") == 2
+    registry = held_lookup.registry
+    failures = [s for m in registry.collect() for s in m.samples if s.name == "trtpipe_inference_failures_total"]
+    assert not any(s.value for s in failures)  # leaving is not a failure of the server

@@ -17,8 +17,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.builders import lookup
-from tests.serve.conftest import RunningServer
+from tests.serve.conftest import HeldLookup, RunningServer
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds the listener through /proc")
 
@@ -98,57 +97,34 @@ def test_a_listener_that_dies_is_restarted(repository: Path, capfd: pytest.Captu
     assert capfd.readouterr().err.count("The gRPC listener process exited") == 1
 
 
-def test_a_grpc_call_whose_client_gave_up_is_dropped_from_the_queue_unrun(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_grpc_call_whose_client_gave_up_is_dropped_from_the_queue_unrun(held_lookup: HeldLookup) -> None:
     """A gRPC call waiting in a model's queue when its deadline passes: the listener closes the forwarded call, and
     the server takes the request off the queue unrun and counts a disconnect, as for HTTP (test_abandoned.py)."""
-    lookup(tmp_path)
-    server = RunningServer(tmp_path, max_queue_delay_ms=0)
-    inside, release = threading.Event(), threading.Event()
-    try:
-        batcher = server.models["lookup"]["1"].batcher
-        assert batcher is not None
-        model_run = batcher._run
-        ran: list[float] = []
+    server, batcher, sample = held_lookup.server, held_lookup.batcher, held_lookup.sample
 
-        def held(arrays: list[np.ndarray]) -> list[np.ndarray]:
-            ran.append(float(arrays[0][0, 0]))
-            inside.set()
-            release.wait(30)
-            return model_run(arrays)
+    def infer(value: float, timeout: float | None = None) -> object:
+        tensor = triton_grpc.InferInput("input", [1, 1], "FP32")
+        tensor.set_data_from_numpy(np.array([[value]], np.float32))
+        client = triton_grpc.InferenceServerClient(server.grpc_url)
+        try:
+            return client.infer("lookup", [tensor], client_timeout=timeout).as_numpy("output")
+        except InferenceServerException as error:
+            return error.status()
 
-        monkeypatch.setattr(batcher, "_run", held)
-        registry = server.app.state.metrics.registry
-
-        def sample(name: str) -> float:
-            return registry.get_sample_value(name, {"model": "lookup"}) or 0.0
-
-        def infer(value: float, timeout: float | None = None) -> object:
-            tensor = triton_grpc.InferInput("input", [1, 1], "FP32")
-            tensor.set_data_from_numpy(np.array([[value]], np.float32))
-            client = triton_grpc.InferenceServerClient(server.grpc_url)
-            try:
-                return client.infer("lookup", [tensor], client_timeout=timeout).as_numpy("output")
-            except InferenceServerException as error:
-                return error.status()
-
-        first: list[object] = []
-        sender = threading.Thread(target=lambda: first.append(infer(1.0)))
-        sender.start()
-        assert inside.wait(30)  # the worker is inside the model with the first request
-        second: list[object] = []
-        giving_up = threading.Thread(target=lambda: second.append(infer(2.0, timeout=3.0)))
-        giving_up.start()
-        _until(lambda: batcher.depth == 1, "the second request waits in the queue")
-        giving_up.join(30)
-        assert second == ["StatusCode.DEADLINE_EXCEEDED"]
-        _until(lambda: sample("trtpipe_client_disconnects_total") == 1, "the server hears that the client left")
-        assert sample("trtpipe_dropped_requests_total") == 1
-        release.set()
-        sender.join(30)
-        third = infer(3.0)
-        assert isinstance(third, np.ndarray) and third.tolist() == [[3.0]]
-        assert ran == [1.0, 3.0]  # the abandoned request never reached the model
-    finally:
-        release.set()
-        server.stop()
+    first: list[object] = []
+    sender = threading.Thread(target=lambda: first.append(infer(1.0)))
+    sender.start()
+    assert held_lookup.inside.wait(30)  # the worker is inside the model with the first request
+    second: list[object] = []
+    giving_up = threading.Thread(target=lambda: second.append(infer(2.0, timeout=3.0)))
+    giving_up.start()
+    _until(lambda: batcher.depth == 1, "the second request waits in the queue")
+    giving_up.join(30)
+    assert second == ["StatusCode.DEADLINE_EXCEEDED"]
+    _until(lambda: sample("trtpipe_client_disconnects_total") == 1, "the server hears that the client left")
+    assert sample("trtpipe_dropped_requests_total") == 1
+    held_lookup.release.set()
+    sender.join(30)
+    third = infer(3.0)
+    assert isinstance(third, np.ndarray) and third.tolist() == [[3.0]]
+    assert held_lookup.ran == [1.0, 3.0]  # the abandoned request never reached the model
