@@ -93,7 +93,7 @@ def test_compile_writes_its_record_and_loading_reads_the_same(package: Path) -> 
     assert record.run.options["batch_range"] == list(BATCH_RANGE) and record.run.compile_seconds > 0
     assert record.verification.passed and record.verification.eval_samples is None
     _, loaded = read_package(package)  # what loading reads is the record compile wrote
-    assert loaded.record == record.package and loaded.inputs == record.inputs == record.package.inputs
+    assert loaded.record == record.package and loaded.record.inputs == record.inputs == record.package.inputs
 
 
 @pytest.mark.parametrize(("drop", "edit", "detail"), [

@@ -102,8 +102,8 @@ def _verify(loaded: LoadedModel, options: CompileOptions, package: AotiPackage) 
     from trtpipe.runtime.artifacts import ArtifactDescription
     from trtpipe.runtime.torch.backend import TorchBackend
 
-    description = ArtifactDescription(package.path, ArtifactKind.AOTI, options.precision, inputs=package.inputs,
-                                      outputs=package.outputs, package=package)
+    description = ArtifactDescription(package.path, ArtifactKind.AOTI, options.precision, inputs=package.record.inputs,
+                                      outputs=package.record.outputs, package=package)
     with _true_fp32(options), AotiBackend(description) as candidate, \
             TorchBackend(loaded.module, loaded.inputs) as reference:
         return verify_package(reference, candidate, loaded, options.batch_range, tolerance_of(options))
@@ -134,4 +134,4 @@ def _record(loaded: LoadedModel, options: CompileOptions, package: AotiPackage, 
     run = CompileRunRecord(to_plain(options), round(compiled.export_seconds, 3), round(compiled.compile_seconds, 3))
     specs = tuple(replace(spec, shape=(None, *spec.sample_shape)) for spec in loaded.inputs)  # the batch left free
     return CompileRecord(SourceModel(loaded.describe()), package.record, run, {"torch": torch.__version__},
-                         package.inputs, specs, package.outputs, verification.record())
+                         package.record.inputs, specs, package.record.outputs, verification.record())

@@ -205,8 +205,8 @@ def _describe_package(path: Path) -> ArtifactDescription:
     from trtpipe.runtime.aoti.package import read_package
 
     manifest, package = read_package(path)
-    return ArtifactDescription(path, ArtifactKind.AOTI, manifest.precision, None, manifest.task, package.inputs,
-                               package.outputs, size_bytes=manifest.size_bytes, build_seconds=manifest.seconds,
+    return ArtifactDescription(path, ArtifactKind.AOTI, manifest.precision, None, manifest.task, package.record.inputs,
+                               package.record.outputs, size_bytes=manifest.size_bytes, build_seconds=manifest.seconds,
                                package=package)
 
 

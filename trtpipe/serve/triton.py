@@ -188,7 +188,7 @@ def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonMode
                      f"{TritonBackend.PYTHON} backend, which runs it with trtpipe's runtime.")
         backend = TritonBackend.PYTHON
     if description.package is not None:  # what runs an AOTInductor package is fixed when it is compiled
-        batch = min(batch, description.package.batch_range[1])
+        batch = min(batch, description.package.record.batch_range[1])
         preferred = tuple(b for b in preferred if b <= batch) or (batch,)
     return TritonModel(check_name(name), kind, batch, tuple(map(spec, inputs)), tuple(map(spec, outputs)),
                        preferred if batch > 0 else (), max_queue_delay_us=int(options.max_queue_delay_ms * 1000),

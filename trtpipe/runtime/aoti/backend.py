@@ -44,16 +44,16 @@ class AotiBackend(Backend):
         gpu = self.device is Device.CUDA
         self._runner = load_checked(self.package, single_threaded=gpu)
         self.graphs = CudaGraphs(self._runner, str(self.path)) if gpu else None
-        self._inputs = list(self.package.inputs)
-        self._outputs = list(self.package.outputs)
+        self._inputs = list(self.package.record.inputs)
+        self._outputs = list(self.package.record.outputs)
 
     @property
     def max_batch(self) -> int | None:
-        return self.package.batch_range[1]
+        return self.package.record.batch_range[1]
 
     def _tensors(self, feeds: dict[str, np.ndarray]) -> list[torch.Tensor]:
         """The inputs as torch tensors on the package's device, each batch checked against its range first."""
-        low, high = self.package.batch_range
+        low, high = self.package.record.batch_range
         tensors = []
         for info in self._inputs:
             array = feeds[info.name]

@@ -69,37 +69,21 @@ class AotiRecord:
 
 @dataclass(frozen=True)
 class AotiPackage:
-    """What an AOTInductor package was compiled for, as its manifest records it."""
+    """What an AOTInductor package was compiled for, as its manifest records it: the manifest's typed part
+    (``sha256``, ``device``) and its ``aotinductor`` section (``record``)."""
 
     path: Path
     sha256: str
     device: Device
-    batch_range: tuple[int, int]  # the smallest and largest batch it accepts
-    channels_last: bool
-    torch_version: str
-    inputs: tuple[TensorInfo, ...]
-    outputs: tuple[TensorInfo, ...]
-    cuda_version: str | None = None  # a CUDA package's toolkit
-    compute_capability: str | None = None  # a CUDA package's GPU architecture, e.g. "9.0"
-    gpu_name: str | None = None
-    cpu_capability: str | None = None  # a CPU package's instruction set (torch's name: AVX2, AVX512...)
+    record: AotiRecord
 
     @classmethod
     def of(cls, path: Path, sha256: str, device: Device, record: AotiRecord) -> AotiPackage:
-        """The package at ``path`` as its manifest's typed part (``sha256``, ``device``) and ``record`` say."""
-        return cls(path, sha256, device, record.batch_range, record.channels_last, record.torch_version,
-                   record.inputs, record.outputs, record.cuda_version, record.compute_capability, record.gpu_name,
-                   record.cpu_capability)
-
-    @property
-    def record(self) -> AotiRecord:
-        """The manifest's ``aotinductor`` section for this package."""
-        return AotiRecord(self.batch_range, self.channels_last, self.torch_version, self.inputs, self.outputs,
-                          self.cuda_version, self.compute_capability, self.gpu_name, self.cpu_capability)
+        return cls(path, sha256, device, record)
 
     @property
     def range_text(self) -> str:
-        low, high = self.batch_range
+        low, high = self.record.batch_range
         return f"{low}-{high}" if low != high else str(low)
 
 
@@ -149,21 +133,22 @@ def check_loadable(package: AotiPackage) -> None:
     import torch
 
     path = package.path
-    if package.torch_version != torch.__version__:
-        raise BadInput(f"{path} was compiled by torch {package.torch_version}, and this is torch {torch.__version__}: "
-                       "an AOTInductor package runs only on the torch that compiled it. Compile it again here.")
+    if package.record.torch_version != torch.__version__:
+        raise BadInput(f"{path} was compiled by torch {package.record.torch_version}, and this is torch "
+                       f"{torch.__version__}: an AOTInductor package runs only on the torch that compiled it. "
+                       "Compile it again here.")
     if package.device is Device.CUDA:
         if not torch.cuda.is_available():
             raise BadInput(f"{path} is compiled for {Device.CUDA} and torch sees no CUDA GPU here: run it on a "
-                           f"machine with one (a {package.gpu_name or 'GPU'} of compute capability "
-                           f"{package.compute_capability}), or compile it for {Device.CPU}.")
+                           f"machine with one (a {package.record.gpu_name or 'GPU'} of compute capability "
+                           f"{package.record.compute_capability}), or compile it for {Device.CPU}.")
         here = compute_capability()
-        if package.compute_capability and package.compute_capability != here:
-            raise BadInput(f"{path} was compiled for GPUs of compute capability {package.compute_capability} "
-                           f"({package.gpu_name}); this GPU is {here}: compile it again on this machine.")
+        if package.record.compute_capability and package.record.compute_capability != here:
+            raise BadInput(f"{path} was compiled for GPUs of compute capability {package.record.compute_capability} "
+                           f"({package.record.gpu_name}); this GPU is {here}: compile it again on this machine.")
         return
     here = torch.backends.cpu.get_cpu_capability()
-    built = package.cpu_capability
+    built = package.record.cpu_capability
     if built and built != here and not (built in X86_CAPABILITIES and here in X86_CAPABILITIES
                                         and X86_CAPABILITIES.index(built) < X86_CAPABILITIES.index(here)):
         raise BadInput(f"{path} was compiled for CPUs with {built}, and this CPU offers {here}: its code could "
