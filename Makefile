@@ -55,13 +55,13 @@ test: install
 TRTPIPE := $(BIN)/trtpipe
 
 # The CPU results tables (docs/results/cpu.md): the digits model, ResNet-50 and the pretrained depthwise-separable
-# EfficientNet-Lite0 (with AdaRound), with 5 s of timed runs per variant and batch in 5 rounds taken in turn
-# (docs/results/cpu.md), both CPU runtimes, the PyTorch baselines and the peer quantizers. Reports land in
-# reports/<model>/ (bench.md, report.html).
+# EfficientNet-Lite0 (with AdaRound), with 5 s of timed runs per variant and batch in 20 rounds taken in turn
+# (bench's default; docs/guides/bench.md, 'Figures on a busy machine'), both CPU runtimes, the PyTorch baselines and
+# the peer quantizers. Reports land in reports/<model>/ (bench.md, report.html).
 BENCH_PIPELINES := digits resnet50 efficientnet_lite0
 bench: install
 	for name in $(BENCH_PIPELINES); do \
-		$(TRTPIPE) run trtpipe/pipeline/examples/$$name.toml --set bench.duration=5 --set bench.rounds=5 \
+		$(TRTPIPE) run trtpipe/pipeline/examples/$$name.toml --set bench.duration=5 \
 			--set bench.threads=$(THREADS) --set bench.baselines=compile,autocast --set bench.peers=true \
 			--set output.repository=$(CURDIR)/models --set output.reports=$(CURDIR)/reports || exit 1; \
 	done

@@ -9,11 +9,12 @@ it with one asyncio client (aiohttp, grpc.aio with Triton's generated stubs) in 
 - warm-up (not counted), then **baseline**: valid requests only, ``--concurrency`` closed-loop clients cycling
   through HTTP JSON, HTTP binary, gRPC raw and gRPC typed contents on both models; every answer is compared with
   ONNX Runtime run in this process on the same input;
-- **fault**: the same valid load, plus clients sending malformed requests (bad JSON, wrong shapes and dtypes,
-  unknown models, truncated binary, duplicated inputs, null/NaN data, undecodable protobuf), oversized ones (bodies
-  and messages over ``--max-body-mb``, huge declared shapes, a batch over the maximum), memory bombs (the largest
-  batch the body limit lets through, at a spatial size whose activations exceed the memory limit) and abandoned
-  ones (clients that send and disconnect, or cancel, before the answer);
+- **fault**: the same valid load, plus clients sending malformed requests (bad JSON, data nested up to a million
+  deep or otherwise than its shape, wrong shapes and dtypes, unknown models, truncated binary, duplicated inputs,
+  null/NaN data, undecodable protobuf), oversized ones (bodies and messages over ``--max-body-mb``, huge declared
+  shapes, a batch over the maximum), memory bombs (the largest batch the body limit lets through, at a spatial size
+  whose activations exceed the memory limit) and abandoned ones (clients that send and disconnect, or cancel, before
+  the answer); ``--fault-kinds`` picks some of these;
 - settle (the fault clients finish; not counted), then **recovery**: valid requests only, as in the baseline.
 
 It prints what was sent per kind, the answers by class (HTTP 2xx/4xx/5xx, gRPC codes, no answer), each case's
@@ -348,6 +349,15 @@ class Clients:
             self.http_case("bad JSON: empty body", "malformed", b"", js, bad_400),
             self.http_case("bad JSON: nested 100,000 deep", "malformed",
                            b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", js, bad_400),
+            # Nesting inside data: refused at the first bracket past the input's rank, in time linear in the body
+            # (#48: it used to cost time quadratic in depth and hold every service thread).
+            *(self.http_case(f"data nested {levels:,} deep", "malformed",
+                             json_text_request("input", [1, 1, 28, 28], b"[" * levels + b"0.5" + b"]" * levels),
+                             js, bad_400) for levels in (10_000, 100_000, 1_000_000)),
+            self.http_case("data nested 2x392, not as its shape", "malformed",
+                           request(data=[values[:392], values[392:]]), js, bad_400),
+            self.http_case("data nested with extra one-element levels", "malformed",
+                           request(data=[[[[[[v] for v in values]]]]]), js, bad_400),
             self.http_case("wrong shape", "malformed", request(shape=[1, 1, 27, 28], data=values[:756]), js, bad_400),
             self.http_case("element count differs from shape", "malformed", request(data=values[:10]), js, bad_400),
             self.http_case("negative dimension", "malformed", request(shape=[-1, 1, 28, 28]), js, bad_400),
@@ -779,8 +789,9 @@ async def drive(server: Server, settings: argparse.Namespace, models: dict[str, 
     clients = Clients(server.http_port, server.grpc_port, settings, models)
     soak = Soak(server, clients)
     valid = clients.valid_cases()
-    faults = {"malformed": clients.malformed_cases(), "oversized": clients.oversized_cases(),
-              "memory": clients.memory_cases(), "abandoned": clients.abandoned_cases()}
+    makers = {"malformed": clients.malformed_cases, "oversized": clients.oversized_cases,
+              "memory": clients.memory_cases, "abandoned": clients.abandoned_cases}
+    faults = {kind: makers[kind]() for kind in settings.fault_kinds}
     soak.cases = [*valid, *(case for cases in faults.values() for case in cases)]
     workers = {"malformed": 2, "oversized": 1, "memory": 1, "abandoned": 2}
     plan = {phase: share * settings.duration for phase, share in PHASES.items()}
@@ -887,7 +898,7 @@ def report(soak: Soak, extra: dict[str, Any], settings: argparse.Namespace, setu
         "settings": {"duration_s": settings.duration, "concurrency": settings.concurrency,
                      "memory_limit_gib": settings.memory_limit_gib, "max_body_mb": settings.max_body_mb,
                      "max_batch_size": settings.max_batch_size, "server_args": settings.server_args,
-                     "min_recovery": settings.min_recovery},
+                     "min_recovery": settings.min_recovery, "fault_kinds": list(settings.fault_kinds)},
         "setup_s": round(setup_s, 1), "memory_bomb": extra["bomb"], "fault_stragglers_s": round(
             extra["fault_stragglers_s"], 1),
         "sent": {kind: sent.get(kind, 0) for kind in KINDS}, "answers_by_class": classes,
@@ -993,11 +1004,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--request-timeout-s", type=float, default=60.0, help="Client timeout per request.")
     parser.add_argument("--min-recovery", type=float, default=0.7,
                         help="Recovery-phase valid throughput needed, as a fraction of the baseline's.")
+    parser.add_argument("--fault-kinds", type=lambda text: tuple(text.split(",")), default=KINDS[1:],
+                        help="Which faults the fault phase sends, comma-separated (e.g. 'malformed' alone: what the "
+                             "valid requests' latency pays for the malformed mix, without the memory bombs).")
     parser.add_argument("--json", type=Path, help="Write the figures to this file.")
     parser.add_argument("--keep", action="store_true", help="Keep the model repository and the server log.")
     settings = parser.parse_args(argv)
     if settings.duration <= 0 or settings.concurrency < 1 or settings.memory_limit_gib <= 0:
         parser.error("--duration and --memory-limit-gib must be positive, --concurrency at least 1")
+    if not settings.fault_kinds or not set(settings.fault_kinds) <= set(KINDS[1:]):
+        parser.error(f"--fault-kinds takes some of {', '.join(KINDS[1:])}")
     return settings
 
 

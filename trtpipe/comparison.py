@@ -8,6 +8,10 @@ module in ``trtpipe.tasks``: top-1 agreement for a classifier, pixel agreement f
 detections against the reference's own for a detector, F1 of a map, cosine of embeddings. Agreement is always
 against the reference outputs; accuracy only where labels exist, for both the reference and the candidate, so an
 accuracy drop is a like-for-like difference on the same samples.
+
+Every task figure carries its 95 % interval over the samples it was judged on (see ``trtpipe.tasks.base``), and an
+accuracy budget judges the interval of the drop, not its point (:func:`judge_budget`): within where the drop's upper
+bound is, over where its lower bound is beyond, and otherwise undecided, with about how many samples would decide.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from trtpipe.errors import BadInput
-from trtpipe.tasks import MEASURES, Fidelity, check_fits, infer_task
+from trtpipe.intervals import Interval, hull, trials_to_resolve
+from trtpipe.tasks import MEASURES, Fidelity, check_fits, detect, infer_task
 from trtpipe.vocab import Task
 
 Outputs = np.ndarray | Sequence[np.ndarray]
@@ -56,6 +61,16 @@ class Comparison:
     figures: dict[str, float] = field(default_factory=dict)  # the task's other figures (top-5, mIoU...)
     outputs: tuple[OutputFigures, ...] = ()
     note: str | None = None  # why the task figure is missing, where it is
+    agreement_interval: Interval | None = None  # ``agreement``'s 95 % interval over the samples (trtpipe.tasks)
+    accuracy_interval: Interval | None = None  # ``accuracy``'s, with labels
+    drop_interval: Interval | None = None  # ``reference_accuracy - accuracy``'s (a fraction, paired), with labels
+    # ``agreement`` on the samples an index array picks, for paired comparisons (trtpipe.tasks.base.Fidelity); not
+    # written, and None once merged or read back
+    agreement_on: Callable[[np.ndarray], float] | None = field(default=None, repr=False, compare=False)
+    # The task's line where a choice was made: what it was inferred as and why ("Task: detect, decoded as yolox
+    # (inferred: ...)"), or how a given task's outputs were read ("decoded as yolox: ...")
+    inference: str | None = None
+    figure_intervals: dict[str, Interval] = field(default_factory=dict)  # the 95 % intervals of some ``figures``
 
     @property
     def worst_output(self) -> str | None:
@@ -87,8 +102,21 @@ class Comparison:
         drop = self.accuracy_drop_pp
         return drop if drop is not None else self.agreement_drop_pp
 
+    @property
+    def drop_interval_pp(self) -> Interval | None:
+        """The 95 % interval of :attr:`drop_pp`, in points: the paired interval of the accuracy drop with labels,
+        else the agreement's interval turned into a drop (100 - agreement); None where there is no such figure."""
+        if self.accuracy_drop_pp is not None:
+            found = self.drop_interval
+            return None if found is None else Interval(100 * found.low, 100 * found.high, found.units, found.method)
+        found = self.agreement_interval
+        if self.agreement_drop_pp is None or found is None:
+            return None
+        return Interval(100 * (1 - found.high), 100 * (1 - found.low), found.units, found.method)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "accuracy_drop_pp": self.accuracy_drop_pp, "worst_output": self.worst_output}
+        fields = {k: v for k, v in asdict(self).items() if k != "agreement_on"}
+        return {**fields, "accuracy_drop_pp": self.accuracy_drop_pp, "worst_output": self.worst_output}
 
     def line(self) -> str:
         text = f"max abs error {self.max_abs_err:.3g}, mean {self.mean_abs_err:.3g}, cosine {self.cosine:.6f}"
@@ -96,13 +124,23 @@ class Comparison:
             text += f" (worst of {len(self.outputs)} outputs: {self.worst_output})"
         if self.agreement is not None:
             miou = self.figures.get("miou")  # a segmenter's mIoU against FP32's argmax, beside pixel agreement
-            text = (f"{self.agreement_name} {100 * self.agreement:.2f}%, "
-                    + (f"mIoU {100 * miou:.2f}%, " if miou is not None else "") + text)
+            characters = self.figures.get("char_agreement")  # a recognizer's, beside its exact lines
+            text = (f"{self.agreement_name} {100 * self.agreement:.2f}%{_within(self.agreement_interval)}, "
+                    + (f"mIoU {100 * miou:.2f}%, " if miou is not None else "")
+                    + (f"per-character agreement {100 * characters:.2f}%"
+                       f"{_within(self.figure_intervals.get('char_agreement'))}, " if characters is not None else "")
+                    + text)
         elif self.note:
             text = f"{self.note}; " + text
         if self.accuracy is not None and self.reference_accuracy is not None:
-            text = (f"{self.accuracy_name} {100 * self.accuracy:.2f}% vs {100 * self.reference_accuracy:.2f}% "
-                    f"({self.accuracy_drop_pp:+.2f} pp drop), " + text)
+            drop = self.accuracy_drop_pp
+            assert drop is not None
+            worded = f"{drop:.2f} pp drop" if drop >= 0 else f"{-drop:.2f} pp gain"
+            found = self.drop_interval_pp
+            text = (f"{self.accuracy_name} {100 * self.accuracy:.2f}%{_within(self.accuracy_interval)} vs "
+                    f"{100 * self.reference_accuracy:.2f}% ({worded}"
+                    + (f", drop 95% CI {found.low:+.1f} to {found.high:+.1f} pp" if found is not None else "")
+                    + "), " + text)
         return f"{text} on {self.samples} samples"
 
 
@@ -128,10 +166,13 @@ def output_figures(name: str, reference: np.ndarray, candidate: np.ndarray) -> O
 
 def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task: Task | None = None,
             names: Sequence[str] | None = None,
-            decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None) -> Comparison:
+            decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None,
+            image_size: tuple[int, int] | None = None) -> Comparison:
     """Compare every output of ``candidate`` with ``reference``'s (same count and shapes; float64), and measure
     the task on the first output (``decoder``: a detector's post-processing over all outputs). ``task`` None:
-    inferred from the reference's output shapes. ``labels``: class indices, masks or label boxes for the task."""
+    inferred from the reference's outputs where they show one (trtpipe.tasks.infer_task; ``image_size``, the
+    input's height and width where known, to check a detector's boxes against), the line saying so in
+    ``inference``. ``labels``: class indices, masks or label boxes for the task."""
     refs, cands = _as_list(reference), _as_list(candidate)
     if len(refs) != len(cands):
         raise BadInput(f"The model has {len(cands)} outputs and its reference {len(refs)}: they are not the same "
@@ -144,8 +185,14 @@ def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task:
                                                    for i in range(len(refs))]
     per_output = tuple(output_figures(name, r, c) for name, r, c in zip(names, refs, cands, strict=True))
     shapes = [tuple(r.shape) for r in refs]
-    if task is None:
-        task = Task.DETECT if decoder is not None else infer_task(shapes)
+    inferred = None
+    if task is None and decoder is None:
+        inference = infer_task(refs, image_size)
+        task, inferred = inference.task, inference.line()
+        if inference.decoder is not None:
+            decoder = detect.DECODERS[inference.decoder]
+    elif task is None:
+        task = Task.DETECT
     elif decoder is None:
         check_fits(task, shapes)
     fidelity = _fidelity(task, refs, cands, labels, decoder)
@@ -167,6 +214,12 @@ def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task:
         figures=dict(fidelity.figures),
         outputs=per_output,
         note=fidelity.note,
+        agreement_interval=fidelity.agreement_interval,
+        accuracy_interval=fidelity.accuracy_interval,
+        drop_interval=fidelity.drop_interval,
+        agreement_on=fidelity.agreement_on,
+        inference=inferred or fidelity.measured_by,
+        figure_intervals=dict(fidelity.figure_intervals),
     )
 
 
@@ -182,9 +235,26 @@ def _fidelity(task: Task, refs: list[np.ndarray], cands: list[np.ndarray], label
         raise BadInput(f"The {task} measure cannot read the outputs ({error}).") from None
 
 
+def _within(interval: Interval | None) -> str:
+    """`` (95% CI 89.3-100.0 %)`` after a share, or nothing where it has no interval."""
+    return "" if interval is None else f" (95% CI {interval.percent()})"
+
+
+def _hull(intervals: list[Interval | None]) -> Interval | None:
+    """Several parts' intervals as one: the smallest holding them all (wider than one over every sample, so it
+    never claims more than the parts show); None unless every part has one."""
+    known = [i for i in intervals if i is not None]
+    if not known or len(known) != len(intervals):
+        return None
+    merged = known[0]
+    for interval in known[1:]:
+        merged = hull(merged, interval, merged.method)
+    return Interval(merged.low, merged.high, sum(i.units for i in known), merged.method, merged.level)
+
+
 def merge(parts: list[Comparison]) -> Comparison:
     """Worst case over several comparisons of one model (errors per output, the lowest cosine), the task's figures
-    weighted by samples."""
+    weighted by samples, their intervals the hull of the parts'."""
     total = sum(p.samples for p in parts)
 
     def weighted(values: list[tuple[float | None, int]]) -> float | None:
@@ -215,6 +285,12 @@ def merge(parts: list[Comparison]) -> Comparison:
         figures={k: v for k, v in figures.items() if v is not None},
         outputs=outputs,
         note=next((p.note for p in parts if p.note), None),
+        agreement_interval=_hull([p.agreement_interval for p in parts]),
+        accuracy_interval=_hull([p.accuracy_interval for p in parts]),
+        drop_interval=_hull([p.drop_interval for p in parts]),
+        inference=next((p.inference for p in parts if p.inference), None),
+        figure_intervals={key: found for key in first.figure_intervals
+                          if (found := _hull([p.figure_intervals.get(key) for p in parts])) is not None},
     )
 
 
@@ -239,3 +315,41 @@ class Tolerance:
     def accepts(self, comparison: Comparison) -> bool:
         return all(output.max_abs_err <= self.allowed_abs(output.ref_max_abs) and output.cosine >= self.min_cosine
                    for output in comparison.outputs)
+
+
+WITHIN, OVER, UNDECIDED = "within", "over", "undecided"
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """An accuracy budget judged on the interval of the drop: ``within`` where its upper bound is within the budget,
+    ``over`` where its lower bound is beyond it, else ``undecided``: the samples are too few to tell, and
+    ``needed`` is about how many would."""
+
+    decision: str  # WITHIN, OVER or UNDECIDED
+    line: str  # the verdict in one line, for people
+    needed: int | None = None  # undecided: about how many samples would decide
+
+
+def judge_budget(comparison: Comparison, budget_pp: float) -> BudgetVerdict:
+    """``comparison``'s drop (:attr:`Comparison.drop_pp`) against ``budget_pp`` points, by its 95 % interval; a
+    comparison without an interval (read from an old manifest) is judged on its point, and says so."""
+    drop, interval = comparison.drop_pp, comparison.drop_interval_pp
+    if drop is None:
+        return BudgetVerdict(UNDECIDED, f"nothing measured the task's figure, so the budget of {budget_pp} pp cannot "
+                                        "be judged")
+    if interval is None:
+        decision = WITHIN if drop <= budget_pp else OVER
+        return BudgetVerdict(decision, f"drop {drop:.2f} pp {'within' if decision == WITHIN else 'over'} the budget "
+                                       f"of {budget_pp} pp (a point figure: no interval was measured)")
+    figure = f"drop {drop:.2f} pp (95% CI {interval.low:+.1f} to {interval.high:+.1f} pp on {interval.units} samples)"
+    if interval.high <= budget_pp:
+        return BudgetVerdict(WITHIN, f"{figure}: within the budget of {budget_pp} pp (its upper bound is)")
+    if interval.low > budget_pp:
+        return BudgetVerdict(OVER, f"{figure}: over the budget of {budget_pp} pp (its lower bound is)")
+    margin = max(abs(budget_pp - drop), 0.1) / 100
+    needed = trials_to_resolve(margin, observed=1 - min(max(drop, 0.0), 100.0) / 100)
+    more = max(needed - interval.units, 1)
+    return BudgetVerdict(UNDECIDED, f"{figure}: the {interval.units} samples are too few to decide the budget of "
+                                    f"{budget_pp} pp (the interval straddles it); about {needed} samples ({more} "
+                                    "more) would: give --eval DATA or more --calib samples", needed)

@@ -47,6 +47,10 @@ class Interval:
     def width(self) -> float:
         return self.high - self.low
 
+    def percent(self, digits: int = 1) -> str:
+        """The interval of a share as people read it: ``"89.3-100.0 %"``."""
+        return f"{100 * self.low:.{digits}f}-{100 * self.high:.{digits}f} %"
+
     def to_dict(self) -> dict[str, float | int | str]:
         return {"low": self.low, "high": self.high, "units": self.units, "method": self.method, "level": self.level}
 
@@ -89,15 +93,59 @@ def wilson(successes: int, trials: int, *, level: float = LEVEL) -> Interval:
         raise ValueError("a proportion needs at least one trial")
     if not 0 <= successes <= trials:
         raise ValueError(f"{successes} successes of {trials} trials")
+    return wilson_share(successes / trials, trials, level=level)
+
+
+def wilson_share(share: float, units: int, *, level: float = LEVEL) -> Interval:
+    """Wilson's score interval at a share that need not be a whole count of ``units`` (a mean of per-unit figures
+    in 0..1, an mAP): the uncertainty a share of that many independent units carries at least, since a figure
+    bounded in 0..1 with mean p varies at most as a proportion does (variance p (1 - p))."""
+    if units < 1:
+        raise ValueError("a share needs at least one unit")
     z = _normal_quantile(1.0 - (1.0 - level) / 2.0)
-    p = successes / trials
-    denominator = 1.0 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    p = min(max(float(share), 0.0), 1.0)
+    denominator = 1.0 + z * z / units
+    centre = (p + z * z / (2 * units)) / denominator
+    half = z * math.sqrt(p * (1 - p) / units + z * z / (4 * units * units)) / denominator
     # Exact at the ends: the centre minus the half-width is 0 or the centre plus it is 1 up to rounding.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == trials else min(1.0, centre + half)
-    return Interval(low=low, high=high, units=trials, method="wilson", level=level)
+    low = 0.0 if p == 0.0 else max(0.0, centre - half)
+    high = 1.0 if p == 1.0 else min(1.0, centre + half)
+    return Interval(low=low, high=high, units=units, method="wilson", level=level)
+
+
+def hull(first: Interval, second: Interval, method: str) -> Interval:
+    """The smallest interval holding both (over the larger unit count): the wider claim of two methods."""
+    return Interval(low=min(first.low, second.low), high=max(first.high, second.high),
+                    units=max(first.units, second.units), method=method, level=first.level)
+
+
+def share_interval(share: float, statistic: Callable[[np.ndarray], float], units: int, *,
+                   resamples: int = RESAMPLES) -> Interval:
+    """The interval of a share in 0..1 (mAP, pixel agreement, F1) measured over ``units`` images: the percentile
+    bootstrap over images, widened to at least Wilson's interval at the same share (:func:`wilson_share`). A
+    bootstrap cannot move where no image showed an error, so alone it collapses to a point at 100 %: 32 perfect
+    images give 89.3-100 %, not 100-100 %."""
+    floor = wilson_share(share, units)
+    try:
+        resampled = bootstrap(statistic, units, resamples=resamples)
+    except ValueError:  # the statistic was undefined on every resample: the floor is all that is known
+        return Interval(floor.low, floor.high, units, "wilson", floor.level)
+    return hull(resampled, floor, "bootstrap over images, at least Wilson")
+
+
+def difference_interval(difference: float, statistic: Callable[[np.ndarray], float], units: int, *,
+                        resamples: int = RESAMPLES) -> Interval:
+    """The interval of a paired difference of two shares measured on the same ``units`` images (a reference's
+    accuracy minus a candidate's): the percentile bootstrap of the difference over images, widened to at least
+    the share an event no image showed may still have (Wilson's upper bound of 0 of ``units``) either side, so
+    that identical answers on 32 images give about +-10.7 points, not 0-0."""
+    unseen = wilson(0, units).high
+    floor = Interval(max(-1.0, difference - unseen), min(1.0, difference + unseen), units, "unseen-event floor")
+    try:
+        resampled = bootstrap(statistic, units, resamples=resamples)
+    except ValueError:
+        return floor
+    return hull(resampled, floor, "paired bootstrap over images, at least the unseen-event floor")
 
 
 def trials_to_resolve(margin: float, *, observed: float = 1.0, level: float = LEVEL) -> int:

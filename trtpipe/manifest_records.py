@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trtpipe.intervals import Interval
 from trtpipe.vocab import CpuClass, Precision
 
 
@@ -36,7 +37,9 @@ class CpuRecord:
         cosine."""
         figure = self.measured.get(cpu_class) or {}
         if figure.get("agreement") is not None:
-            return f"{figure.get('agreement_name') or 'agreement'} {100 * float(figure['agreement']):.2f} %"
+            text = f"{figure.get('agreement_name') or 'agreement'} {100 * float(figure['agreement']):.2f} %"
+            found = figure.get("agreement_interval")  # absent from manifests written before intervals
+            return text if not isinstance(found, dict) else f"{text} (95% CI {Interval.from_dict(found).percent()})"
         if figure.get("cosine") is not None:
             return f"worst cosine {float(figure['cosine']):.5f}"
         return "no figure recorded"

@@ -84,6 +84,7 @@ class Task(StrEnum):
     SEGMENT = "segment"  # per-pixel class scores: pixel agreement, mIoU against FP32's argmax
     DENSE = "dense"  # per-pixel maps (text probability, depth): F1 at a threshold, mean error
     EMBED = "embed"  # embeddings: cosine
+    SEQUENCE = "sequence"  # per-timestep class scores of a CTC recognizer: lines read exactly, characters
     GENERIC = "generic"  # anything else: per-output cosine, relative error, SNR
 
 

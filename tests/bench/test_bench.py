@@ -41,8 +41,15 @@ def test_bench_json_markdown_and_table(digits_onnx: Path, tmp_path: Path, run_cl
     assert all(r["precision"] == "fp32" and r["speedup_vs_torch_fp32"] == 1.0 for r in baseline)
     onnx_rows = [r for r in rows if r["backend"] == "onnxruntime"]
     for row in onnx_rows:
+        # Three runs make three rounds of one run: the p50 is the median of the rounds' p50s, the speedup the
+        # median of the two rows' p50s paired round by round, with its interval over the rounds.
         base = next(b for b in baseline if b["batch"] == row["batch"])
-        assert row["speedup_vs_torch_fp32"] == pytest.approx(base["p50_ms"] / row["p50_ms"])
+        assert row["p50_ms"] == pytest.approx(float(np.median(row["round_p50_ms"])))
+        paired = [b / o for b, o in zip(base["round_p50_ms"], row["round_p50_ms"], strict=True)]
+        assert row["speedup_vs_torch_fp32"] == pytest.approx(float(np.median(paired)))
+        low, high = row["speedup_interval"]["low"], row["speedup_interval"]["high"]
+        assert row["speedup_interval"]["units"] == 3 and low <= row["speedup_vs_torch_fp32"] <= high
+        assert len(row["round_p99_ms"]) == 3 and row["tail_ms"] == pytest.approx(np.median(row["round_p99_ms"]))
         assert row["top1_agreement"] == 1.0 and row["max_abs_err"] < 1e-3
         assert row["top1_accuracy"] >= 0.95 and row["agreement_samples"] == 847
     assert "| Variant |" in markdown_path.read_text()
@@ -149,7 +156,8 @@ def test_pytorch_baselines_are_rows_beside_the_reference(tmp_path: Path, run_cli
     assert rows["pytorch-fp32"]["baseline"] is None and rows["pytorch-fp32"]["speedup_vs_torch_fp32"] == 1.0
     compiled = rows["pytorch-fp32-compile"]
     assert compiled["baseline"] == "compile" and compiled["precision"] == "fp32"
-    assert compiled["speedup_vs_torch_fp32"] == pytest.approx(rows["pytorch-fp32"]["p50_ms"] / compiled["p50_ms"])
+    paired = [e / c for e, c in zip(rows["pytorch-fp32"]["round_p50_ms"], compiled["round_p50_ms"], strict=True)]
+    assert compiled["speedup_vs_torch_fp32"] == pytest.approx(float(np.median(paired)))  # paired round by round
     assert compiled["max_abs_err"] < 1e-3 and compiled["top1_agreement"] == 1.0
     if has_bf16():
         autocast = rows["pytorch-bf16-autocast"]
@@ -244,12 +252,13 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
     [entry] = peer_standing(rows)
     assert entry["trtpipe"] == "openvino-int8-cpu (q)" and entry["p50_ratio"] == pytest.approx(2.1 / 2.0)
     assert entry["round_ratio_min"] == pytest.approx(2.0 / 2.2) and entry["round_ratio_max"] == pytest.approx(1.15)
-    # The headline is the median of the paired round ratios, not the ratio of the p50s over all runs.
-    assert entry["ratio"] == pytest.approx(1.05)
+    # The headline is the median of the paired round ratios, not the ratio of the p50s over all runs, with its
+    # interval over the rounds; three rounds that disagree by 25 % flag it.
+    assert entry["ratio"] == pytest.approx(1.05) and entry["interval"]["units"] == 3
     line = describe(entry)
-    assert "1.05x the speed of the fastest peer, openvino-int8 (NNCF PTQ) (2.10 ms)" in line
-    assert "median of 3 round-by-round ratios (0.91x-1.15x; 1.05x from the p50s over all runs)" in line
-    assert "90.0 % vs 80.0 %" in line
+    assert ("1.05x (95 % interval 0.91-1.15x over 3 paired rounds) the speed of the fastest peer, openvino-int8 "
+            "(NNCF PTQ) (p50 2.10 ms)") in line
+    assert "90.0 % vs 80.0 %" in line and "unstable: its 3 paired rounds disagree" in line
     assert peer_standing(rows[:4]) == []  # no peer row
     assert entry["other_peers"] == []
 
@@ -261,15 +270,16 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
     [other] = entry["other_peers"]
     assert other["peer"] == "peer: openvino-int8 (NNCF PTQ)" and other["ratio"] == pytest.approx(1.05) \
         and other["rounds"] == 3
-    assert describe(entry).endswith("; against openvino-int8 (NNCF PTQ) 1.05x (80.0 % agreement)")
+    assert describe(entry).endswith("; against openvino-int8 (NNCF PTQ) 1.05x (95 % interval 0.91-1.15x over 3 "
+                                    "paired rounds) (80.0 % agreement)")
     # Two rounds have no median worth the name (their mean, which one stalled round makes): the p50s decide.
     two = [r | {"round_p50_ms": [2.0, 20.0]} if r.get("peer") else r | {"round_p50_ms": [2.0, 2.0]}
            for r in rows if r.get("round_p50_ms")]
     [pair] = peer_standing(two)
-    assert pair["ratio"] == pytest.approx(2.1 / 2.0) and pair["rounds"] is None
+    assert pair["ratio"] == pytest.approx(2.1 / 2.0) and pair["rounds"] is None and pair["interval"] is None
     [single] = peer_standing([{k: v for k, v in r.items() if k != "round_p50_ms"} for r in rows])
     assert single["ratio"] == pytest.approx(2.1 / 2.0) and single["rounds"] is None  # one round: the p50s
-    assert "round" not in describe(single)
+    assert "1.05x (the ratio of the p50s: fewer than 3 rounds give no interval)" in describe(single)
 
 
 def test_the_pytorch_standing_names_the_fastest_pytorch_row_on_the_same_device() -> None:
@@ -294,8 +304,8 @@ def test_the_pytorch_standing_names_the_fastest_pytorch_row_on_the_same_device()
     assert entry["pytorch"] == "pytorch-fp16-cl-compile-reduce-overhead [no transfers]"
     assert entry["trtpipe"] == "onnxruntime-cuda-fp16 (m) [no transfers]" and entry["ratio"] == pytest.approx(1.5)
     assert "cuda batch 8, device-resident: trtpipe's fastest" in describe_pytorch(entry)
-    assert "1.50x the speed of the fastest PyTorch row, pytorch-fp16-cl-compile-reduce-overhead" in \
-        describe_pytorch(entry)
+    assert "1.50x (the ratio of the p50s: fewer than 3 rounds give no interval) the speed of the fastest PyTorch " \
+        "row, pytorch-fp16-cl-compile-reduce-overhead" in describe_pytorch(entry)
     # Only rows with copies on both sides: those are compared.
     [copies] = pytorch_standing([r for r in rows if r["includes_transfers"]])
     assert copies["includes_transfers"] and copies["ratio"] == pytest.approx(3.0 / 2.5)

@@ -72,3 +72,48 @@ def test_the_cuda_candidates_cover_graph_layout_and_search(artifact: Path) -> No
     with pytest.raises(BadInput, match="Nothing to tune on onnxruntime-tensorrt"):
         tune_artifact(artifact, OnnxExecution.TENSORRT, np.zeros((1, 1, 32, 32), np.float32))
     assert not tuned_path(artifact).exists()
+
+
+def _fails_at_run_time(folder: Path) -> Path:
+    """A model that takes the digits model's input and fails inside ONNX Runtime when run (a Reshape to 3 rows of
+    8192 values): a candidate whose session opens but whose run raises ONNX Runtime's own error type."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["input", "rows"], ["logits"])], "fails",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 32, 32])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)],
+        [helper.make_tensor("rows", TensorProto.INT64, [2], [3, -1])])
+    path = folder / "fails.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+def test_a_failing_candidate_is_rejected_closed_at_once_and_the_probe_goes_on(artifact: Path, tmp_path: Path) -> None:
+    from trtpipe.bench.tune import _Candidate, _probe_one
+    from trtpipe.runtime.options import RunOptions
+    from trtpipe.runtime.registry import open_artifact
+
+    x = np.random.default_rng(0).standard_normal((8, 1, 32, 32), dtype=np.float32)
+    with open_artifact(artifact) as plain:
+        expected = plain.run(x)
+    failing = _fails_at_run_time(tmp_path)
+    opened: list = []
+
+    def opener(path: Path):  # type: ignore[no-untyped-def]
+        def open_one(settings: RunOptions):  # type: ignore[no-untyped-def]
+            assert all(not hasattr(b, "session") for b in opened), "a candidate opened before the last was closed"
+            opened.append(open_artifact(path, settings))
+            return opened[-1]
+        return open_one
+
+    probe = [_Candidate(RunOptions(io_binding=False)), _Candidate(RunOptions(io_binding=True)),
+             _Candidate(RunOptions(io_binding=True))]
+    for candidate, path in zip(probe, (artifact, failing, artifact), strict=True):
+        _probe_one(candidate, opener(path), {"input": x}, expected, Precision.FP32, rounds=2, seconds=0.02)
+    good, bad, after = probe
+    assert bad.rejected is not None and "reshape" in bad.rejected.lower() and bad.samples == []
+    assert good.rejected is None and after.rejected is None and len(after.samples) >= 6  # the one after it ran
+    assert all(c.backend is None and c.call is None for c in probe)
+    assert all(not hasattr(b, "session") for b in opened)  # every session closed, the failing one too

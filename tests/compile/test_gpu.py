@@ -66,3 +66,4 @@ def test_bench_reports_the_cuda_package_with_and_without_transfers(cuda_package:
     rows = [r for r in json.loads(report.read_text())["results"] if r["artifact"] == str(cuda_package)]
     assert {(r["batch"], r["includes_transfers"]) for r in rows} == {(1, True), (1, False), (8, True), (8, False)}
     assert all(r["device_memory_mb"] and r["device_memory_mb"] > 0 for r in rows)
+    assert all(r["cuda_graph"] is True for r in rows), [(r["variant"], r["cuda_graph"]) for r in rows]

@@ -41,7 +41,8 @@ def pipeline_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("aoti-run")
     (folder / "pipeline.toml").write_text(PIPELINE)
-    result = CliRunner().invoke(main, ["run", str(folder / "pipeline.toml")], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["run", str(folder / "pipeline.toml"), "--out", str(folder)],
+                                catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return folder
 
@@ -68,7 +69,7 @@ def test_an_aoti_variant_is_compiled_benched_and_can_be_chosen(pipeline_run: Pat
 
 
 def test_a_rerun_reuses_the_compiled_package(pipeline_run: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
-    result = run_cli("run", pipeline_run / "pipeline.toml")
+    result = run_cli("run", pipeline_run / "pipeline.toml", "--out", pipeline_run)
     assert result.exit_code == 0 and "0 stage(s) ran" in result.output
     statuses = {s["stage"]: s["status"]
                 for s in json.loads((pipeline_run / "reports" / "digits_resnet" / "run.json").read_text())["stages"]}

@@ -159,7 +159,8 @@ def test_torchscript_model_converts(tmp_path: Path, run_cli) -> None:  # type: i
     (["convert", "resnet18", "--input-shape", "1x3xfoo", "-o", "{tmp}/x.onnx"], 2, "is not a shape"),
     (["convert", "resnet18", "-o", "{tmp}/no/such/folder/x.onnx"], 1, "does not exist: create it"),
     (["convert", "digits_resnet", "--input-shape", "1x3x32x32", "-o", "{tmp}/x.onnx"], 1,
-     "fails on input shape 2x3x32x32"),
+     "fails on input shape 1x3x32x32 (batch 1, each sample 3x32x32; run at batch 2 as 2x3x32x32 to check the "
+     "dynamic batch axis)"),
 ])
 def test_bad_input_gets_one_line_and_an_exit_code(tmp_path: Path, run_cli, args: list[str],  # type: ignore[no-untyped-def]
                                                    code: int, message: str) -> None:

@@ -145,7 +145,7 @@ def test_scores_and_boxes_are_decoded_and_the_task_inferred() -> None:
     boxes[0, :3] = [[0, 0, 10, 10], [20, 20, 30, 30], [40, 40, 50, 50]]
     scores = np.zeros((1, 40, 2))
     scores[0, :3] = [[0.9, 0.0], [0.0, 0.8], [0.7, 0.0]]
-    assert infer_task([scores.shape, boxes.shape]) is Task.DETECT
+    assert infer_task([scores, boxes]).task is Task.DETECT
     assert compare([scores, boxes], [scores, boxes]).agreement == 1.0
     dropped = scores.copy()
     dropped[0, 1, 1] = 0.0  # the candidate loses the one box of class 1

@@ -11,7 +11,7 @@ from trtpipe.comparison import compare
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.records import EqualizeRecord, FusionRecord, Int8Calibration, Int8Record
+from trtpipe.optimize.records import EqualizeRecord, FusionRecord, Int8Calibration, Int8Record, RecipeRecord
 from trtpipe.vocab import Target
 
 
@@ -29,7 +29,7 @@ def test_records_land_in_the_manifest_under_their_sections_and_read_back_typed(t
     context.record(FusionRecord({"Conv": 2, "Relu": 2}, {"Conv": 2}, 100, 90, check))
     context.record(EqualizeRecord(pairs=0))
     int8 = Int8Record({"weights": "int8"}, Int8Calibration("minmax", "digits", 8, "ab" * 32, "c.json", 4), check,
-                      check, ["conv1"], {"recipe": {"quality": "fast"}})
+                      check, RecipeRecord("fast", ["scale_depthwise"], []), fp32_layers=["conv1"])
     context.record(int8)
 
     details = context.manifest_details()
@@ -38,7 +38,8 @@ def test_records_land_in_the_manifest_under_their_sections_and_read_back_typed(t
     assert details["fusion"]["verification"]["cosine"] == check.cosine
     assert details["equalize"] == {"pairs": 0}
     assert details["int8"]["final"] == check.to_dict() and details["int8"]["fp32_layers"] == ["conv1"]
-    assert details["int8"]["recipe"] == {"quality": "fast"} and details["int8"]["calibration"]["samples"] == 8
+    assert details["int8"]["recipe"] == {"quality": "fast", "steps": ["scale_depthwise"], "measured": []}
+    assert details["int8"]["calibration"]["samples"] == 8
     assert context.recorded(Int8Record) is int8
     assert context.recorded(FusionRecord) is not None
 

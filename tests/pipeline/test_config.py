@@ -43,7 +43,7 @@ def test_a_good_file_and_its_defaults(tmp_path: Path) -> None:
     (variant,) = pipeline.variants
     options = variant.options
     assert (options.precision, options.target, options.calib, options.eval) == ("int8", "cpu", "digits", "digits")
-    assert pipeline.select.latency_budget_ms == 5.0 and pipeline.output.repository == tmp_path / "models"
+    assert pipeline.select.latency_budget_ms == 5.0 and pipeline.output.repository == Path("models")
     assert pipeline.bench.duration == 5.0 and pipeline.convert.opset == 18  # the stages' own defaults
 
 
@@ -98,7 +98,7 @@ def test_a_pipeline_file_that_is_not_utf8_is_one_line(tmp_path: Path, run_cli) -
 
 def test_files_a_pipeline_names_beside_itself_are_found_from_any_folder(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """[model] source and [data] paths relative to the pipeline file resolve against its folder (as [output] does);
+    """[model] source and [data] paths relative to the pipeline file resolve against its folder;
     names that are not files beside it (registry names, digits, packaged:...) stay as written."""
     folder = tmp_path / "project"
     folder.mkdir()
@@ -114,3 +114,21 @@ def test_files_a_pipeline_names_beside_itself_are_found_from_any_folder(tmp_path
     registry = folder / "r.toml"
     registry.write_text('[model]\nsource = "resnet18"\n')
     assert load_pipeline(registry).model.source == "resnet18"
+
+
+def test_what_a_run_writes_goes_under_the_current_folder_or_out_never_beside_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bundled example lives inside the package: its models/ and reports/ must land where the user runs it (or
+    under --out), so the guides' next commands (``trtpipe serve models``) work from there."""
+    from trtpipe.pipeline.demo import PIPELINES_DIR
+
+    here = tmp_path / "work"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for path in (PIPELINES_DIR / "digits.toml", _write(tmp_path, GOOD + '[output]\ntriton = "triton"\n')):
+        pipeline = load_pipeline(path)
+        output = pipeline.output
+        assert (output.repository.resolve(), output.reports.resolve()) == (here / "models", here / "reports"), path
+        elsewhere = load_pipeline(path, out=tmp_path / "out").output
+        assert (elsewhere.repository, elsewhere.reports) == (tmp_path / "out" / "models", tmp_path / "out" / "reports")
+    assert output.triton is not None and output.triton.resolve() == here / "triton"

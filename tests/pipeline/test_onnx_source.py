@@ -114,7 +114,7 @@ def test_a_quantised_onnx_source_is_refused_with_one_line(folder: Path, run_cli)
     optimize(folder / "tiny.onnx", int8, OptimizeOptions(precision="int8", target="cpu",  # type: ignore[arg-type]
                                                          calib=str(folder / "calib.npy")))
     (folder / "pipeline.toml").write_text(PIPELINE.format(source=int8))
-    result = run_cli("run", folder / "pipeline.toml")
+    result = run_cli("run", folder / "pipeline.toml", "--out", folder)
     assert result.exit_code == 1
     line = error_line(result.output)
     assert f"[model] source {int8} is int8: a pipeline starts from the FP32 ONNX" in line

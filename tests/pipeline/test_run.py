@@ -59,7 +59,8 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("run")
     (folder / "pipeline.toml").write_text(PIPELINE.format(method="minmax"))
-    result = CliRunner().invoke(main, ["run", str(folder / "pipeline.toml")], catch_exceptions=False)
+    result = CliRunner().invoke(main, ["run", str(folder / "pipeline.toml"), "--out", str(folder)],
+                                catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return folder
 
@@ -79,17 +80,26 @@ def test_first_run_runs_every_stage_and_records_them(first_run: Path) -> None:
 
 def test_rerun_reuses_everything_and_a_change_reruns_only_what_depends_on_it(first_run: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     run_json = first_run / "reports" / "digits_resnet" / "run.json"
-    result = run_cli("run", first_run / "pipeline.toml")
+    result = run_cli("run", first_run / "pipeline.toml", "--out", first_run)
     assert result.exit_code == 0 and "0 stage(s) ran" in result.output
     assert set(_statuses(run_json).values()) == {"cached", "skipped"}
     (first_run / "pipeline.toml").write_text(PIPELINE.format(method="percentile"))
-    assert run_cli("run", first_run / "pipeline.toml").exit_code == 0
+    assert run_cli("run", first_run / "pipeline.toml", "--out", first_run).exit_code == 0
     statuses = _statuses(run_json)
     assert statuses["convert"] == statuses["optimize:fp16"] == "cached"
     assert statuses["optimize:int8_cpu"] == statuses["bench"] == statuses["report"] == "ran"
     (first_run / "models" / "digits_resnet_fp16" / "1" / "model.onnx").write_bytes(b"damaged")
-    assert run_cli("run", first_run / "pipeline.toml").exit_code == 0
+    assert run_cli("run", first_run / "pipeline.toml", "--out", first_run).exit_code == 0
     assert _statuses(run_json)["optimize:fp16"] == "ran"  # an artifact that changed on disk is rebuilt
+
+
+def test_rebench_measures_again_and_reuses_everything_else(first_run: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    run_json = first_run / "reports" / "digits_resnet" / "run.json"
+    assert run_cli("run", first_run / "pipeline.toml", "--out", first_run).exit_code == 0
+    result = run_cli("run", first_run / "pipeline.toml", "--out", first_run, "--rebench")
+    assert result.exit_code == 0 and "bench: running again (--rebench)" in result.output
+    statuses = _statuses(run_json)
+    assert statuses["bench"] == "ran" and statuses["convert"] == statuses["optimize:fp16"] == "cached"
 
 
 def test_html_report_is_self_contained_with_every_chart(first_run: Path) -> None:
@@ -157,7 +167,7 @@ def test_an_artifact_recorded_unsafe_on_this_cpu_is_left_out_of_bench_and_select
     assert original is not None
     write_manifest(int8, replace(original, cpu=CpuRecord(other, {other: {"agreement": 0.99}}, (here,))))
     try:
-        result = run_cli("run", first_run / "pipeline.toml")
+        result = run_cli("run", first_run / "pipeline.toml", "--out", first_run)
         assert result.exit_code == 0, result.output
         assert f"digits_resnet_int8_cpu left out of bench and selection: {int8} was made for CPU class {other}" \
             in " ".join(result.output.split())

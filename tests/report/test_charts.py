@@ -31,6 +31,9 @@ WITHIN = "openvino-fp16 (picodet_layout_cdla_fp16)"
 CHOSEN = "openvino-int8-cpu (picodet_layout_cdla_int8_cpu)"
 BROKEN = "openvino-int8-openvino (picodet_layout_cdla_int8_openvino)"  # the fastest, at 0.40 % mAP
 MAP = "mAP@0.5 vs FP32"
+# What select says of rows judged on point figures (a bench JSON without intervals, as these rows are).
+POINT = " (point figure: no interval)"
+BURST = " (the p99 of every run, no tail interval: one burst can swing it)"
 
 
 def _report(batches: tuple[int, ...], variants: list[tuple[str, float, float]] | None = None) -> dict[str, Any]:
@@ -90,7 +93,7 @@ def test_a_variant_outside_the_accuracy_budget_is_marked_in_every_chart_and_the_
     report = _report(batches=(1, 4))
     summary = _select(report)
     assert summary["choice"]["variant"] == CHOSEN  # the broken variant was faster, and select passed it over
-    assert summary["outside"] == {BROKEN: "loses 99.60 pp > 5.0 pp"}
+    assert summary["outside"] == {BROKEN: "loses 99.60 pp > 5.0 pp (point figure: no interval)"}
     write_report(report, tmp_path / "report.html", tmp_path / "report.md", summary)
     page = (tmp_path / "report.html").read_text()
 
@@ -98,7 +101,7 @@ def test_a_variant_outside_the_accuracy_budget_is_marked_in_every_chart_and_the_
     rows = {name: [r for r in table.split("<tr")[2:] if name.replace("_", "_<wbr>") in r]
             for name in (BROKEN, CHOSEN, WITHIN)}
     assert len(rows[BROKEN]) == 2 and all(r.startswith(" class=outside>") and "✗" in r
-                                          and "outside the budget: loses 99.60 pp &gt; 5.0 pp" in r
+                                          and f"outside the budget: loses 99.60 pp &gt; 5.0 pp{POINT}" in r
                                           for r in rows[BROKEN])
     assert len(rows[CHOSEN]) == 2 and all(r.startswith(" class=chosen>") and "★" in r for r in rows[CHOSEN])
     assert all(r.startswith(">") for r in rows[WITHIN])  # unmarked
@@ -127,7 +130,7 @@ def test_a_variant_outside_the_accuracy_budget_is_marked_in_every_chart_and_the_
     assert _stroke(group_style(sweep, svg_id("line", CHOSEN))) == CHOSEN_COLOR
 
     markdown = (tmp_path / "report.md").read_text()
-    assert markdown.count(f"| ✗ {BROKEN} (loses 99.60 pp > 5.0 pp) |") == 2
+    assert markdown.count(f"| ✗ {BROKEN} (loses 99.60 pp > 5.0 pp (point figure: no interval)) |") == 2
     assert markdown.count(f"| ★ {CHOSEN} |") == 2 and f"✗ {BROKEN}: 18.10 ms, 0.40 %" in markdown
     for name in charts:
         assert (tmp_path / f"report_{name}.svg").read_text().strip() == charts[name]  # the Markdown's are the same
@@ -228,8 +231,55 @@ def test_select_marks_what_breaks_a_limit_and_says_which() -> None:
         if row.variant == WITHIN:
             row.simulated = True  # e.g. the TensorRT FP16 simulation on the CPU: never deployable
     outside = outside_limits(rows, batch=1, latency_budget_ms=30.0, max_accuracy_drop=2.0)
-    assert outside == {BROKEN: "loses 99.60 pp > 2.0 pp", CHOSEN: "p99 36.53 ms > 30.0 ms; loses 2.50 pp > 2.0 pp"}
+    assert outside == {BROKEN: f"loses 99.60 pp > 2.0 pp{POINT}",
+                       CHOSEN: f"p99 36.53 ms > 30.0 ms{BURST}; loses 2.50 pp > 2.0 pp{POINT}"}
     # At batch 4 the simulated FP16 row's p99 (197 ms) is over the budget too, but no one would deploy it.
     assert outside_limits(rows, batch=4, latency_budget_ms=100.0, max_accuracy_drop=None) == {
-        CHOSEN: "p99 146.12 ms > 100.0 ms"}
+        CHOSEN: f"p99 146.12 ms > 100.0 ms{BURST}"}
     assert outside_limits(rows, batch=1, latency_budget_ms=None, max_accuracy_drop=None) == {}
+
+
+def test_a_simulation_is_drawn_for_its_accuracy_alone(tmp_path: Path) -> None:
+    """A -trtsim row's latency is not the runtime's it simulates: no bar, no speedup, no sweep line, no point on the
+    latency axis, blank latency cells; its accuracy is a dotted level in the accuracy chart, keyed like a point."""
+    report = _report(batches=(1, 4))
+    for row in report["results"]:
+        if row["variant"] == WITHIN:
+            row["simulated"] = True
+    write_report(report, tmp_path / "report.html", tmp_path / "report.md", _select(report))
+    page, markdown = (tmp_path / "report.html").read_text(), (tmp_path / "report.md").read_text()
+    charts = _chart_svgs(page)
+    for batch in (1, 4):
+        assert svg_id("bar", WITHIN, batch) not in charts["latency"] + charts["speedup"]
+        assert svg_id("bar", CHOSEN, batch) in charts["latency"] and svg_id("bar", CHOSEN, batch) in charts["speedup"]
+    assert svg_id("line", WITHIN) not in charts["batch_sweep"] and svg_id("point", WITHIN) not in charts["pareto"]
+    assert svg_id("level", WITHIN) in charts["pareto"] and svg_id("point", CHOSEN) in charts["pareto"]
+    for name in ("latency", "speedup", "batch_sweep"):
+        assert re.search(rf"<p class=note id=chart-{name}-note>Not drawn here \(accuracy only: .*{re.escape(WITHIN)}",
+                         page.replace("_<wbr>", "_"))
+    assert re.search(rf"<td>{re.escape(WITHIN)}</td><td>accuracy only, 99\.99 % \(a simulation: no latency\)", page)
+    table = page[page.index("<table id=results>"):page.index("</table>", page.index("<table id=results>"))]
+    simulated = [r for r in table.split("<tr")[2:] if WITHIN.replace("_", "_<wbr>") in r]
+    assert len(simulated) == 2 and all("accuracy only (simulation)" in r and "<td class=n>–</td>" in r
+                                       and "99.99%" in r for r in simulated)
+    lines = [line for line in markdown.splitlines() if line.startswith(f"| {WITHIN} |")]
+    assert len(lines) == 2 and all(line.split(" | ")[3:5] == ["–", "–"] for line in lines)  # latency cells blank
+    assert "Drawn for their accuracy alone (accuracy only: a simulation" in markdown and WITHIN in markdown
+
+
+@pytest.mark.parametrize(("choice", "status", "heading"), [
+    ({"variant": CHOSEN, "artifact": "a.onnx", "reason": "fastest", "status": "chosen"}, "chosen", f"Chosen: {CHOSEN}"),
+    ({"variant": "none", "artifact": None, "reason": "could not decide: x too noisy", "status": "undecided"},
+     "undecided", "Nothing chosen: undecided"),
+    ({"variant": "none", "artifact": None, "reason": "no variant meets the budget: x"}, "none", "Nothing chosen"),
+])
+def test_the_choice_box_is_green_only_when_something_was_chosen(choice: dict[str, Any], status: str, heading: str,
+                                                                tmp_path: Path) -> None:
+    report = _report(batches=(1,))
+    summary = {"choice": choice, "batch_advice": None, "outside": {}, "decide": "To decide: measure again."}
+    write_report(report, tmp_path / "report.html", tmp_path / "report.md", summary)
+    page = (tmp_path / "report.html").read_text()
+    assert f'<p class="choice {status}" id=choice><b>{heading}</b>' in page and "To decide: measure again." in page
+    assert "Chosen: none" not in page and "Chosen: none" not in (tmp_path / "report.md").read_text()
+    css = {"chosen": "#eef7ee", "undecided": "#fff8e1", "none": "#f4f4f4"}[status]
+    assert re.search(r"\.choice" + (rf"\.{status}" if status != "chosen" else "") + r"\{background:" + css, page)

@@ -137,3 +137,19 @@ def test_report_refuses_what_bench_did_not_write(content: str, message: str, tmp
     result = run_cli("report", results, "-o", tmp_path / "report.html")
     assert result.exit_code == 1 and message in error_line(result.output)
     assert not (tmp_path / "report.html").exists()
+
+
+def test_unstable_rows_are_named_with_what_to_do_in_html_and_markdown(report: dict[str, Any]) -> None:
+    """A row whose rounds disagreed is said to be unstable in every format, with the advice once; a steady report
+    says nothing of the kind."""
+    from trtpipe.bench.stability import ADVICE
+    from trtpipe.report.html import render_markdown
+
+    assert "Unstable timings" not in render_html(report, [])
+    report["results"][1]["unstable"] = f"its 95 % interval reaches 41 % from its figure; {ADVICE}"
+    page = render_html(report, [])
+    assert "<b>Unstable timings</b><br>onnxruntime-int8 batch 1: its 95 % interval reaches 41 %" in page
+    assert page.count(html.escape(ADVICE)) == 1
+    markdown = render_markdown(report, {})
+    assert "- onnxruntime-int8 batch 1: its 95 % interval reaches 41 % from its figure" in markdown
+    assert f"What to do: {ADVICE}." in markdown

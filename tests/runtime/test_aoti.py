@@ -127,3 +127,26 @@ def test_a_package_for_a_cpu_with_more_than_this_one_is_refused(package: Path, t
 def test_a_run_setting_the_backend_does_not_have_is_refused(package: Path) -> None:
     with pytest.raises(BadInput, match=r"The aoti backend has no setting optimization"):
         trtpipe.load(package, optimization="disable")
+
+
+def test_an_fp32_package_runs_with_tf32_off_and_leaves_the_switches_as_it_found_them(package: Path) -> None:
+    """PyTorch lets cuDNN convolutions use TF32 by default; an FP32 package's calls turn it off (on a GPU that is
+    the difference between FP32 and TF32 arithmetic) and put the switches back after."""
+    import torch
+
+    from trtpipe.runtime.aoti.backend import fp32_math
+
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+        with fp32_math():
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+        with trtpipe.load(package, threads=1) as model:
+            with model.backend._math():
+                assert not torch.backends.cudnn.allow_tf32
+            assert model.predict(_digits_inputs(2)).shape == (2, 10)
+            assert model.backend.replays_cuda_graph(model.backend.feeds(_digits_inputs(2))) is None  # no GPU
+        assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved

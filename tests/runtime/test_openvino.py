@@ -10,14 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 import trtpipe
 from tests.conftest import error_line
+from tests.optional import optional
 from trtpipe.hardware import has_bf16
 from trtpipe.optimize import OptimizeOptions, optimize
 from trtpipe.runtime import RunOptions, open_artifact
 from trtpipe.vocab import BackendKind
+
+model_config_pb2 = optional("tritonclient.grpc.model_config_pb2")
 
 openvino = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'trtpipe[openvino]')")
 
@@ -175,7 +177,7 @@ triton = "triton"
 
 def test_run_chooses_a_runtime_and_artifact_pair_and_exports_it_for_that_runtime(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "pipeline.toml").write_text(PIPELINE)
-    result = run_cli("run", tmp_path / "pipeline.toml")
+    result = run_cli("run", tmp_path / "pipeline.toml", "--out", tmp_path)
     assert result.exit_code == 0, result.output
     bench = json.loads((tmp_path / "reports" / "digits_resnet" / "bench.json").read_text())["results"]
     runtimes = {(r["backend"], Path(r["artifact"]).parent.parent.name) for r in bench if r["artifact"]}

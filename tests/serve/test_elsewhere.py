@@ -11,10 +11,12 @@ import httpx
 import numpy as np
 import onnx
 import pytest
-import tritonclient.http as triton
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.optional import optional
 from tests.serve.conftest import RunningServer
+
+triton = optional("tritonclient.http")
 
 
 def _save(model: onnx.ModelProto, path: Path) -> None:

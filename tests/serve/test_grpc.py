@@ -5,12 +5,15 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
-import tritonclient.grpc as triton_grpc
-from tritonclient.grpc import service_pb2, service_pb2_grpc
-from tritonclient.utils import InferenceServerException
 
 import trtpipe
+from tests.optional import optional, optional_error
 from trtpipe.models.data import load_split
+
+triton_grpc = optional("tritonclient.grpc")
+service_pb2 = optional("tritonclient.grpc.service_pb2")
+service_pb2_grpc = optional("tritonclient.grpc.service_pb2_grpc")
+InferenceServerException = optional_error("tritonclient.utils", "InferenceServerException")
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,13 @@ import httpx
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests.builders import save_in_repository
+from tests.optional import optional
 from tests.serve.conftest import RunningServer
+
+service_pb2 = optional("tritonclient.grpc.service_pb2")
+service_pb2_grpc = optional("tritonclient.grpc.service_pb2_grpc")
 
 LIMIT = 1_000_000  # RunningServer's --max-body-mb, in bytes
 TYPES = {"FP32": TensorProto.FLOAT, "FP64": TensorProto.DOUBLE, "INT64": TensorProto.INT64,

@@ -13,10 +13,12 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import tritonclient.grpc as triton_grpc
 
+from tests.optional import optional
 from tests.serve.conftest import RunningServer
 from trtpipe.serve.grpc_service import GrpcEndpoints
+
+triton_grpc = optional("tritonclient.grpc")
 
 HELD_S = 5.0  # how long the gRPC call holds its event loop
 BOUND_S = 2.0  # a liveness probe's answer within this, meanwhile (orchestrators give it about 1 s)

@@ -14,10 +14,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-import tritonclient.grpc as triton_grpc
-from tritonclient.utils import InferenceServerException
 
+from tests.optional import optional, optional_error
 from tests.serve.conftest import HeldLookup, RunningServer
+
+triton_grpc = optional("tritonclient.grpc")
+InferenceServerException = optional_error("tritonclient.utils", "InferenceServerException")
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds the listener through /proc")
 

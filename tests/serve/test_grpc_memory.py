@@ -25,9 +25,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from tritonclient.grpc import service_pb2
 
+from tests.optional import optional
 from trtpipe.serve.loopback import child_pids, free_port, resident_mib, status_mib, wait_until_ready
+
+service_pb2 = optional("tritonclient.grpc.service_pb2")
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux's")
 

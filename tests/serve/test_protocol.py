@@ -180,7 +180,7 @@ BOTH_READERS = pytest.mark.parametrize("padded", [False, True], ids=["small", "l
     (["NaN"] * 8, 'its data must be numbers, not "NaN"'),
     ([1.0] * 7 + ["inf"], 'its data must be numbers, not "inf"'),
     ([1.0] * 7 + [True], "its data must be numbers, not booleans"),
-    ([[[[1e39, 0]], [[0, 0]]], [[[0, 0]], [[0, 0]]]], r"1e\+39 is outside its range"),
+    ([[[[1e39, 0], [0, 0]]], [[[0, 0], [0, 0]]]], r"1e\+39 is outside its range"),
     ([-3.5e38] + [0] * 7, r"-3.5e\+38 is outside its range"),
     ([{"value": 1}] * 8, "its data must be numbers, not an object"),
     ("0" * 8, "data must be a JSON array"),
@@ -200,11 +200,13 @@ EIGHT = [1, 2, 3, 4, 5, 6, 7, 8]
 @pytest.mark.parametrize(("text", "expected"), [
     (b"[1,2,3,4,5,6,7,8]", EIGHT),
     (b'[ [[[1, 2],\n [3, 4]]],\t[[[5e0, 6.0E0], [7, 8]]] ]', EIGHT),
-    (b"[[1,2,3,4],[5,6,7,8]]", EIGHT),  # nesting is read in row-major order, as Triton reads it
+    (b"[[1,2,3,4],[5,6,7,8]]", r"nested as 2x4, which is not its shape 2x1x2x2"),  # flat or as its shape only
+    (b"[[[[[1,2]],[[3,4]]]],[[[[5,6]],[[7,8]]]]]",
+     r"nests deeper than 4 levels \(at byte \d+\)|as 2x1x2x1x2, 5 levels deep"),
     (b"[[1,2,3],[4,5,6,7,8]]", r"ragged \(arrays at depth 2 hold 3 and 5"),  # the right count, but not a tensor
     (b"[1,2,3,4,5,6,7,8,]", "not valid JSON"),
     (b"[1,2,3,4,5,6,7,,8]", "not valid JSON"),
-    (b"[[1,2,3,4][5,6,7,8]]", "not valid JSON"),
+    (b"[[1,2,3,4][5,6,7,8]]", "not valid JSON|nested as 2x4"),  # refused for its nesting before it is parsed
     (b"[1,2,3,4,5,6,7,08]", "not valid JSON"),
     (b"[1,2,3,4,5,6,7,tru]", "not valid JSON"),
     (b"[[],[1,2,3,4,5,6,7,8]]", "not valid JSON|empty array"),

@@ -7,11 +7,13 @@ import json
 import httpx
 import numpy as np
 import pytest
-import tritonclient.http as triton
-from tritonclient.utils import InferenceServerException
 
 import trtpipe
+from tests.optional import optional, optional_error
 from trtpipe.models.data import load_split
+
+triton = optional("tritonclient.http")
+InferenceServerException = optional_error("tritonclient.utils", "InferenceServerException")
 
 
 @pytest.fixture(scope="module")

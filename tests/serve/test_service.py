@@ -15,11 +15,13 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import tritonclient.grpc as triton_grpc
-from tritonclient.utils import InferenceServerException
 
 from tests.builders import lookup
+from tests.optional import optional, optional_error
 from tests.serve.conftest import RunningServer
+
+triton_grpc = optional("tritonclient.grpc")
+InferenceServerException = optional_error("tritonclient.utils", "InferenceServerException")
 
 
 def _sample(server: RunningServer, name: str, **labels: str) -> float:

@@ -70,7 +70,7 @@ def test_sigterm_turns_readiness_false_while_requests_are_still_served(tmp_path:
         ready = httpx.get(f"{base}/v2/health/ready", timeout=5)
         while ready.status_code == 200:  # until the signal has been handled
             ready = httpx.get(f"{base}/v2/health/ready", timeout=5)
-        assert ready.status_code == 503 and ready.json() == {"ready": False}
+        assert ready.status_code == 503 and ready.json() == {"ready": False, "reason": "The server is shutting down."}
         assert not grpc_client.is_server_ready()
         assert httpx.get(f"{base}/v2/health/live", timeout=5).status_code == 200
         body = {"inputs": [{"name": "input", "shape": [1, 1], "datatype": "FP32", "data": [4.0]}]}

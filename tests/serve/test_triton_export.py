@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from tests.conftest import error_line
+from tests.optional import optional
 from tests.serve.conftest import fake_engine
 from trtpipe.errors import BadInput
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.triton import check_name, triton_model
+
+model_config_pb2 = optional("tritonclient.grpc.model_config_pb2")
 
 
 def _config(path: Path) -> model_config_pb2.ModelConfig:
@@ -55,7 +57,7 @@ def test_static_batch_model_has_no_batching(tmp_path: Path, run_cli) -> None:  #
     assert not config.HasField("dynamic_batching")
 
 
-@pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".hidden", ""])
+@pytest.mark.parametrize("name", ["../evil", "a/b", "..", ".hidden", "", "-rf", "-", "--help", "a" * 256])
 def test_names_that_would_escape_are_refused(name: str, digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(BadInput, match="is not allowed"):
         check_name(name)

@@ -74,12 +74,15 @@ def test_every_output_is_compared_and_the_worst_named() -> None:
     assert result.task is Task.GENERIC and result.drop_pp is None  # nothing a budget could be judged on
 
 
-def test_the_task_is_inferred_only_where_the_shapes_say_it() -> None:
-    assert infer_task([(8, 1000)]) is Task.CLASSIFY
-    assert infer_task([(1, 84, 8400)]) is Task.DETECT and infer_task([(1, 25200, 85)]) is Task.DETECT
-    assert infer_task([(2, 21, 64, 64)]) is Task.SEGMENT and infer_task([(2, 1, 64, 64)]) is Task.DENSE
-    assert infer_task([(1, 84, 8400), (1, 32, 160, 160)]) is Task.GENERIC  # two heads: the user says which
-    assert infer_task([(4, 3, 32)]) is Task.GENERIC
+def test_the_task_is_inferred_only_where_the_outputs_show_it() -> None:
+    """Shapes choose a classifier, a segmenter and a dense map (tests/tasks/test_inference.py: a detector's boxes
+    must be plausible too); a YOLO-shaped output of zeros holds no box, so it is no detector."""
+    assert infer_task([np.zeros((8, 1000))]).task is Task.CLASSIFY
+    assert infer_task([np.zeros((1, 84, 8400))]).task is Task.GENERIC
+    head = _head([(50, 50, 20, 20)], [[0.9, 0.0]], anchors=8400)
+    assert infer_task([head]).task is Task.DETECT and infer_task([head]).decoder == "yolov8"
+    assert infer_task([np.zeros((2, 21, 64, 64))]).task is Task.SEGMENT
+    assert infer_task([np.zeros((2, 1, 64, 64))]).task is Task.DENSE
     with pytest.raises(BadInput, match=r"--task detect does not fit the model's first output, shaped \[8, 1000\]: "
                                        r"detect expects a raw YOLO-style head.*--postprocess MODULE:FN"):
         compare(np.zeros((8, 1000)), np.zeros((8, 1000)), task=Task.DETECT)

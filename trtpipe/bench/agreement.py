@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe import console
 from trtpipe.bench.rows import BenchRow
 from trtpipe.bench.samples import Samples, fed
 from trtpipe.comparison import compare
@@ -40,6 +41,8 @@ class Agreement:
         usable = len(outputs[0])
         comparison = compare([r[:usable] for r in reference], outputs, self.samples.labels, task=self.task,
                              names=[t.name for t in backend.outputs], decoder=self.decoder)
+        if comparison.inference and self.reference_outputs is None:  # said once, when the reference fixes it
+            console.note(comparison.inference)
         self.task = comparison.task
         measured = self.samples.unmeasured is None
         for row in rows:
@@ -51,6 +54,8 @@ class Agreement:
                 row.top1_agreement, row.agreement, row.agreement_name = (
                     comparison.top1_agreement, comparison.agreement, comparison.agreement_name)
                 row.top1_accuracy, row.reference_accuracy = comparison.accuracy, comparison.reference_accuracy
+                row.agreement_interval, row.accuracy_interval = (comparison.agreement_interval,
+                                                                 comparison.accuracy_interval)
             row.note = "; ".join(filter(None, [row.note, None if measured else self.samples.unmeasured,
                                                comparison.note])) or None
         return outputs

@@ -34,7 +34,15 @@ def collect(threads: int) -> dict[str, Any]:
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__,
                      "onnxruntime": onnxruntime.__version__, **_optional_versions()},
         "onnxruntime_providers": onnxruntime.get_available_providers(),
+        "gpu_settings": list(_gpu_settings()) if gpu else [],
     }
+
+
+def _gpu_settings() -> tuple[str, ...]:
+    """How the rows on a GPU are run where it matters for a comparison (the PyTorch rows' tuning, the copies)."""
+    from trtpipe.runtime.torch.backend import CUDA_SETTINGS
+
+    return CUDA_SETTINGS
 
 
 def _optional_versions() -> dict[str, str]:

@@ -9,6 +9,8 @@ from trtpipe.options import Options, option
 from trtpipe.shapes import format_size, parse_batch_sizes, parse_size
 from trtpipe.vocab import BENCH_DURATION_S, BENCH_WARMUP, DEFAULT_BATCHES, Baseline, Device, OnnxExecution
 
+DEFAULT_ROUNDS = 20  # short rounds, so that a burst of load lands on every row alike (rounds.py)
+
 
 def _format_list(values: tuple[object, ...] | None) -> str:
     return "none" if values == () else ",".join(map(str, values or ()))
@@ -38,9 +40,10 @@ class BenchOptions(Options):
     warmup: int = option(BENCH_WARMUP, "Runs discarded before timing.", type=int, minimum=0)
     iters: int | None = option(None, "Timed runs per variant and batch (instead of --duration).", type=int,
                                minimum=1)
-    rounds: int = option(3, "Rounds the timed runs are split into, taken in turn across all variants, so a slow "
-                         "spell of a shared machine hits every variant alike; rows keep each round's p50.", type=int,
-                         minimum=1)
+    rounds: int = option(DEFAULT_ROUNDS, "Rounds the timed runs are split into, taken in turn across all variants "
+                         "(order rotated each round), so a slow spell of a shared machine hits every variant alike; "
+                         "p50s and speedups are medians over rounds with 95 % intervals, needing 3 rounds or more.",
+                         type=int, minimum=1)
     duration: float = option(BENCH_DURATION_S, "Seconds of timed runs per variant and batch.", type=float,
                              minimum=0.1)
     device: Device = option(Device.CPU, "Where the PyTorch baseline runs (cuda adds a TF32 row).", type=Device)

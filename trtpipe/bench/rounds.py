@@ -1,9 +1,12 @@
-"""Timed calls split into rounds taken in turn across every variant of a run.
+"""Timed calls split into many short rounds taken in turn across every variant of a run.
 
-A slow spell of a shared machine (another tenant, a frequency drop) then lands on all variants alike instead of on
-the one being timed, and each row's per-round p50s show the spread. The total per row is what was asked for
-(``--duration`` seconds or ``--iters`` runs); the first round also pays the warm-up. :func:`timing.measure` times
-each round.
+A slow spell of a shared machine (another tenant, a burst of load, a frequency drop) then lands on all variants
+alike instead of on the one being timed: each row keeps every round's p50 and p99, and stability.py turns them into
+figures over rounds with their intervals (a speedup pairs two rows' p50s round by round). Twenty rounds by default:
+three rounds of a second or more could not tell a noisy neighbour from a real difference (one stalled round of three
+moved a headline 100-fold), twenty give a median that a burst hitting a minority of them cannot swing, and an
+interval. The total per row is what was asked for (``--duration`` seconds or ``--iters`` runs); the first round
+also pays the warm-up. :func:`timing.measure` times each round.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ class Schedule:
     def __init__(self, options: BenchOptions) -> None:
         self.options = options
         self.count = min(options.rounds, options.iters) if options.iters else options.rounds
-        self.min_iters = max(2, -(-MIN_ITERS // self.count))
+        # At least MIN_ITERS runs per row in all: a call slower than a round's share of --duration is timed once
+        # per round once there are that many rounds (twenty rounds of a 1 s call take 20 s, not 40 s).
+        self.min_iters = max(1, -(-MIN_ITERS // self.count))
 
     def iters(self, round_index: int) -> int | None:
         total = self.options.iters
@@ -72,12 +77,16 @@ class Timed:
             bar.remove_task(task)
 
     def latency(self) -> LatencyStats:
-        """The statistics of every round so far."""
-        return LatencyStats.from_samples(np.concatenate(self.rounds), self.batch)
+        """The statistics of every round so far (the p50 is the median of the rounds' p50s: timing.from_rounds)."""
+        return LatencyStats.from_rounds(self.rounds, self.batch)
 
     def round_p50s(self) -> list[float] | None:
         """Each round's p50, where there are several."""
         return [float(np.median(r)) for r in self.rounds] if len(self.rounds) > 1 else None
+
+    def round_p99s(self) -> list[float] | None:
+        """Each round's p99, where there are several."""
+        return [float(np.percentile(r, 99)) for r in self.rounds] if len(self.rounds) > 1 else None
 
     def report_first_round(self, count: int) -> None:
         """One line once the first of ``count`` rounds is timed."""
@@ -88,10 +97,19 @@ class Timed:
 
 
 def later_rounds(timed: list[Timed], schedule: Schedule, bar: Any) -> None:
-    """Rounds 2..N: per batch, every row in turn, the order reversed every other round (no row always follows the
-    same one)."""
+    """Rounds 2..N: per batch, every row in turn (the rows a speedup pairs are timed moments apart), in an order
+    rotated by one every other round and reversed in between, so no row is always first, last, or after the same
+    one."""
     for round_index in range(1, schedule.count):
         for batch in sorted({entry.batch for entry in timed}):
-            entries = [entry for entry in timed if entry.batch == batch]
-            for entry in entries if round_index % 2 == 0 else reversed(entries):
+            for entry in turn_order([entry for entry in timed if entry.batch == batch], round_index):
                 entry.time_round(schedule, round_index, bar)
+
+
+def turn_order(entries: list[Timed], round_index: int) -> list[Timed]:
+    """The order the rows of one batch are timed in, in round ``round_index``."""
+    if not entries:
+        return []
+    shift = (round_index // 2) % len(entries)
+    rotated = entries[shift:] + entries[:shift]
+    return rotated if round_index % 2 == 0 else rotated[::-1]

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from trtpipe.bench.timing import LatencyStats
+from trtpipe.intervals import Interval
 from trtpipe.vocab import BackendKind, Baseline, Device, Precision, Target, Task
 
 BENCH_SCHEMA = "trtpipe.bench/3"  # 3: every output compared, the task's agreement
@@ -28,7 +29,10 @@ class BenchRow:
     simulated: bool = False  # runs here only to measure another runtime's arithmetic: its latency means nothing
     includes_transfers: bool = True  # latency includes host-device copies (always true on the CPU)
     note: str | None = None
-    speedup_vs_torch_fp32: float | None = None  # ratio of p50s at the same batch, same run
+    slower_than: str | None = None  # a reduced-precision row slower than this FP32 row of its runtime: no speed win
+    # How many times faster than the reference at the same batch, same run: the median over rounds of the ratio of
+    # the two rows' p50s paired round by round (with fewer rounds, the ratio of their p50s); its interval below.
+    speedup_vs_torch_fp32: float | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     cosine: float | None = None  # the lowest over the outputs
@@ -39,6 +43,8 @@ class BenchRow:
     top1_agreement: float | None = None  # a classifier's (the same figure as ``agreement``)
     top1_accuracy: float | None = None  # the task's accuracy against labels (top-1, pixel accuracy, mAP@0.5)
     reference_accuracy: float | None = None  # PyTorch FP32's accuracy on the same samples
+    agreement_interval: Interval | None = None  # ``agreement``'s 95 % interval over the agreement samples
+    accuracy_interval: Interval | None = None  # ``top1_accuracy``'s 95 % interval, where labels exist
     agreement_samples: int = 0
     model_size_mb: float | None = None
     build_seconds: float | None = None
@@ -47,6 +53,13 @@ class BenchRow:
     host_memory_mb: float | None = None  # peak resident memory the variant added while loading and running
     device_memory_mb: float | None = None  # GPU memory it held (engine, weights, activations, workspace)
     round_p50_ms: list[float] | None = None  # the p50 of each timed round (bench --rounds), in the order run
+    round_p99_ms: list[float] | None = None  # the p99 of each timed round, in the same order
+    # The statistics over rounds (trtpipe/bench/stability.py), None with fewer than stability.MIN_ROUNDS rounds:
+    p50_interval: Interval | None = None  # 95 % bootstrap interval of the median of the rounds' p50s (= p50_ms)
+    tail_ms: float | None = None  # the median of the rounds' p99s: a burst hitting a minority of rounds cannot move it
+    tail_interval: Interval | None = None  # its 95 % bootstrap interval over the rounds
+    speedup_interval: Interval | None = None  # 95 % interval of speedup_vs_torch_fp32, paired round by round
+    unstable: str | None = None  # None when its rounds agree; else how they disagree and what to do, in one line
     cuda_graph: bool | None = None  # a TensorRT row: its timed calls replayed a captured CUDA graph (None: not one)
     reference: bool = False  # the row every speedup and agreement is measured against
 
@@ -99,6 +112,9 @@ class BenchRow:
         for key, value in asdict(self).items():
             if key == "latency":
                 flat.update(value)
+            elif key in _INTERVALS:
+                interval = getattr(self, key)
+                flat[key] = None if interval is None else interval.to_dict()
             else:
                 flat[key] = value
         return flat
@@ -111,9 +127,13 @@ class BenchRow:
         for key, enum in _ENUMS.items():
             if values.get(key) is not None:
                 values[key] = enum(values[key])
+        for key in _INTERVALS:  # absent from results written before intervals
+            if values.get(key) is not None:
+                values[key] = Interval.from_dict(values[key])
         return cls(**values, latency=LatencyStats(**{k: data[k] for k in _LATENCY if k in data}))
 
 
 _ENUMS = {"backend": BackendKind, "precision": Precision, "device": Device, "target": Target, "baseline": Baseline,
           "task": Task}
 _LATENCY = tuple(f.name for f in fields(LatencyStats))
+_INTERVALS = ("agreement_interval", "accuracy_interval", "p50_interval", "tail_interval", "speedup_interval")

@@ -29,12 +29,13 @@ from trtpipe.bench.reference import REFERENCE, OnnxReference
 from trtpipe.bench.rounds import Schedule
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.samples import draw_samples
+from trtpipe.bench.stability import Ratio, format_interval, format_ratio
 from trtpipe.bench.standing import peer_standing, pytorch_standing
 from trtpipe.bench.variants import Variants
 from trtpipe.hardware import usable_cores
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
-from trtpipe.vocab import ArtifactKind, Baseline, __version__
+from trtpipe.vocab import ArtifactKind, Baseline, Precision, __version__
 
 
 def run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
@@ -72,6 +73,7 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
     measure.settle()
     rows = variants.rows
     _speedups(rows)
+    _slower_than_float(rows)
     results = [r.to_dict() for r in rows]
     return {
         "schema": BENCH_SCHEMA,
@@ -92,9 +94,39 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
 def _speedups(rows: list[BenchRow]) -> None:
     """Like with like: a row without host-device copies is compared with PyTorch's row without them, and only on
     the reference's device (a CPU row against a GPU reference is no speedup); a simulation's latency is not the
-    target's, so it gets none."""
-    baseline = {(r.batch, r.includes_transfers, r.device): r.p50_ms for r in rows if r.is_reference}
+    target's, so it gets none. The speedup is the median of the two rows' p50s paired round by round, with its
+    interval (stability.Ratio: the figure the headline against PyTorch prints too); the reference's is 1."""
+    baseline = {(r.batch, r.includes_transfers, r.device): r for r in rows if r.is_reference}
     for row in rows:
         base = baseline.get((row.batch, row.includes_transfers, row.device))
-        if base and row.p50_ms > 0 and not row.simulated:
-            row.speedup_vs_torch_fp32 = base / row.p50_ms
+        if base is None or base.p50_ms <= 0 or row.p50_ms <= 0 or row.simulated:
+            continue
+        if row is base:
+            row.speedup_vs_torch_fp32 = 1.0
+            continue
+        ratio = Ratio(base.round_p50_ms, row.round_p50_ms, base.p50_ms, row.p50_ms)
+        row.speedup_vs_torch_fp32, row.speedup_interval = ratio.value, ratio.interval
+
+
+def _slower_than_float(rows: list[BenchRow]) -> None:
+    """Mark each reduced-precision artifact row that runs slower than the FP32 artifact row of the same runtime,
+    batch and device (paired round by round: the whole 95 % interval of the speed ratio below 1): an INT8 file on a
+    CPU whose integer kernels ONNX Runtime cannot fuse is such a row, and it is no speed win, whatever its speedup
+    over PyTorch. Its note says so, and select never chooses it over the faster FP32 file."""
+    float_rows = {(r.backend, r.batch, r.device, r.includes_transfers): r for r in rows
+                  if r.artifact and r.precision is Precision.FP32 and not r.simulated and not r.peer
+                  and not r.is_reference}
+    for row in rows:
+        fp32 = float_rows.get((row.backend, row.batch, row.device, row.includes_transfers))
+        if fp32 is None or row is fp32 or not row.artifact or row.simulated or row.precision is Precision.FP32 \
+                or row.p50_ms <= 0 or fp32.p50_ms <= 0:
+            continue
+        ratio = Ratio(fp32.round_p50_ms, row.round_p50_ms, fp32.p50_ms, row.p50_ms)
+        high = ratio.interval.high if ratio.interval is not None else ratio.value
+        if high < 1.0:
+            row.slower_than = fp32.variant
+            spread = f", 95 % {format_interval(ratio.interval)}" if ratio.interval is not None else ""
+            words = (f"slower than {fp32.variant} on the same runtime ({format_ratio(ratio.value)}x its speed"
+                     f"{spread}): no speed win")
+            row.note = f"{row.note}; {words}" if row.note else words
+

@@ -1,25 +1,24 @@
-"""Where trtpipe stands against the peers (``bench --peers``), batch by batch, from the rows of one run.
+"""Where trtpipe stands against the peers (``bench --peers``) and against PyTorch, batch by batch, from the rows of
+one run.
 
 The comparison a user makes before adopting trtpipe: its fastest CPU row against the fastest peer row at the same
-batch, as a ratio of p50s (above 1: trtpipe is faster), with both rows' agreement (the task's figure) beside it,
-since a faster row that agrees less with FP32 is not a win by itself. When the run was split into rounds, the ratio
-is taken round by round (both rows were timed in the same round, moments apart) and the headline is the median of
-those paired ratios: a slow spell of a shared machine that lands on one round moves the p50 over all runs of
-whichever row it hit, and moves the median of paired ratios least (measured: docs/results/cpu.md, 'trtpipe
-against what users would pick instead'). The ratio of the p50s over all runs is kept beside it, with the lowest
-and highest round ratio as the spread to read the median within.
+batch (above 1: trtpipe is faster), with both rows' agreement (the task's figure) beside it, since a faster row that
+agrees less with FP32 is not a win by itself. The ratio is taken round by round (both rows were timed in the same
+round, moments apart) and the headline is the median of those paired ratios with its 95 % bootstrap interval over
+the rounds (stability.Ratio, the same figure as the table's speedup column): a slow spell of a shared machine that
+lands on some rounds moves the p50 over all runs of whichever row it hit, and moves the median of paired ratios
+least (measured: docs/results/cpu.md, 'trtpipe against what users would pick instead'). Where the paired rounds
+disagree beyond stability.REACH, the entry's ``unstable`` says so and what to do; the ratio of the two rows' p50s is
+kept beside it (``p50_ratio``), with the lowest and highest round ratio.
 """
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
+from trtpipe.bench.stability import MIN_ROUNDS, Ratio, format_interval, format_ratio
+from trtpipe.intervals import Interval
 from trtpipe.vocab import BackendKind, Device
-
-# Fewer paired rounds than this have no median to speak of (of two it is their mean, and one stalled round makes it):
-# the ratio of the p50s over all runs is the headline then.
-MIN_PAIRED_ROUNDS = 3
 
 
 def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,39 +47,48 @@ def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _against(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
-    """The speed ratio of ``ours`` against ``peer``: the median of paired round ratios when both were timed in
-    the same rounds, else the ratio of p50s; the ratio of the p50s over all runs and the rounds' spread beside it."""
-    p50_ratio = peer["p50_ms"] / ours["p50_ms"]
-    figures: dict[str, Any] = {"ratio": p50_ratio, "p50_ratio": p50_ratio, "rounds": None, "round_ratio_min": None,
-                               "round_ratio_median": None, "round_ratio_max": None}
-    ours_rounds, peer_rounds = ours.get("round_p50_ms"), peer.get("round_p50_ms")
-    if ours_rounds and peer_rounds and len(ours_rounds) == len(peer_rounds):
-        ratios = [p / o for p, o in zip(peer_rounds, ours_rounds, strict=True) if o > 0]
-        if len(ratios) >= MIN_PAIRED_ROUNDS:
-            figures |= {"ratio": statistics.median(ratios), "rounds": len(ratios), "round_ratio_min": min(ratios),
-                        "round_ratio_median": statistics.median(ratios), "round_ratio_max": max(ratios)}
-    return figures
+    """The speed ratio of ``ours`` against ``peer``: the median of paired round ratios with its interval and flag
+    when both were timed in the same rounds, else the ratio of p50s; the ratio of the p50s and the rounds' spread
+    beside it."""
+    ratio = Ratio(peer.get("round_p50_ms"), ours.get("round_p50_ms"), peer["p50_ms"], ours["p50_ms"])
+    ratios = ratio.ratios
+    return {"ratio": ratio.value, "interval": None if ratio.interval is None else ratio.interval.to_dict(),
+            "unstable": ratio.unstable, "p50_ratio": peer["p50_ms"] / ours["p50_ms"],
+            "rounds": len(ratios) if ratios else None, "round_ratio_min": min(ratios) if ratios else None,
+            "round_ratio_median": ratio.value if ratios else None, "round_ratio_max": max(ratios) if ratios else None}
+
+
+def figure(entry: dict[str, Any]) -> str:
+    """A ratio as every report prints it: ``4.29x (95 % interval 3.91-4.52x over 20 paired rounds)``; an entry of
+    an older report, without an interval, with the spread of its rounds."""
+    if entry.get("interval"):
+        interval = Interval.from_dict(entry["interval"])
+        return (f"{format_ratio(entry['ratio'])}x (95 % interval {format_interval(interval)} over {interval.units} "
+                "paired rounds)")
+    if entry.get("rounds"):
+        return (f"{entry['ratio']:.2f}x (median of {entry['rounds']} round-by-round ratios, "
+                f"{entry['round_ratio_min']:.2f}x-{entry['round_ratio_max']:.2f}x)")
+    return f"{entry['ratio']:.2f}x (the ratio of the p50s: fewer than {MIN_ROUNDS} rounds give no interval)"
+
+
+def _flag(entry: dict[str, Any]) -> str:
+    return f"; {entry['unstable']}" if entry.get("unstable") else ""
 
 
 def describe(entry: dict[str, Any]) -> str:
-    """One line a person reads: who is faster at this batch, by how much, how steady, at what agreement."""
-    spread = ""
-    if entry.get("rounds"):
-        pooled = entry.get("p50_ratio", entry["peer_p50_ms"] / entry["trtpipe_p50_ms"])
-        spread = (f": the median of {entry['rounds']} round-by-round ratios ({entry['round_ratio_min']:.2f}x-"
-                  f"{entry['round_ratio_max']:.2f}x; {pooled:.2f}x from the p50s over all runs)")
+    """One line a person reads: who is faster at this batch, by how much, how sure, at what agreement."""
     agreement = ""
     if entry.get("trtpipe_agreement") is not None and entry.get("peer_agreement") is not None:
         agreement = (f"; agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
                      f"{100 * entry['peer_agreement']:.1f} %")
     peer = entry["peer"].removeprefix("peer: ")
     others = "".join(
-        f"; against {other['peer'].removeprefix('peer: ')} {other['ratio']:.2f}x"
+        f"; against {other['peer'].removeprefix('peer: ')} {figure(other)}"
         + (f" ({100 * other['peer_agreement']:.1f} % agreement)" if other.get("peer_agreement") is not None else "")
         for other in entry.get("other_peers", []))
-    return (f"batch {entry['batch']}: trtpipe's fastest, {entry['trtpipe']} ({entry['trtpipe_p50_ms']:.2f} ms), runs "
-            f"at {entry['ratio']:.2f}x the speed of the fastest peer, {peer} ({entry['peer_p50_ms']:.2f} ms)"
-            f"{spread}{agreement}{others}")
+    return (f"batch {entry['batch']}: trtpipe's fastest, {entry['trtpipe']} (p50 {entry['trtpipe_p50_ms']:.2f} ms), "
+            f"runs at {figure(entry)} the speed of the fastest peer, {peer} (p50 {entry['peer_p50_ms']:.2f} ms)"
+            f"{agreement}{_flag(entry)}{others}")
 
 
 def standing_of(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,7 +99,7 @@ def standing_of(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def pytorch_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per device and batch, trtpipe's fastest artifact row against the fastest PyTorch row (FP32 eager, TF32,
-    autocast, torch.compile in any mode, a CUDA graph: whatever the run measured), as a ratio of p50s (above 1:
+    autocast, torch.compile in any mode, a CUDA graph: whatever the run measured), as a paired ratio (above 1:
     trtpipe is faster). On a GPU both sides are their rows without host-device copies where both have one, else
     their rows with copies; simulated rows (TensorRT's arithmetic on the CPU) are not timings of anything."""
     entries = []
@@ -122,10 +130,6 @@ def describe_pytorch(entry: dict[str, Any]) -> str:
     if entry.get("trtpipe_agreement") is not None and entry.get("pytorch_agreement") is not None:
         agreement = (f"; agreement {100 * entry['trtpipe_agreement']:.1f} % vs "
                      f"{100 * entry['pytorch_agreement']:.1f} %")
-    spread = ""
-    if entry.get("rounds"):
-        spread = (f" (median of {entry['rounds']} round-by-round ratios, {entry['round_ratio_min']:.2f}x-"
-                  f"{entry['round_ratio_max']:.2f}x; {entry['p50_ratio']:.2f}x from the p50s over all runs)")
     return (f"{entry['device']} batch {entry['batch']}{copies}: trtpipe's fastest, {entry['trtpipe']} "
-            f"({entry['trtpipe_p50_ms']:.2f} ms), runs at {entry['ratio']:.2f}x the speed of the fastest PyTorch "
-            f"row, {entry['pytorch']} ({entry['pytorch_p50_ms']:.2f} ms){spread}{agreement}")
+            f"(p50 {entry['trtpipe_p50_ms']:.2f} ms), runs at {figure(entry)} the speed of the fastest PyTorch row, "
+            f"{entry['pytorch']} (p50 {entry['pytorch_p50_ms']:.2f} ms){agreement}{_flag(entry)}")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+
+from trtpipe.bench.stability import MIN_ROUNDS
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,17 @@ class LatencyStats:
             min_ms=float(samples_ms.min()), max_ms=float(samples_ms.max()),
             throughput=float(batch * 1000.0 / p50) if p50 > 0 else float("inf"),
         )
+
+    @classmethod
+    def from_rounds(cls, rounds: list[np.ndarray], batch: int) -> LatencyStats:
+        """The statistics of every round's samples pooled, except the p50 (and the throughput at it): with
+        enough rounds (stability.MIN_ROUNDS), the median of the rounds' p50s, the figure that speedups pair round by
+        round and that a burst hitting a minority of rounds cannot swing."""
+        pooled = cls.from_samples(np.concatenate(rounds), batch)
+        if len(rounds) < MIN_ROUNDS:
+            return pooled
+        p50 = float(np.median([np.median(r) for r in rounds]))
+        return replace(pooled, p50_ms=p50, throughput=float(batch * 1000.0 / p50) if p50 > 0 else float("inf"))
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)

@@ -3,9 +3,15 @@
 Each candidate (on the CUDA provider: CUDA graph on/off x ``prefer_nhwc`` on/off x cuDNN exhaustive/heuristic
 search, all with IO binding; on the CPU provider: IO binding on/off) is opened, its outputs on the probe batch
 are compared with the plain run's (a candidate that computes something else is rejected whatever its speed), and
-it is timed in short rounds taken in turn across the candidates, device-resident on a GPU. The fastest accepted
-candidate is written to ``model.tuned.json`` (:mod:`trtpipe.runtime.onnxruntime.tuned`), which ``trtpipe.load``,
-``serve``, ``bench`` and the Triton export then read, so the artifact runs the same way everywhere.
+it is timed in short rounds, device-resident on a GPU. The fastest accepted candidate is written to
+``model.tuned.json`` (:mod:`trtpipe.runtime.onnxruntime.tuned`), which ``trtpipe.load``, ``serve``, ``bench`` and
+the Triton export then read, so the artifact runs the same way everywhere.
+
+Candidates are opened one at a time and each is closed before the next opens: eight sessions with their arenas,
+exhaustive-search workspaces and captured graphs do not fit on a GPU at once at a large batch. A candidate that
+fails in any way (ONNX Runtime's own error types, a graph capture that fails on replay, an out-of-memory from the
+cuDNN search) is rejected with the first line of its error, and the probe goes on with the next. Its rounds
+therefore run back to back per candidate, not interleaved across candidates.
 """
 
 from __future__ import annotations
@@ -83,7 +89,13 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
         checked = plain.feeds(feeds)
         expected = plain.run(checked)
     probe = [_Candidate(dataclasses.replace(base, **{n: getattr(c, n) for n in TUNABLE})) for c in choices]
-    live = _open_and_time(probe, untuned, checked, expected, description, execution, rounds=rounds, seconds=seconds)
+    for candidate in probe:
+        _probe_one(candidate, lambda settings: open_artifact(untuned, settings), checked, expected,
+                   description.precision, rounds=rounds, seconds=seconds)
+    live = [c for c in probe if c.rejected is None]
+    if not live:
+        raise BadInput(f"No {execution} setting ran {description.path} as its plain run does: "
+                       + "; ".join(f"{c.rejected}" for c in probe))
     return _record_fastest(probe, live, description, execution, checked)
 
 
@@ -109,29 +121,29 @@ def _base_settings(base: RunOptions | None, execution: OnnxExecution) -> RunOpti
     return base
 
 
-def _open_and_time(probe: list[_Candidate], untuned: ArtifactDescription, checked: dict[str, np.ndarray],
-                   expected: list[np.ndarray], description: ArtifactDescription, execution: OnnxExecution, *,
-                   rounds: int, seconds: float) -> list[_Candidate]:
-    """Open every candidate (rejecting those that fail or compute otherwise), then time the accepted ones in
-    ``rounds`` short rounds taken in turn, alternating the order so no candidate always runs first; every backend
-    is closed afterwards. Returns the accepted candidates, their samples filled."""
+def _probe_one(candidate: _Candidate, opener: Callable[[RunOptions], Any], feeds: dict[str, np.ndarray],
+               expected: list[np.ndarray], precision: Precision, *, rounds: int, seconds: float) -> None:
+    """Open one candidate with ``opener``, check it against the plain run's outputs, time it in ``rounds`` short
+    rounds, and close it, whatever happened: its samples are filled, or ``rejected`` says why in one line."""
     try:
-        for candidate in probe:
-            _open(candidate, untuned, checked, expected, description.precision)
-        live = [c for c in probe if c.rejected is None]
-        if not live:
-            raise BadInput(f"No {execution} setting ran {description.path} as its plain run does: "
-                           + "; ".join(f"{c.rejected}" for c in probe))
-        for round_index in range(rounds):
-            for candidate in live if round_index % 2 == 0 else reversed(live):
-                assert candidate.call is not None
-                candidate.samples += list(measure(candidate.call, warmup=2 if round_index == 0 else 1, iters=None,
-                                                  duration_s=seconds, min_iters=3))
+        _open(candidate, opener, feeds, expected, precision)
+        for round_index in range(rounds if candidate.rejected is None else 0):
+            assert candidate.call is not None
+            candidate.samples += list(measure(candidate.call, warmup=2 if round_index == 0 else 1, iters=None,
+                                              duration_s=seconds, min_iters=3))
+    except Exception as error:  # ONNX Runtime's own types, a failed capture, CUDA out of memory: this one only
+        candidate.rejected = error.message if isinstance(error, BadInput) else _first_line(error)
+        candidate.samples = []
     finally:
-        for candidate in probe:
-            if candidate.backend is not None:
-                candidate.backend.close()
-    return live
+        candidate.call = None  # the timed call holds the session's buffers
+        if candidate.backend is not None:
+            candidate.backend.close()
+            candidate.backend = None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 def _record_fastest(probe: list[_Candidate], live: list[_Candidate], description: ArtifactDescription,
@@ -155,19 +167,15 @@ def _record_fastest(probe: list[_Candidate], live: list[_Candidate], description
     return run
 
 
-def _open(candidate: _Candidate, description: ArtifactDescription, feeds: dict[str, np.ndarray],
+def _open(candidate: _Candidate, opener: Callable[[RunOptions], Any], feeds: dict[str, np.ndarray],
           expected: list[np.ndarray], precision: Precision) -> None:
     """Open one candidate, check its outputs against the plain run's, and make its timed call (device-resident on
-    a GPU); a candidate that fails to open or computes otherwise is rejected with the reason."""
-    try:
-        with console.recording_warnings() as warned:
-            candidate.backend = open_artifact(description, candidate.settings)
-        if warned and candidate.settings.cuda_graph:
-            raise BadInput(warned[0])  # the graph fell back: that candidate is the one without a graph
-        got = candidate.backend.run(feeds)
-    except BadInput as error:
-        candidate.rejected = error.message
-        return
+    a GPU); a candidate that computes otherwise is rejected with the reason, one that fails raises."""
+    with console.recording_warnings() as warned:
+        candidate.backend = opener(candidate.settings)
+    if warned and candidate.settings.cuda_graph:
+        raise BadInput(warned[0])  # the graph fell back: that candidate is the one without a graph
+    got = candidate.backend.run(feeds)
     problem = _differs(expected, got, precision)
     if problem:
         candidate.rejected = problem

@@ -18,6 +18,7 @@ from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.plan import Run, baseline_setup, trt_profile
 from trtpipe.bench.reference import REFERENCE, OnnxReference
 from trtpipe.bench.rows import BenchRow
+from trtpipe.errors import BadInput
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.artifacts import ArtifactDescription
 from trtpipe.runtime.base import Backend
@@ -166,7 +167,11 @@ class Variants:
         batch = first if isinstance(first, int) else max(self.options.batches)  # a static batch: its own size
         if batch not in self.measure.samples.timing:
             return description
-        run = tune_artifact(description, execution, self.measure.samples.timing[batch], base=asked)
+        try:
+            run = tune_artifact(description, execution, self.measure.samples.timing[batch], base=asked)
+        except BadInput as error:  # no candidate ran as the plain run does: bench goes on with the defaults
+            console.warn(f"{error.message} It is measured with {execution}'s default settings.")
+            return description
         return replace(description, tuned={**description.tuned, execution: run.settings})
 
     def peers(self, descriptions: list[ArtifactDescription]) -> None:

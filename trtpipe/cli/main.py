@@ -75,6 +75,18 @@ class InputFile(click.Path):
 
 
 class TrtpipeGroup(click.Group):
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with the whole first sentence of its help, wrapped: click's default cuts it at the width
+        with "...", mid-sentence."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=1_000_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -112,7 +124,7 @@ def main() -> None:
 
 @main.command()
 def models() -> None:
-    """List the registry's architectures with input shape and parameter count."""
+    """List what MODEL may name: the registry's architectures and the packaged ONNX models, with their inputs."""
     from trtpipe.models.listing import print_models
 
     print_models()
@@ -358,22 +370,28 @@ SET_HELP = "Set any pipeline-file key, e.g. bench.duration=2 or variants.calib_s
 @click.argument("pipeline_or_model")
 @options_from(SelectOptions, "select")
 @click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help=SET_HELP)
-def run(pipeline_or_model: str, select: SelectOptions, overrides: tuple[str, ...]) -> None:
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder the [output] paths (models/, reports/) are written under (default: the current folder).")
+@click.option("--rebench", is_flag=True, help="Measure again even where the bench's inputs are unchanged (after a "
+              "noisy machine left the choice undecided).")
+def run(pipeline_or_model: str, select: SelectOptions, overrides: tuple[str, ...], out: Path | None,
+        rebench: bool) -> None:
     """Run the pipeline in PIPELINE.toml (or MODEL with defaults), reusing every stage whose inputs are unchanged.
 
-    The select flags, when given, override the file's [select] section."""
+    The select flags, when given, override the file's [select] section. What it writes ([output]: models/ and
+    reports/ by default) goes under the current folder, or --out."""
     from dataclasses import fields, replace
 
     from trtpipe.pipeline.config import default_pipeline, load_pipeline
     from trtpipe.pipeline.run import run_pipeline
 
     if pipeline_or_model.endswith(".toml"):
-        pipeline = load_pipeline(Path(pipeline_or_model), list(overrides))
+        pipeline = load_pipeline(Path(pipeline_or_model), list(overrides), out=out)
     else:
-        pipeline = default_pipeline(pipeline_or_model, list(overrides))
+        pipeline = default_pipeline(pipeline_or_model, list(overrides), out=out)
     given = {f.name: getattr(select, f.name) for f in fields(select) if getattr(select, f.name) is not None}
     pipeline.select = replace(pipeline.select, **given)
-    run_pipeline(pipeline)
+    run_pipeline(pipeline, rebench=rebench)
 
 
 @main.command()

@@ -53,7 +53,10 @@ def print_report(report: CheckReport, limit: int = 20) -> None:
         console.note(f"... and {len(report.findings) - limit} more findings")
     summary = (f"{report.path or 'the graph'} vs {report.target}: {len(report.errors)} error(s), "
                f"{len(report.warnings)} warning(s) from {len(report.rules)} rules")
-    (console.success if report.passed else console.warn)(summary)
+    if report.passed:
+        console.success(summary)
+    else:  # a summary of errors is the verdict, not a warning
+        console.err.print(f"[bold red]✗[/bold red] {escape(summary)}: fails", soft_wrap=True)
 
 
 def failure_message(report: CheckReport) -> str:

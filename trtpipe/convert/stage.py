@@ -59,6 +59,8 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
     console.success(f"Exported {loaded.name} with the {exported.exporter} exporter in {exported.seconds:.1f} s "
                     f"(opset {exported.opset}, {'dynamic' if exported.dynamic_batch else 'static'} batch)")
     console.success(_verification_line(report, options.runtime))
+    if report.overall.inference:  # the task recorded in the manifest: which, and why
+        console.note(report.overall.inference)
     return ConvertResult(output, manifest_file, report)
 
 

@@ -156,7 +156,7 @@ class LoadedModel:
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             if len(self.inputs) == 1:
                 spec = self.inputs[0]
-                what = f"input shape {format_shape(arrays[0].shape)}" + (
+                what = f"input shape {_shape_meaning(spec.shape, arrays[0].shape)}" + (
                     f" ({spec.dtype})" if spec.dtype != "float32" else "")
                 fix = "Pass the shape it expects with --input-shape."
             else:
@@ -164,6 +164,16 @@ class LoadedModel:
                                              for s, a in zip(self.inputs, arrays, strict=True))
                 fix = "Pass the shapes and dtypes it expects with --input-shape and --input-dtype."
             raise BadInput(f"Model '{self.name}' fails on {what}: {first_line}. {fix}") from None
+
+
+def _shape_meaning(declared: Sequence[int | str | None], ran: Sequence[int]) -> str:
+    """A declared input shape as given, what it means (the first axis is the batch) and the shape actually run where
+    that differs: convert checks a dynamic batch axis at batch 2, so 1x1x32 runs as 2x1x32."""
+    shape = format_shape(tuple(declared))
+    meaning = f"{shape} (batch {declared[0]}, each sample {format_shape(tuple(declared[1:])) or 'a scalar'}"
+    if tuple(ran) != tuple(declared):
+        meaning += f"; run at batch {ran[0]} as {format_shape(tuple(ran))} to check the dynamic batch axis"
+    return meaning + ")"
 
 
 Shapes = Mapping[str, Sequence[int]] | Sequence[int] | str | None

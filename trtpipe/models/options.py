@@ -21,9 +21,11 @@ from trtpipe.vocab import Task
 
 TASK_HELP = ("What the outputs mean, and so how fidelity to FP32 is measured: classify (top-1/top-5 "
              "agreement), detect (mAP@0.5 of the detections against FP32's), segment (pixel agreement, mIoU), "
-             "dense (F1 of the map, mean error), embed (cosine), generic (every output's errors only). Default: "
-             "inferred from the output shapes where that is unambiguous, else generic.")
-POSTPROCESS_HELP = ("A detector's decoding for the detect measure, for heads the yolov8/yolov5 decoders do not read: "
+             "dense (F1 of the map, mean error), embed (cosine), sequence (a CTC recognizer's lines: exact-line and "
+             "per-character agreement), generic (every output's errors only). Default: inferred from FP32's outputs "
+             "where they show it (a detector's boxes must decode plausibly), else generic; the line says which.")
+POSTPROCESS_HELP = ("A detector's decoding for the detect measure, for heads the yolov8/yolov5/yolox decoders do not "
+                    "read: "
                     "path/to/file.py:fn or package.module:fn, taking the model's outputs (a list of arrays) and "
                     "returning per image (boxes [K, 4] x1 y1 x2 y2, scores [K], classes [K]). Runs your code.")
 

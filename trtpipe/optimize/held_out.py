@@ -18,6 +18,11 @@ applies (the accuracy budget, a recipe step kept only where the task measure did
 
 The draw is seeded, so the same data always splits the same way (the range cache and the pipeline's stage keys
 stay valid), and the split is recorded in the manifest: which samples, how many, from which source.
+
+The written file's ranges come from the calibration share only, not from all the samples: the held-out share is
+what its figures, its intervals and every gate were measured on, and a file recalibrated on those samples would be
+a different file, judged by nothing it was not fit to. A peer given the same file calibrates on every sample and
+judges on none; to calibrate on all of them here, give the judging data separately (``--eval``).
 """
 
 from __future__ import annotations
@@ -109,8 +114,11 @@ def judge_without_eval(calib: Dataset, options: OptimizeOptions, inputs: tuple[I
                      f"optimistic and no gate decides on it: {judging.record.why}. Give --eval DATA or more "
                      "--calib samples.")
     else:
+        held = "" if len(judging.calibration) == len(calib) else (
+            f" (not {len(calib)}: the file is judged on the held-out share, so its ranges cannot come from it; give "
+            "--eval DATA to calibrate on all of them)")
         console.note(f"Judged on {judging.held_out.source} (never used for ranges or learned steps); calibration: "
-                     f"{len(judging.calibration)} samples")
+                     f"{len(judging.calibration)} samples{held}")
     return judging.calibration, judging.held_out, judging.record
 
 

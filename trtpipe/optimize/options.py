@@ -89,9 +89,11 @@ class OptimizeOptions(Options):
         type=Precision,
         choices=(Precision.FP32.value, Precision.FP16.value))
     max_accuracy_drop: float | None = option(None, "Points of the task's measure vs FP32 the result may lose "
-                                             "(top-1 agreement, mAP@0.5, F1, pixel agreement); the most sensitive "
-                                             "layers fall back to FP32 until it holds.", type=float, minimum=0,
-                                             metavar="PP")
+                                             "(top-1 agreement, mAP@0.5, F1, pixel agreement), judged on the 95% "
+                                             "interval of the drop: within where its upper bound is; over where its "
+                                             "lower bound is beyond (the most sensitive layers then fall back to FP32 "
+                                             "until it holds); else too few samples to decide, said with about how "
+                                             "many would.", type=float, minimum=0, metavar="PP")
     max_fp32_nodes: int | None = option(None, "Most nodes the accuracy budget may keep in FP32 (default: half of the "
                                         "quantised nodes).", type=int, minimum=0, metavar="N")
     resize: int | None = option(None, "Image folders: short side before the center crop.", type=int, minimum=1)
@@ -104,9 +106,8 @@ class OptimizeOptions(Options):
 
     def validate(self) -> None:
         """Refuse combinations that cannot work, before any data is read."""
-        if self.precision.needs_calibration and not self.calib:
-            what = "INT8 calibration" if self.precision is Precision.INT8 else f"{self.precision.upper()}'s range check"
-            raise BadInput(f"{what} needs --calib DATA: 'digits', a .npy/.npz file, a folder of images, or "
+        if self.precision is Precision.INT8 and not self.calib:  # FP16's range check has defaults (optimize.stage)
+            raise BadInput("INT8 calibration needs --calib DATA: 'digits', a .npy/.npz file, a folder of images, or "
                            "'random' (speed tests only).")
         if self.high_precision is Precision.FP16 and self.target not in (None, Target.TENSORRT):
             raise BadInput(f"--high-precision fp16 is for --target tensorrt, not {self.target}: the CPU runtimes run "

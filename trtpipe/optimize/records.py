@@ -126,21 +126,44 @@ class Int8Calibration:
                 "cache": self.cache, "tensors": self.tensors}
 
 
+class StepRecord(Protocol):
+    """An INT8 step's account of its work (int8/steps/): the keys it adds to the manifest's ``int8`` section."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class RecipeRecord:
+    """The INT8 recipe that ran (--quality, its graph passes and steps) and the figure measured after each step."""
+
+    quality: str | None
+    steps: list[str]
+    measured: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quality": self.quality, "steps": self.steps, "measured": self.measured}
+
+
 @dataclass(frozen=True)
 class Int8Record:
-    """INT8 quantization: the profile, the calibration, full INT8's figure, the layers the budget kept in FP32,
-    the final figure, and each step's own record (``steps``: recipe, placement, adaround, bias_correction,
-    integer_preactivations, sensitivity, high_precision..., as the step wrote it)."""
+    """INT8 quantization: the profile, the calibration, full INT8's figure, the recipe and its figures, the placement
+    (the rules' record and the choices steps made), each step's own typed record (``steps``, in the order they ran;
+    a later step's keys replace an earlier one's), the layers the budget kept in FP32, and the final figure."""
 
     section: ClassVar[str] = str(Precision.INT8)
     profile: dict[str, Any]
     calibration: Int8Calibration
     full_int8: Comparison
     final: Comparison
+    recipe: RecipeRecord
+    placement: dict[str, Any] = field(default_factory=dict)
+    steps: tuple[StepRecord, ...] = ()
     fp32_layers: list[str] = field(default_factory=list)
-    steps: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        section: dict[str, Any] = {"placement": self.placement, "recipe": self.recipe.to_dict()}
+        for step in self.steps:
+            section |= step.to_dict()
         return {"profile": self.profile, "calibration": self.calibration.to_dict(),
-                "full_int8": self.full_int8.to_dict(), "fp32_layers": self.fp32_layers, **self.steps,
+                "full_int8": self.full_int8.to_dict(), "fp32_layers": self.fp32_layers, **section,
                 "final": self.final.to_dict()}

@@ -65,8 +65,8 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     # The source's hash and manifest, read once: its preprocessing, its task and the record below all use them.
     source_sha, source_manifest = sha256_file(source), read_manifest(source, on_other_layout=console.warn)
     data = _load_data(model, options, source, source_manifest)
-    decoder = _decoder(options, source_sha)
-    task = _task(options, source, source_manifest, model, data.probe, data.static_batch, decoder is not None)
+    task, decoder = _task(options, source, source_manifest, model, data.probe, data.static_batch,
+                          _decoder(options, source_sha))
     evaluation = _labelled_by_fp32(model, data.evaluation, task, data.static_batch)
     context = PassContext(options, target, data.calib, evaluation, data.probe, data.static_batch, output, task,
                           decoder)
@@ -79,7 +79,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
         **({"opset_upgrade": opset_note} if opset_note else {}),
     })
     result = _run_passes(model, context)
-    manifest, manifest_file = _write(result, output, context, started=started)
+    manifest, manifest_file = _write(result, output, context, started=started, fp32=model)
     console.success(f"Wrote {output} ({precision}, {output.stat().st_size / 1e6:.2f} MB) and its manifest")
     return OptimizeResult(output, manifest_file, manifest)
 
@@ -132,8 +132,31 @@ def _load_data(model: onnx.ModelProto, options: OptimizeOptions, source: Path,
         from trtpipe.optimize.held_out import judge_without_eval  # what was fit never judges it
 
         calib, evaluation, judged_on = judge_without_eval(calib, options, specs, static_batch, preprocessing)
+    if calib is None and options.precision is Precision.FP16:
+        calib = _fp16_range_data(source, specs, evaluation, preprocessing)
     probe = calib or evaluation or _random_probe(specs)
     return _StageData(specs, static_batch, calib, evaluation, probe, judged_on)
+
+
+def _fp16_range_data(source: Path, specs: tuple[InputSpec, ...], evaluation: Dataset | None,
+                     preprocessing: ImagePreprocessing) -> Dataset:
+    """What FP16's range check runs on without --calib, as every other converter just converts: the --eval data,
+    else a packaged model's own natural inputs, else seeded random inputs; said in one line, since inputs like the
+    ones the model will see (--calib) find the ranges that overflow FP16 more surely."""
+    from trtpipe.models.packaged import packaged_by_sha256
+
+    packaged = packaged_by_sha256(sha256_file(source))
+    if evaluation is not None:
+        data = evaluation
+    elif packaged is not None:
+        data = load_dataset(f"packaged:{packaged.name}", specs, purpose="calibration", samples=None,
+                            preprocessing=preprocessing)
+    else:
+        data = _random_probe(specs)
+    count = "" if data.source.startswith(f"{len(data)} ") else f" ({len(data)} samples)"
+    console.note(f"FP16 range check on {data.source}{count}, no --calib given: --calib DATA, inputs like the ones "
+                 "the model will see, is preferred (they find overflowing ranges more surely)")
+    return data
 
 
 def _decoder(options: OptimizeOptions, source_sha: str) -> Callable[[Sequence[np.ndarray]], list[Any]] | None:
@@ -185,10 +208,13 @@ def _run_passes(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto
 
 
 def _write(result: onnx.ModelProto, output: Path, context: PassContext, *,
-           started: float) -> tuple[ArtifactManifest, Path]:
+           started: float, fp32: onnx.ModelProto) -> tuple[ArtifactManifest, Path]:
     """Check ``result`` against its target runtime (nothing is written if it fails), then write it to ``output``
-    through a staging file, committed with its manifest; the manifest and its path. ``started``: the stage's
-    start (time.perf_counter), for the manifest's duration."""
+    through a staging file, checked as written (written.py: default sessions; cpu INT8: integer kernels and speed
+    against ``fp32``), committed with its manifest; the manifest and its path. ``started``: the stage's start
+    (time.perf_counter), for the manifest's duration."""
+    from trtpipe.optimize.written import check_written
+
     options, precision, target = context.options, context.options.precision, context.target
     topologically_sorted(result)
     _check_conformance(result, precision, target, context)
@@ -196,6 +222,8 @@ def _write(result: onnx.ModelProto, output: Path, context: PassContext, *,
     with staged_path(output) as tmp:
         onnx.save(result, str(tmp))
         onnx.checker.check_model(str(tmp))
+        context.details["written_checks"] = check_written(tmp, fp32, precision, target,
+                                                          take(context.probe.images, 0, context.static_batch or 1))
         manifest = ArtifactManifest.describe(
             output, precision, content=tmp, target=target if precision is Precision.INT8 else None,
             seconds=time.perf_counter() - started, fp32_nodes=context.fp32_nodes,
@@ -236,8 +264,9 @@ def _cpu_record(options: OptimizeOptions, target: Target, context: PassContext) 
     from trtpipe.hardware import cpu_class
     from trtpipe.optimize.int8.profiles import cpu_record, profile_for
 
-    figure = {key: final[key] for key in ("agreement", "agreement_name", "accuracy", "accuracy_name", "cosine",
-                                          "samples") if final.get(key) is not None}
+    figure = {key: final[key] for key in ("agreement", "agreement_name", "agreement_interval", "accuracy",
+                                          "accuracy_name", "accuracy_interval", "cosine", "samples")
+              if final.get(key) is not None}
     return cpu_record(profile_for(target, options.cpu_class), cpu_class(), figure)
 
 
@@ -302,31 +331,69 @@ def _recorded_inputs(manifest: ArtifactManifest | None, names: list[str]) -> dic
     return {name: spec for name, spec in recorded.items() if name in names}
 
 
-def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | None, model: onnx.ModelProto,
-          probe: Dataset,
-          static_batch: int | None, decoded: bool = False) -> Task:
-    """The model's task: as asked, else as its source's manifest records it, else as FP32's outputs on two probe
-    samples imply; a budget on a task with no figure to judge it by is refused before any work."""
-    from trtpipe.optimize.evaluate import outputs
-    from trtpipe.tasks import check_fits, infer_task
+Decoder = Callable[[Sequence[np.ndarray]], list[Any]]
+PROBED_SAMPLES = 8  # FP32's outputs on this many probe samples show the task (a detector's boxes are checked on them)
 
-    samples = take(probe.images, 0, static_batch or 2)
-    shapes = [tuple(o.shape) for o in outputs(model, samples, batch=static_batch)]
+
+def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | None, model: onnx.ModelProto,
+          probe: Dataset, static_batch: int | None,
+          decoder: Decoder | None) -> tuple[Task, Decoder | None]:
+    """The model's task, and the detection decoder its figures are measured through: as asked, else as its
+    source's manifest records it, else as FP32's outputs on a few probe samples show (trtpipe.tasks.infer_task);
+    a detector's built-in decoder is the one that reads plausible boxes from those outputs. One line says which
+    and why; a budget on a task with no figure to judge it by is refused before any work."""
+    from trtpipe.optimize.evaluate import outputs
+    from trtpipe.tasks import check_fits, detect, infer_task
+    from trtpipe.tasks.registry import NAMED
+
+    samples = take(probe.images, 0, max(static_batch or 0, min(PROBED_SAMPLES, len(probe))))
+    found = outputs(model, samples, batch=static_batch)
+    shapes = [tuple(o.shape) for o in found]
+    size = _image_size(probe.images)
+    decoded = decoder is not None
     task = options.task or (Task.DETECT if decoded else None) or (recorded.task if recorded else None)
     if decoded and task is not Task.DETECT:
         raise BadInput(f"--postprocess decodes detections, but the task is {task}: give --task detect or drop it.")
     if task is None:
-        task = infer_task(shapes)
-    elif not decoded:
-        check_fits(task, shapes)
+        inference = infer_task(found, size)
+        task, line = inference.task, inference.line()
+        if inference.decoder is not None:
+            decoder = _built_in(inference.decoder, size)
+    else:
+        if not decoded:
+            check_fits(task, shapes)
+        how = ("as asked" if options.task else "its detection decoder" if decoded else "from the manifest")
+        line = f"Task: {task} ({how})"
+        if task is Task.DETECT and not decoded:
+            chosen, readings = detect.choose(found, size)
+            if chosen is None:
+                raise BadInput(f"--task detect: {detect.unrecognised(readings)} on {len(samples)} samples of "
+                               f"{probe.source}: give --postprocess MODULE:FN that decodes it, or --task generic.")
+            decoder, line = _built_in(chosen.decoder, size), f"{line}, {chosen.line()}"
     if options.max_accuracy_drop is not None and task is Task.GENERIC:
         raise BadInput(f"--max-accuracy-drop cannot be judged on {source}: its outputs "
                        f"({', '.join(str(list(s)) for s in shapes)}) name no task, so nothing measures accuracy. Give "
-                       "--task classify|detect|segment|dense|embed, or drop the budget.")
-    how = ("as asked" if options.task else "its detection decoder" if decoded else
-           "from the manifest" if recorded and recorded.task else "from the output shapes")
-    console.note(f"Task: {task} ({how})")
-    return task
+                       f"{NAMED}, or drop the budget.")
+    console.note(line)
+    return task, decoder
+
+
+def _built_in(name: str, size: tuple[int, int] | None) -> Decoder:
+    """The built-in detection decoder ``name``; yolox at the input's own size where it is known."""
+    from trtpipe.tasks import detect
+
+    return detect.yolox_decoder(*size) if name == "yolox" and size is not None else detect.DECODERS[name]
+
+
+def _image_size(images: Any) -> tuple[int, int] | None:
+    """The height and width of the first input where it is an image batch (its layout says which axes), else None."""
+    from trtpipe.inputs import Layout, guess_layout
+
+    first = images if isinstance(images, np.ndarray) else next(iter(images.values()), None)
+    layout = guess_layout(first.shape) if first is not None else None
+    if first is None or layout is None:
+        return None
+    return (first.shape[2], first.shape[3]) if layout is Layout.NCHW else (first.shape[1], first.shape[2])
 
 
 def _load(spec: str | None, specs: tuple[InputSpec, ...], purpose: str, samples: int | None,

@@ -14,7 +14,8 @@ CLI flags come from):
     [bench]       BenchOptions
     [select]      SelectOptions
     [serve]       ServeOptions        batching written into the Triton export
-    [output]      OutputOptions       paths relative to the pipeline file
+    [output]      OutputOptions       paths relative to the current folder, or to ``trtpipe run --out``: never
+                                      beside a pipeline file, which may lie inside the installed package
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
+def load_pipeline(path: Path, overrides: list[str] | None = None, out: Path | None = None) -> Pipeline:
+    """The checked pipeline in ``path``; its [output] paths are relative to ``out`` (default: the current folder)."""
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"Pipeline file {path} does not exist.")
@@ -192,10 +194,10 @@ def load_pipeline(path: Path, overrides: list[str] | None = None) -> Pipeline:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise BadInput(f"{path} is not valid TOML: {error}.") from None
-    return pipeline_from_data(data, _Source(path, text), base=path.parent, overrides=overrides)
+    return pipeline_from_data(data, _Source(path, text), base=path.parent, overrides=overrides, out=out)
 
 
-def default_pipeline(source: str, overrides: list[str] | None = None) -> Pipeline:
+def default_pipeline(source: str, overrides: list[str] | None = None, out: Path | None = None) -> Pipeline:
     """``trtpipe run MODEL``: fused FP32 and, with data, FP16 and CPU INT8 of a model, benched at batch 1/8."""
     data: dict[str, Any] = {"model": {"source": source}, "bench": {"batches": [1, 8]}, "variants": [{"name": "fused"}]}
     if source == "digits_resnet":
@@ -209,7 +211,7 @@ def default_pipeline(source: str, overrides: list[str] | None = None) -> Pipelin
         data["variants"] += [{"name": str(Precision.FP16), "precision": str(Precision.FP16)},
                              {"name": "int8_cpu", "precision": str(Precision.INT8), "target": str(Target.CPU)}]
     return pipeline_from_data(data, _Source(Path(f"<defaults for {source}>"), ""), base=Path(),
-                              overrides=overrides)
+                              overrides=overrides, out=out)
 
 
 def packaged_data(source: str) -> str | None:
@@ -245,15 +247,19 @@ def beside(value: str | None, base: Path) -> str | None:
 
 
 def pipeline_from_data(data: dict[str, Any], source: _Source, *, base: Path,
-                       overrides: list[str] | None = None) -> Pipeline:
-    """A checked Pipeline from TOML-shaped ``data``; paths in [output] are relative to ``base``."""
+                       overrides: list[str] | None = None, out: Path | None = None) -> Pipeline:
+    """A checked Pipeline from TOML-shaped ``data``; files it reads are found beside ``base`` (the pipeline file's
+    folder), and the paths in [output], what it writes, are relative to ``out`` (default: the current folder), so a
+    bundled example run from a checkout writes ``models/`` and ``reports/`` where the user is, not inside the
+    package."""
     _check_sections(data, source)
     apply_overrides(data, overrides or [])
     model = _model_options(data, source, base)
     build_table = data.get("build", {})
     output = _options(source, "output", data.get("output", {}))
-    output = replace(output, repository=base / output.repository, reports=base / output.reports,
-                     triton=base / output.triton if output.triton else None)
+    root = out if out is not None else Path()
+    output = replace(output, repository=root / output.repository, reports=root / output.reports,
+                     triton=root / output.triton if output.triton else None)
     pipeline = Pipeline(
         model=model,
         convert=_options(source, "convert", data.get("convert", {})),

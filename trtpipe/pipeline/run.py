@@ -26,7 +26,7 @@ from trtpipe.models.registry import factory_spec
 from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
-from trtpipe.pipeline.select import Choice, batch_advice, choose, outside_limits
+from trtpipe.pipeline.select import Choice, Limit, batch_advice, choose, outside_limits
 from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Device, Precision, __version__
 
 if TYPE_CHECKING:
@@ -42,8 +42,12 @@ def _artifact_path(repository: Path, name: str, kind: ArtifactKind = ArtifactKin
     return folder / kind.repository_file
 
 
-def _stage(manifest: RunManifest, stage: str, key: str, run: Callable[[], list[Path]]) -> list[Path]:
-    cached = manifest.reusable(stage, key)
+def _stage(manifest: RunManifest, stage: str, key: str, run: Callable[[], list[Path]], *,
+           force: str | None = None) -> list[Path]:
+    """Run a stage, or reuse what it made last time with the same key; ``force``: why it runs regardless."""
+    cached = None if force else manifest.reusable(stage, key)
+    if force:
+        console.note(f"{stage}: running again ({force})")
     if cached is not None:
         console.note(f"{stage}: unchanged (key {key[:12]}), reusing {', '.join(cached) or 'its results'}")
         manifest.record(StageRecord(stage, key, "cached", 0.0, cached))
@@ -72,9 +76,10 @@ def _source_identity(pipeline: Pipeline, model: Callable[[], LoadedModel]) -> st
     return sha256_file(path) if path.is_file() else source
 
 
-def run_pipeline(pipeline: Pipeline) -> dict[str, Any]:
-    """Run (or reuse) every stage; returns the run manifest's content."""
-    run = _PipelineRun(pipeline)
+def run_pipeline(pipeline: Pipeline, *, rebench: bool = False) -> dict[str, Any]:
+    """Run (or reuse) every stage; returns the run manifest's content. ``rebench``: measure again even where the
+    bench's inputs are unchanged (``trtpipe run --rebench``: a noisy machine left select undecided)."""
+    run = _PipelineRun(pipeline, rebench=rebench)
     converted = run.convert()
     artifacts = [converted, *run.optimize(converted)]
     artifacts += run.build(artifacts)
@@ -94,21 +99,24 @@ class _Selection:
     advice: dict[str, Any] | None
     batch: int
     outside: dict[str, str] = field(default_factory=dict)  # variant -> the limits it breaks (the report marks it)
+    decide: str | None = None  # how to decide what select could not (how_to_decide)
 
     @property
     def summary(self) -> dict[str, Any]:
-        return {"choice": self.choice.__dict__ if self.choice else None, "batch_advice": self.advice}
+        choice = self.choice.__dict__ | {"status": self.choice.status} if self.choice else None
+        return {"choice": choice, "batch_advice": self.advice, "decide": self.decide}
 
 
 class _PipelineRun:
     """One run of a pipeline: where it writes, the run manifest that keys and records every stage, the versions
     that enter each key, and the PyTorch model, loaded once and only by the stages that need it."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: Pipeline, *, rebench: bool = False) -> None:
         import onnxruntime
         import torch
 
         self.pipeline = pipeline
+        self.rebench = rebench
         self.started = time.perf_counter()
         self.reports = pipeline.output.reports / pipeline.name
         self.repository = pipeline.output.repository
@@ -222,7 +230,7 @@ class _PipelineRun:
             write_reports(report, bench_path, self.reports / "bench.md")
             return [bench_path]
 
-        _stage(self.manifest, "bench", key, do_bench)
+        _stage(self.manifest, "bench", key, do_bench, force="--rebench" if self.rebench else None)
         results = json.loads(bench_path.read_text())
         return bench_path, [BenchRow.from_dict(r) for r in results["results"]]
 
@@ -256,11 +264,21 @@ class _PipelineRun:
             if choice else None
         outside = outside_limits(rows, batch=batch, latency_budget_ms=select.latency_budget_ms,
                                  max_accuracy_drop=select.max_accuracy_drop, memory_budget_mb=select.memory_budget_mb)
-        selection = _Selection(choice, advice, batch, outside)
-        if choice:
-            (console.success if choice.artifact else console.warn)(f"Chosen: {choice.variant} — {choice.reason}")
-            if choice.artifact:
-                write_json_atomic(self.repository / self.pipeline.name / "chosen.json", selection.summary)
+        decide = None
+        if choice and choice.undecided:
+            decide = how_to_decide(choice.undecided, self.pipeline)
+        elif choice and choice.over:
+            decide = over_budget(self.pipeline)
+        selection = _Selection(choice, advice, batch, outside, decide)
+        if choice and choice.status == "chosen":
+            console.success(f"Chosen: {choice.variant} — {choice.reason}")
+            write_json_atomic(self.repository / self.pipeline.name / "chosen.json", selection.summary)
+        elif choice and choice.status == "undecided":
+            console.warn(f"Undecided — {choice.reason}")
+        elif choice:
+            console.warn(f"Chosen: none — {choice.reason}")
+        if decide:
+            console.note(decide)
         if advice:
             console.note(f"Batch advice: {advice['reason']}")
         return selection
@@ -316,6 +334,31 @@ class _PipelineRun:
         console.success(f"{pipeline.name}: {ran} stage(s) ran, {len(manifest.stages) - ran} reused or skipped, "
                         f"in {total:.1f} s; run manifest {manifest.path}")
         return {**content, "stages": [s.__dict__ for s in manifest.stages]}
+
+
+def how_to_decide(limits: tuple[str, ...], pipeline: Pipeline) -> str:
+    """What decides a limit select could not: for latency, a new measurement (longer, on a quieter machine); for
+    accuracy, more held-out samples (a new measurement would give the same figure)."""
+    target = pipeline.path or pipeline.model.source
+    steps = []
+    if str(Limit.LATENCY) in limits:
+        longer = max(2 * pipeline.bench.duration, 10.0)
+        steps.append(f"the machine was too noisy to decide on latency: measure again with `trtpipe run {target} "
+                     f"--rebench --set bench.duration={longer:g}`, on a quieter machine (stop other work, or leave it "
+                     "cores with --set bench.threads=N)")
+    if str(Limit.ACCURACY) in limits:
+        steps.append("the held-out samples were too few to decide on accuracy: judge on more of them (the number "
+                     "that would decide is in the line above), or loosen max_accuracy_drop")
+    return "To decide: " + "; ".join(steps) + "."
+
+
+def over_budget(pipeline: Pipeline) -> str:
+    """What to do when every variant's tail certainly exceeds the latency budget: on a shared machine the tail moves
+    with the other work, so measure where the model will run, or set a budget this CPU holds."""
+    target = pipeline.path or pipeline.model.source
+    return (f"No variant holds the latency budget on this machine as it ran: measure again where nothing else runs "
+            f"(`trtpipe run {target} --rebench`; with other work beside it, --set bench.threads=N leaves it cores), "
+            "or set a budget this CPU holds (--latency-budget-ms).")
 
 
 def _onnx_source(pipeline: Pipeline) -> OnnxReference | None:

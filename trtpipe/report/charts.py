@@ -2,7 +2,9 @@
 
 Every chart marks each variant's standing (trtpipe.report.marks): the chosen one in green with ★, a variant outside
 the budget hatched grey with ✗, the reference with ◆, so a variant that fails the accuracy limit is never drawn like
-the one chosen. A chart with nothing to show is left out with one line saying why, never drawn empty. Variants sit on
+the one chosen. A simulation (a ``-trtsim`` row: another runtime's arithmetic run here) is drawn for its accuracy
+alone: never a bar or a line of latency, a dotted level in the accuracy chart, each chart saying so under it. A
+chart with nothing to show is left out with one line saying why, never drawn empty. Variants sit on
 the vertical axis (their names are tick labels, not a legend over the bars); the accuracy-vs-latency chart numbers
 its points, placed clear of one another (trtpipe.report.labels), and keys the numbers in a table beside it.
 """
@@ -24,7 +26,16 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from trtpipe.report.labels import place_labels
-from trtpipe.report.marks import CHOSEN_COLOR, HATCH, OUTSIDE_COLOR, REFERENCE_COLOR, Marks, Standing
+from trtpipe.report.marks import (
+    ACCURACY_ONLY,
+    CHOSEN_COLOR,
+    HATCH,
+    OUTSIDE_COLOR,
+    REFERENCE_COLOR,
+    Marks,
+    Standing,
+    accuracy_only,
+)
 from trtpipe.vocab import BackendKind
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
@@ -44,6 +55,7 @@ class Chart:
     svg: str | None = None
     left_out: str | None = None  # why there is no chart (svg is None)
     key: tuple[tuple[str, str, str], ...] = ()  # (label drawn on the chart, the variant, its figures in words)
+    note: str | None = None  # a line under the chart (what it leaves out: simulations' latency)
 
 
 def svg_id(kind: str, variant: str, batch: int | None = None) -> str:
@@ -71,6 +83,13 @@ def _batches(rows: list[dict[str, Any]]) -> list[int]:
 
 def _row(rows: list[dict[str, Any]], variant: str, batch: int) -> dict[str, Any] | None:
     return next((r for r in rows if r["variant"] == variant and r["batch"] == batch), None)
+
+
+def _timed(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """The rows whose latency a chart may draw, and the line saying which simulations it leaves out (None if none)."""
+    simulated = list(dict.fromkeys(r["variant"] for r in rows if accuracy_only(r)))
+    note = f"Not drawn here ({ACCURACY_ONLY}): {', '.join(simulated)}." if simulated else None
+    return [r for r in rows if not accuracy_only(r)], note
 
 
 def _bar_style(standing: Standing, color: str, single: bool) -> dict[str, Any]:
@@ -149,6 +168,7 @@ def _horizontal_bars(rows: list[dict[str, Any]], variants: list[str], marks: Mar
 def latency_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     """p50 latency per variant and batch, whiskers up to p99."""
     title = "Latency by variant and batch"
+    rows, note = _timed(rows)
     variants = _variants(rows)
     figure, axis = _horizontal_bars(rows, variants, marks, lambda r: r["p50_ms"])
     height = 0.8 / len(_batches(rows))
@@ -163,7 +183,7 @@ def latency_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     axis.xaxis.set_minor_formatter(NullFormatter())
     axis.set_xlabel("latency, ms (bar p50, whisker p99; log scale)")
     axis.set_title(title)
-    return Chart("latency", title, _svg(figure))
+    return Chart("latency", title, _svg(figure), note=note)
 
 
 def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
@@ -171,6 +191,7 @@ def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     onnx = any(r.get("reference") and r.get("backend") != BackendKind.TORCH for r in rows)  # an FP32 ONNX as MODEL
     reference = "the FP32 ONNX" if onnx else "PyTorch FP32"
     title = f"Speedup over {reference}"
+    rows, note = _timed(rows)
     variants = [v for v in _variants(rows) if v not in references and v != "pytorch-fp32"
                 and any(r["variant"] == v and r.get("speedup_vs_torch_fp32") for r in rows)]
     if not variants:
@@ -191,7 +212,7 @@ def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     axis.axvline(1.0, color="grey", linewidth=1, linestyle="--")
     axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (ratio of p50; dashed: 1×)")
     axis.set_title(title)
-    return Chart("speedup", title, _svg(figure))
+    return Chart("speedup", title, _svg(figure), note=note)
 
 
 def _accuracy_key(points: list[dict[str, Any]]) -> tuple[str, str] | None:
@@ -291,7 +312,11 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
         return Chart("pareto", title, left_out=f"{title} left out: no row at batch {batch} has an accuracy or "
                                                "agreement figure.")
     key, name = found
-    points = [r for r in points if r.get(key) is not None]
+    levels = [r for r in points if r.get(key) is not None and accuracy_only(r)]
+    points = [r for r in points if r.get(key) is not None and not accuracy_only(r)]
+    if not points:
+        return Chart("pareto", title, left_out=f"{title} left out: at batch {batch} only simulations have an accuracy "
+                                               f"figure ({ACCURACY_ONLY}).")
     xs = [r["p50_ms"] for r in points]
     standings = [marks.standing(r["variant"]) for r in points]
     ys, far, bottom = _on_the_floor([100 * r[key] for r in points], standings)
@@ -301,7 +326,17 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
     if len(front) > 1:
         axis.plot([xs[i] for i in front], [ys[i] for i in front], linestyle="--", color="grey", linewidth=1,
                   zorder=2, label="Pareto front (within the budget)")
-    _set_accuracy_limits(axis, ys, bottom)
+    level_ys = [max(100 * r[key], bottom) if bottom is not None else 100 * r[key] for r in levels]
+    _set_accuracy_limits(axis, ys + level_ys, bottom)
+    first = len(points) + 1
+    for offset, (row, y) in enumerate(zip(levels, level_ys, strict=True)):
+        outside = marks.standing(row["variant"]) is Standing.OUTSIDE
+        axis.axhline(y, color=OUTSIDE_COLOR if outside else "#8a6d00", linestyle=":", linewidth=1.2, zorder=1,
+                     gid=svg_id("level", row["variant"]),
+                     label="accuracy only (a simulation: its level, no latency)" if offset == 0 else None)
+        axis.annotate(str(first + offset), (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
+                      textcoords="offset points", va="center", fontsize=8, color="#8a6d00", annotation_clip=False,
+                      gid=f"pareto-level-{offset}")
     axis.set_xlabel(f"p50 latency at batch {batch}, ms")
     axis.set_ylabel("accuracy, %" if key == "top1_accuracy" else name)
     axis.set_title(f"{title}: points numbered, keyed in the table below")
@@ -313,13 +348,17 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
     styles = _point_styles()
     sizes = [math.sqrt(styles[s]["s"]) / 2 + 1.5 for s in standings]  # a marker's half-width, in points
     place_labels(axis, list(zip(xs, ys, strict=True)), texts, radii_pt=sizes, gid_prefix="pareto-label-")
-    return Chart("pareto", title, _svg(figure),
-                 key=tuple((n, r["variant"], f"{r['p50_ms']:.2f} ms, {100 * r[key]:.2f} %")
-                           for n, r in zip(numbers, points, strict=True)))
+    key_rows = [(n, r["variant"], f"{r['p50_ms']:.2f} ms, {100 * r[key]:.2f} %")
+                for n, r in zip(numbers, points, strict=True)]
+    key_rows += [(str(first + i), r["variant"], f"accuracy only, {100 * r[key]:.2f} % (a simulation: no latency)")
+                 for i, r in enumerate(levels)]
+    note = (f"Dotted levels ({', '.join(r['variant'] for r in levels)}): {ACCURACY_ONLY}." if levels else None)
+    return Chart("pareto", title, _svg(figure), key=tuple(key_rows), note=note)
 
 
 def batch_sweep_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     title = "Batch sweep"
+    rows, note = _timed(rows)
     batches = _batches(rows)
     if len(batches) < 2:
         return Chart("batch_sweep", title, left_out=f"{title} left out: the run benched one batch size "
@@ -347,7 +386,7 @@ def batch_sweep_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     axis.set_ylabel("throughput, items/s (at p50)")
     axis.set_title(title)
     _legend_below(figure, columns=1 if len(_variants(rows)) < 6 else 2)
-    return Chart("batch_sweep", title, _svg(figure))
+    return Chart("batch_sweep", title, _svg(figure), note=note)
 
 
 def all_charts(report: dict[str, Any], batch: int, marks: Marks | None = None) -> list[Chart]:

@@ -7,20 +7,35 @@ every report prints the meanings of the columns it shows, so no figure needs the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trtpipe.bench.stability import REACH, format_interval, format_ratio
+from trtpipe.intervals import Interval
 from trtpipe.report.marks import Marks, Standing
 
 
 @dataclass(frozen=True)
 class Column:
     header: str
-    key: str  # a BenchRow field
+    key: str  # a BenchRow field (a row without a value for it has none in this column)
     format: str
     text: bool = False  # left-aligned words rather than right-aligned numbers
     always: bool = False  # shown even when every row lacks it
     meaning: str = ""  # what the figure is and how it was taken (the reports' legend)
+    render: Callable[[dict[str, Any]], str] | None = None  # the cell from the whole row, where one field is not enough
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    """The speedup with its interval beside it (the figure the headline prints too)."""
+    text = f"{format_ratio(row['speedup_vs_torch_fp32'])}x"
+    interval = row.get("speedup_interval")
+    return f"{text} ({format_interval(Interval.from_dict(interval), unit='')})" if interval else text
+
+
+def _rounds(row: dict[str, Any]) -> str:
+    return "unstable" if row.get("unstable") else "steady"
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -28,14 +43,22 @@ COLUMNS: tuple[Column, ...] = (
     Column("Precision", "precision", "{}", text=True, always=True),
     Column("Batch", "batch", "{}", always=True),
     Column("p50 ms", "p50_ms", "{:.2f}",
-           meaning="median latency of one call at that batch, warm-up runs discarded (p90, p99 alike)"),
+           meaning="median latency of one call at that batch, warm-up runs discarded: the median of the timed rounds' "
+                   "p50s (with fewer than 3 rounds, of all runs; p90, p99 and the mean are over all runs)"),
     Column("p90 ms", "p90_ms", "{:.2f}"),
     Column("p99 ms", "p99_ms", "{:.2f}"),
+    Column("Tail ms", "tail_ms", "{:.2f}",
+           meaning="the median of the rounds' p99s: a burst of load that hits a minority of rounds cannot move it"),
     Column("Mean ms", "mean_ms", "{:.2f}"),
     Column("Items/s", "throughput", "{:.1f}", meaning="batch items per second at the p50 latency"),
-    Column("Speedup", "speedup_vs_torch_fp32", "{:.2f}x",
-           meaning="the reference's p50 (PyTorch FP32 eager, or the FP32 ONNX the report names) over this row's, "
-                   "same batch, same run"),
+    Column("Speedup (95% CI)", "speedup_vs_torch_fp32", "{}", render=_speedup,
+           meaning="how many times faster than the reference (PyTorch FP32 eager, or the FP32 ONNX the report names) "
+                   "at the same batch in the same run: the median over rounds of the two rows' p50s paired round by "
+                   "round, and in brackets its 95 % bootstrap interval over the rounds"),
+    Column("Rounds", "p50_interval", "{}", text=True, render=_rounds,
+           meaning=f"steady where the row's rounds agree; unstable where the 95 % interval of its p50 over the rounds "
+                   f"reaches more than {100 * REACH:.0f} % from it (the lines under the table say why and what to "
+                   "do)"),
     Column("Max abs err", "max_abs_err", "{:.2e}",
            meaning="largest absolute difference from the reference's outputs on the agreement samples, over every "
                    "output"),
@@ -61,7 +84,9 @@ COLUMNS: tuple[Column, ...] = (
 
 def cell(row: dict[str, Any], column: Column) -> str:
     value = row.get(column.key)
-    return "–" if value is None else column.format.format(value)
+    if value is None:
+        return "–"
+    return column.render(row) if column.render else column.format.format(value)
 
 
 def present_columns(rows: list[dict[str, Any]]) -> list[Column]:

@@ -17,12 +17,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtpipe.bench.rows import BENCH_SCHEMA
+from trtpipe.bench.stability import ADVICE
 from trtpipe.errors import BadInput
 from trtpipe.files import write_text_atomic
 from trtpipe.report.columns import cell, legend, legend_line, markdown_table, present_columns
 from trtpipe.report.layer_timing import html_section, markdown_lines
-from trtpipe.report.marks import Marks, Standing, marks_of
-from trtpipe.report.tables import left_out_lines, machine_line, reference_of, standing_lines
+from trtpipe.report.marks import ACCURACY_ONLY, Marks, Standing, accuracy_only, as_drawn, choice_status, marks_of
+from trtpipe.report.tables import (
+    left_out_lines,
+    machine_line,
+    speed_statement,
+    standing_lines,
+    unstable_lines,
+)
 
 if TYPE_CHECKING:
     from trtpipe.report.charts import Chart  # charts imports matplotlib: only write_report needs it at run time
@@ -41,6 +48,7 @@ tr.chosen td{background:#eef7ee}tr.chosen td.variant{font-weight:600;color:#1b5e
 .charts{display:grid;grid-template-columns:1fr;gap:1rem}.chart svg{max-width:100%;height:auto}
 .chart-key td,.chart-key th{padding:.1rem .5rem}
 .note{color:#555;font-size:.85rem}.choice{background:#eef7ee;padding:.6rem 1rem;border-left:4px solid #4a4}
+.choice.undecided{background:#fff8e1;border-left-color:#e0a000}.choice.none{background:#f4f4f4;border-left-color:#888}
 .legend{color:#555;font-size:.8rem}.legend dt{font-weight:600;float:left;clear:left;margin-right:.4rem}
 .legend dt:after{content:":"}.legend dd{margin:0 0 .15rem 0}
 """
@@ -65,21 +73,39 @@ def _breakable(text: str) -> str:
     return html.escape(text).replace("_", "_<wbr>").replace(".", ".<wbr>")
 
 
+def _choice_heading(choice: dict[str, Any]) -> str:
+    """The choice box's heading: what was chosen, or that nothing was and whether noise is why."""
+    status = choice_status(choice)
+    if status == "chosen":
+        return f"Chosen: {choice['variant']}"
+    return "Nothing chosen: undecided" if status == "undecided" else "Nothing chosen"
+
+
+def _accuracy_only_line(rows: list[dict[str, Any]]) -> str | None:
+    """One line naming the rows drawn for their accuracy alone (their latency cells blank), or None."""
+    names = list(dict.fromkeys(r["variant"] for r in rows if accuracy_only(r)))
+    return f"Drawn for their accuracy alone ({ACCURACY_ONLY}): {', '.join(names)}." if names else None
+
+
 def _results_table(rows: list[dict[str, Any]], marks: Marks) -> list[str]:
     """The results table in its own scrolling box (a wide table never widens the page), each row marked by its
     variant's standing: a marker and the reason in the variant's cell, and the row's class."""
     columns = present_columns(rows)
+    rows = as_drawn(rows)
     parts = ["<div class=table-box><table id=results><tr>" + "".join(
         f"<th title=\"{html.escape(c.meaning)}\">{c.header}</th>" if c.meaning else f"<th>{c.header}</th>"
         for c in columns) + "</tr>"]
     for row in rows:
         standing = marks.standing(row["variant"])
         cells = []
+        simulation = "<span class=mark>accuracy only (simulation)</span>" if accuracy_only(row) else ""
         for column in columns:
             text = _breakable(cell(row, column)) if column.text else html.escape(cell(row, column))
-            if column.key == "variant" and standing is not Standing.WITHIN:
+            if column.key == "variant" and (standing is not Standing.WITHIN or simulation):
+                note = marks.note(row["variant"])
                 cells.append(f"<td class=variant>{_breakable(marks.label(row['variant']))}"
-                             f"<span class=mark>{html.escape(marks.note(row['variant']))}</span></td>")
+                             + (f"<span class=mark>{html.escape(note)}</span>" if note else "")
+                             + f"{simulation}</td>")
             else:
                 cells.append(f"<td class=variant>{text}</td>" if column.key == "variant"
                              else f"<td{'' if column.text else ' class=n'}>{text}</td>")
@@ -102,7 +128,8 @@ def _chart_html(chart: Chart, marks: Marks) -> str:
                          f"<td>{html.escape(marks.label(v))}</td><td>{html.escape(figures)}</td>"
                          f"<td>{html.escape(marks.note(v))}</td></tr>"
                          for n, v, figures in chart.key) + "</table></div>")
-    return f"<div class=chart id=chart-{chart.name}>{chart.svg}</div>{key}"
+    note = f"<p class=note id=chart-{chart.name}-note>{html.escape(chart.note)}</p>" if chart.note else ""
+    return f"<div class=chart id=chart-{chart.name}>{chart.svg}</div>{note}{key}"
 
 
 def render_html(report: dict[str, Any], charts: Sequence[Chart], summary: dict[str, Any] | None = None) -> str:
@@ -114,14 +141,16 @@ def render_html(report: dict[str, Any], charts: Sequence[Chart], summary: dict[s
              f"{html.escape(model['name'])}</title><style>{CSS}</style></head><body>",
              f"<h1>trtpipe report — {html.escape(model['name'])}</h1>",
              f"<p class=note>Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by trtpipe "
-             f"{html.escape(str(report.get('trtpipe_version')))}. Speedups are ratios of p50 latency against "
-             f"{html.escape(reference_of(report))} measured in the same run. Agreement on "
+             f"{html.escape(str(report.get('trtpipe_version')))}. {html.escape(speed_statement(report))} Agreement on "
              f"{html.escape(report.get('agreement_inputs', ''))}."
              "</p>"]
     if summary and summary.get("choice"):
         choice = summary["choice"]
-        parts.append(f"<p class=choice><b>Chosen: {html.escape(choice['variant'])}</b> — "
+        status = choice_status(choice)
+        parts.append(f"<p class=\"choice {status}\" id=choice><b>{html.escape(_choice_heading(choice))}</b> — "
                      f"{html.escape(choice['reason'])}")
+        if summary.get("decide"):
+            parts.append(f"<br>{html.escape(summary['decide'])}")
         if summary.get("batch_advice"):
             parts.append(f"<br>Batch advice: {html.escape(summary['batch_advice']['reason'])}")
         parts.append("</p>")
@@ -134,10 +163,18 @@ def render_html(report: dict[str, Any], charts: Sequence[Chart], summary: dict[s
              ("Model", f"{model['name']} ({model.get('source_kind')}, "
                        + (f"{model['parameters']:,} parameters, " if model.get("parameters") is not None else "")
                        + f"input {'x'.join(map(str, model.get('input_shape', [])))})")]
+    if env.get("gpu_settings"):  # how the GPU rows ran where it matters for a comparison
+        facts.append(("GPU run settings", "; ".join(env["gpu_settings"])))
     parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts]
     parts.append("</table><h2>Results</h2>")
     parts += _results_table(rows, marks)
+    if simulated := _accuracy_only_line(rows):
+        parts.append(f"<p class=note id=accuracy-only>{html.escape(simulated)}</p>")
     parts += [f"<p class=standing>{html.escape(marks.flag(line))}</p>" for line in standing_lines(report)]
+    if unstable := unstable_lines(report):
+        parts.append("<p class=\"choice undecided\" id=unstable><b>Unstable timings</b><br>"
+                     + "<br>".join(html.escape(line) for line in unstable)
+                     + f"<br>What to do: {html.escape(ADVICE)}.</p>")
     notes = sorted({r["note"] for r in rows if r.get("note")})
     parts += [f"<p class=note>{html.escape(n)}</p>" for n in notes]
     parts.append("<dl class=legend>" + "".join(
@@ -157,19 +194,24 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
     rows = report["results"]
     marks = marks_of(report, summary)
     lines = [f"## trtpipe report — {report['model']['name']}", "", f"Machine: {machine_line(report)}.  ",
-             f"Speedups are ratios of p50 latency against {reference_of(report)} in the same run; agreement on "
-             f"{report.get('agreement_inputs', '')}.", ""]
+             f"{speed_statement(report)} Agreement on {report.get('agreement_inputs', '')}.", ""]
     if summary and summary.get("choice"):
-        lines += [f"**Chosen: {summary['choice']['variant']}** — {summary['choice']['reason']}", ""]
+        lines += [f"**{_choice_heading(summary['choice'])}** — {summary['choice']['reason']}", ""]
+        if summary.get("decide"):
+            lines += [summary["decide"], ""]
         if summary.get("batch_advice"):
             lines += [f"Batch advice: {summary['batch_advice']['reason']}", ""]
     if left_out := left_out_lines(report, summary):
         lines += ["Not in this report, and why:", "", *(f"- {line}" for line in left_out), ""]
-    lines += [*markdown_table(rows, marks), ""]
+    lines += [*markdown_table(as_drawn(rows), marks), ""]
+    if simulated := _accuracy_only_line(rows):
+        lines += [simulated, ""]
     if key := marks.key_lines():
         lines += ["  \n".join(key), ""]
     if standing := standing_lines(report):
         lines += [*(f"- {marks.flag(line)}" for line in standing), ""]
+    if unstable := unstable_lines(report):
+        lines += ["**Unstable timings:**", "", *(f"- {line}" for line in unstable), "", f"What to do: {ADVICE}.", ""]
     lines += [legend_line(rows), ""]
     if layers := markdown_lines(report):
         lines += layers
@@ -178,6 +220,8 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
             lines += [chart.left_out or "", ""]
             continue
         lines += [f"![{chart.title}]({chart_files[chart.name]})", ""]
+        if chart.note:
+            lines += [chart.note, ""]
         if chart.key:
             lines += [*(f"{n}. {marks.label(v)}: {figures}" + (f" ({marks.note(v)})" if marks.note(v) else "")
                         for n, v, figures in chart.key), ""]

@@ -75,6 +75,29 @@ class Marks:
                 if s in used]
 
 
+# A simulation's timing fields: its latency is another runtime's arithmetic run here, not a deployable figure.
+LATENCY_FIELDS = ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "std_ms", "throughput",
+                  "speedup_vs_torch_fp32", "tail_ms")
+ACCURACY_ONLY = "accuracy only: a simulation of another runtime's arithmetic, its latency is not that runtime's"
+
+
+def accuracy_only(row: dict[str, Any]) -> bool:
+    """Whether the report draws ``row`` for its accuracy alone (a simulation: ``-trtsim`` rows)."""
+    return bool(row.get("simulated"))
+
+
+def as_drawn(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as the report's tables show them: a simulation's latency, throughput and speedup left blank, so no
+    table offers it as a speed to deploy."""
+    return [{**row, **dict.fromkeys(LATENCY_FIELDS)} if accuracy_only(row) else row for row in rows]
+
+
+def choice_status(choice: dict[str, Any]) -> str:
+    """"chosen", "undecided" or "none", from a run summary's choice (one written before the status was recorded:
+    chosen where it names an artifact)."""
+    return str(choice.get("status") or ("chosen" if choice.get("artifact") else "none"))
+
+
 def marks_of(report: dict[str, Any], summary: dict[str, Any] | None = None) -> Marks:
     """The marks of a bench report and the pipeline run's summary (its ``choice`` and ``outside``)."""
     summary = summary or {}

@@ -6,15 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
+from trtpipe.bench.stability import ADVICE, MIN_ROUNDS
 from trtpipe.bench.standing import describe, describe_pytorch, pytorch_standing, standing_of
 from trtpipe.files import write_json_atomic, write_text_atomic
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
 from trtpipe.report.layer_timing import markdown_lines, print_layer_timing
+from trtpipe.report.terminal import fit_columns
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -27,20 +30,44 @@ def machine_line(report: dict[str, Any]) -> str:
             f"{versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
 
 
-def print_table(report: dict[str, Any]) -> None:
+def print_table(report: dict[str, Any], to: Console | None = None) -> None:
+    """The results table as wide as the terminal allows (terminal.py: the columns a reader needs first, variant
+    names folded, never a figure cut), then the rows whose rounds disagree, the machine and the standing lines."""
+    out = to or console.out
     model = report["model"]
+    rows = report["results"]
     table = Table(title=f"{model['name']} — latency vs {reference_of(report)}", title_justify="left")
-    columns = present_columns(report["results"])
-    for column in columns:
-        table.add_column(column.header, justify="left" if column.text else "right")
-    for row in report["results"]:
-        table.add_row(*(escape(cell(row, column)) for column in columns))
-    console.out.print(table)
-    console.out.print(f"[dim]{escape(machine_line(report))}. Agreement on {escape(report['agreement_inputs'])}.[/dim]",
-                      soft_wrap=True)
+    layout = fit_columns(present_columns(rows), rows, out.width)
+    for column, width in layout.shown:
+        table.add_column(column.header, justify="left" if column.text else "right", width=width, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(cell(row, column)) for column, _ in layout.shown))
+    out.print(table)
+    if layout.left_out:
+        out.print(f"[dim]{escape(layout.left_out_line(out.width))}[/dim]", soft_wrap=True)
+    if unstable := unstable_lines(report):
+        for line in unstable:
+            out.print(f"[bold yellow]unstable:[/bold yellow] {escape(line)}", soft_wrap=True)
+        out.print(f"[bold yellow]To steady them:[/bold yellow] {ADVICE}.", soft_wrap=True)
+    out.print(f"[dim]{escape(machine_line(report))}. Agreement on {escape(report['agreement_inputs'])}.[/dim]",
+              soft_wrap=True)
     for line in standing_lines(report):
-        console.out.print(escape(line), soft_wrap=True)
-    print_layer_timing(report, console.out)
+        out.print(escape(line), soft_wrap=True)
+    print_layer_timing(report, out)
+
+
+def unstable_lines(report: dict[str, Any]) -> list[str]:
+    """One line per row whose timed rounds disagree (its ``unstable``): which row and how; what to do is said once
+    after them (stability.ADVICE)."""
+    return [f"{row['variant']} batch {row['batch']}: {str(row['unstable']).removesuffix(f'; {ADVICE}')}"
+            for row in report["results"] if row.get("unstable")]
+
+
+def speed_statement(report: dict[str, Any]) -> str:
+    """What a speedup in the report is: the statistic (the same one the headline sentences quote) and its interval."""
+    return (f"Speedups are against {reference_of(report)} in the same run: the median over timed rounds of the two "
+            "rows' p50s paired round by round, with its 95 % bootstrap interval over the rounds (under 3 rounds: the "
+            "ratio of the p50s, without an interval).")
 
 
 def reference_of(report: dict[str, Any]) -> str:
@@ -71,17 +98,26 @@ def left_out_lines(report: dict[str, Any], summary: dict[str, Any] | None = None
 def to_markdown(report: dict[str, Any]) -> str:
     settings = report["settings"]
     runs = f"{settings['iters']} timed runs" if settings.get("iters") else f"~{settings['duration']} s of runs"
-    if settings.get("rounds", 1) > 1:
-        runs += f" in {settings['rounds']} rounds taken in turn across the variants"
+    rounds = settings.get("rounds", 1)
+    runs += " per variant and batch"
+    if rounds > 1:
+        runs += f" in {rounds} rounds taken in turn across the variants"
+    speedup = ("the median over rounds of the ratio of p50s paired round by round, with its 95 % bootstrap interval "
+               "over the rounds" if rounds >= MIN_ROUNDS else "the ratio of p50 latencies in the same run")
     lines = [
         f"### {report['model']['name']} — latency vs {reference_of(report)}",
         "",
         f"Machine: {machine_line(report)}.  ",
-        f"Each cell: {settings['warmup']} warm-up runs discarded, then {runs} per variant and batch; "
-        f"speedup is the ratio of p50 latencies in the same run. Agreement on {report['agreement_inputs']}.",
+        *([f"GPU run settings: {'; '.join(report['environment']['gpu_settings'])}.  "]
+          if report["environment"].get("gpu_settings") else []),
+        f"Each cell: {settings['warmup']} warm-up runs discarded, then {runs}; "
+        f"speedup is {speedup}. Agreement on {report['agreement_inputs']}.",
         "",
         *markdown_table(report["results"]),
     ]
+    if unstable := unstable_lines(report):
+        lines += ["", "Unstable rows (their rounds disagree):", "", *(f"- {line}" for line in unstable), "",
+                  f"To steady them: {ADVICE}."]
     if standing := standing_lines(report):
         lines += ["", *(f"- {line}" for line in standing)]
     if left_out := left_out_lines(report):

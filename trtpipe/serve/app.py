@@ -25,12 +25,12 @@ from starlette.routing import Route
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import HEADER_LENGTH, InferRequest, ProtocolError, encode_infer_response, tensor_metadata
 from trtpipe.serve.repository import ServedModel
-from trtpipe.serve.service import ClientLeft, InferenceService, Metrics
+from trtpipe.serve.service import LARGE_DECODES_AT_ONCE, ClientLeft, InferenceService, Metrics
 from trtpipe.vocab import __version__
 
 CLIENT_CLOSED = 499  # nginx's code for a request the client abandoned: logged, never sent
 LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
-LARGE_BODIES_AT_ONCE = 4
+LARGE_BODIES_AT_ONCE = LARGE_DECODES_AT_ONCE
 
 T = TypeVar("T")
 
@@ -82,6 +82,8 @@ def lifespan(service: InferenceService) -> Callable[[Starlette], contextlib.Abst
             from trtpipe.serve.grpc_service import start_grpc  # gRPC is optional: imported only when asked for
 
             grpc_server = await start_grpc(service)
+            if grpc_server.bridge is not None:
+                service.listener_problems.append(grpc_server.bridge.problem)
         yield
         service.shutting_down = True
         if grpc_server is not None:
@@ -117,8 +119,10 @@ class HttpEndpoints:
         return JSONResponse({"live": True})
 
     async def ready(self, request: Request) -> Response:
-        ok = self.service.server_ready()
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+        reason = self.service.unready_reason()
+        if reason is None:
+            return JSONResponse({"ready": True})
+        return JSONResponse({"ready": False, "reason": reason}, status_code=503)
 
     async def model_metadata(self, request: Request) -> Response:
         try:

@@ -18,8 +18,15 @@ from typing import Any
 import uvicorn
 
 from trtpipe import console
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import BadInput, TrtpipeError
 from trtpipe.serve.options import ServeOptions
+from trtpipe.serve.service import out_of_memory
+
+
+def no_room(error: BaseException) -> BadInput:
+    """A start that ran out of memory (or of room for a thread's stack) as one line: what to change."""
+    return BadInput(f"The server does not fit in the memory it may use ({type(error).__name__}: {error}): raise "
+                    "the limit (ulimit -v, the container's memory) or serve fewer models or --instances.")
 
 
 class DrainingServer(uvicorn.Server):
@@ -45,6 +52,11 @@ class DrainingServer(uvicorn.Server):
             await context.__aenter__()
         except TrtpipeError as error:
             self.failure, self.should_exit = error, True
+            return
+        except Exception as error:  # the service's threads, the gRPC listener: memory that ran out is one line
+            if not out_of_memory(error):
+                raise
+            self.failure, self.should_exit = no_room(error), True
             return
         self.lifespan_context = context
         await super().startup(sockets)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ START_TIMEOUT_S = 120.0  # for the listener process to bind its port (its import
 LARGE_ANSWER = 1 << 20  # bytes: an answer above this is sent from a worker thread (the GIL released meanwhile)
 RESTART_PAUSE_S = 1.0  # before the first retry of a restart that failed; doubled each time, up to
 MAX_RESTART_PAUSE_S = 60.0
+PING_S = 1.0  # between the pings that tell whether the listener process still answers
+UNANSWERED_S = 3.0  # a listener that has answered no ping for this long is reported not answering (not ready)
 
 
 class CallAborted(Exception):
@@ -90,12 +93,62 @@ class ForwardedCall:
 Dispatch = Callable[[ForwardedCall], Awaitable[tuple[Any, str, bytes]]]
 
 
+FOLDER_PREFIX = "trtpipe-grpc-"  # then the server's pid and mkdtemp's letters: trtpipe-grpc-1234-k2j4_x
+
+
+def remove_dead_folders(temp: Path | None = None) -> list[Path]:
+    """Remove the socket folders that servers killed without a chance to clean up left in the temp folder, and
+    return them. A folder is a dead server's when the pid in its name is not running and its socket (if any)
+    refuses connections (nobody listens on it); any other folder, and one of another user, is left alone."""
+    removed = []
+    for folder in Path(temp or tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        try:
+            if not folder.is_dir() or folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if _owner_alive(folder) or _answers(folder / "calls.sock"):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _owner_alive(folder: Path) -> bool:
+    """Whether the pid in the folder's name is a running process (a name without one has no known owner)."""
+    pid = folder.name.removeprefix(FOLDER_PREFIX).split("-")[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # running, as another user
+        return True
+    return True
+
+
+def _answers(path: Path) -> bool:
+    """Whether something listens on the Unix socket at ``path``."""
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 class Bridge:
     """The Unix socket the listener forwards to, the listener process, and the calls in flight."""
 
     def __init__(self, settings: ServeOptions, dispatch: Dispatch, executor: Any, methods: dict[str, Any]) -> None:
         self.settings, self.dispatch, self.executor, self.methods = settings, dispatch, executor, methods
-        self.folder = Path(tempfile.mkdtemp(prefix="trtpipe-grpc-"))  # only this user may enter it
+        remove_dead_folders()  # a server killed with SIGKILL could not remove its own
+        # Only this user may enter it; the pid in its name tells later servers whether its owner still runs.
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         self.path = str(self.folder / "calls.sock")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(self.path)
@@ -104,16 +157,30 @@ class Bridge:
         self.process: subprocess.Popen[bytes] | None = None
         self.stopping = False
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.down: str | None = "The gRPC listener is starting."  # why it cannot take calls, until it answers
+        self.answered = 0.0  # time.monotonic() of its last answer to a ping
+
+    def problem(self) -> str | None:
+        """Why the gRPC listener cannot take calls now (down, restarting, or not answering its pings), or None:
+        the server's readiness reports it (read from HTTP's thread; the attributes are set on the gRPC loop)."""
+        if self.down is not None:
+            return self.down
+        silent = time.monotonic() - self.answered
+        if silent > UNANSWERED_S:
+            return f"The gRPC listener has not answered for {silent:.0f} s."
+        return None
 
     async def start(self) -> None:
         """Accept forwarded calls, then start the listener process; BadInput (its one line) when it cannot bind."""
         self._spawn_task(self._accept())
         await self._start_process()
         self._spawn_task(self._supervise())
+        self._spawn_task(self._ping())
 
     async def stop(self, grace: float | None) -> None:
         """Stop the listener (calls in flight get ``grace`` seconds), then stop accepting."""
         self.stopping = True
+        self.down = "The gRPC listener is stopping."
         process = self.process
         if process is not None and process.poll() is None:
             with contextlib.suppress(OSError):
@@ -121,9 +188,7 @@ class Bridge:
                 process.stdin.write(f"stop {grace if grace is not None else 0}\n".encode())
                 process.stdin.flush()
                 process.stdin.close()
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, process.wait, (grace or 0) + 10)
-            except subprocess.TimeoutExpired:
+            if not await _ended(process, (grace or 0) + 10):
                 process.kill()
         for task in list(self.tasks):
             task.cancel()
@@ -157,17 +222,49 @@ class Bridge:
             raise BadInput(text.removeprefix("error ") if text.startswith("error ") else
                            "The gRPC listener process failed to start (its output is above): see --grpc-port.")
         self.process = process
+        self._listen_for_answers(process)
+        self.answered, self.down = time.monotonic(), None
+
+    def _listen_for_answers(self, process: subprocess.Popen[bytes]) -> None:
+        """Note the time of each ``pong`` the listener process writes (read when its pipe is readable: no thread)."""
+        loop = asyncio.get_running_loop()
+        assert process.stdout is not None
+        fd = process.stdout.fileno()
+
+        def readable() -> None:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if not data:  # the process has ended
+                loop.remove_reader(fd)
+            elif b"pong" in data:
+                self.answered = time.monotonic()
+
+        loop.add_reader(fd, readable)
+
+    async def _ping(self) -> None:
+        """Ask the listener process to answer, every PING_S (see :meth:`problem`)."""
+        while not self.stopping:
+            process = self.process
+            if process is not None and process.poll() is None and process.stdin is not None:
+                with contextlib.suppress(OSError, ValueError):  # it has just ended, or its input was closed
+                    process.stdin.write(b"ping\n")
+                    process.stdin.flush()
+            await asyncio.sleep(PING_S)
 
     async def _supervise(self) -> None:
         """Restart the listener process if it exits while the server runs (its server is then unreachable over
         gRPC, never HTTP): one warning line each time."""
-        loop = asyncio.get_running_loop()
         while not self.stopping:
             process = self.process
             assert process is not None
-            code = await loop.run_in_executor(None, process.wait)
+            while process.poll() is None:  # polled: a thread waiting on it would be one more to start
+                await asyncio.sleep(0.1)
+            code = process.returncode
             if self.stopping:
                 return
+            self.down = f"The gRPC listener process exited (code {code}) and is restarting."
             console.warn(f"The gRPC listener process exited (code {code}): restarting it.")
             pause = RESTART_PAUSE_S
             while not self.stopping:
@@ -237,6 +334,17 @@ class Bridge:
         return True
 
 
+async def _ended(process: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Whether ``process`` ends within ``seconds``, polled: stopping starts no thread (under an address-space limit
+    a new thread's stack may not fit, and the server could not stop cleanly)."""
+    deadline = time.monotonic() + seconds
+    while process.poll() is None:
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
 def status_number(code: Any) -> int:
     """A grpc.StatusCode's number (``OK`` is 0)."""
     return int(code.value[0]) if code is not None else OK
@@ -277,4 +385,6 @@ class GrpcThread:
                 await self.call(self.bridge.stop(grace))
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
-            await asyncio.get_running_loop().run_in_executor(None, self.thread.join, 30)
+            deadline = time.monotonic() + 30
+            while self.thread.is_alive() and time.monotonic() < deadline:  # polled, as _ended: no thread started
+                await asyncio.sleep(0.02)

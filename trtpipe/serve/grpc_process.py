@@ -10,8 +10,9 @@ model and imports neither numpy nor a runtime: it binds the port (without ``SO_R
 and message sizes as ``--max-connections`` and ``--max-body-mb`` say, and forwards.
 
 Run by the server as ``python -m trtpipe.serve.grpc_process CONFIG`` (a JSON object, see :func:`main`). It writes
-one line to its standard output once the port is bound (``ready``) or could not be (``error <message>``), stops
-when told ``stop <grace seconds>`` on its standard input, and exits when that input closes (its server is gone).
+one line to its standard output once the port is bound (``ready``) or could not be (``error <message>``), answers
+``ping`` with ``pong`` (the server's readiness follows the answers: grpc_bridge.Bridge.problem), stops when told
+``stop <grace seconds>`` on its standard input, and exits when that input closes (its server is gone).
 """
 
 from __future__ import annotations
@@ -162,6 +163,9 @@ async def serve(config: dict[str, Any]) -> int:
         line = await loop.run_in_executor(None, sys.stdin.readline)
         if not line:  # the server process is gone
             break
+        if line.startswith("ping"):  # from this process's event loop: a frozen one does not answer
+            print("pong", flush=True)
+            continue
         if line.startswith("stop"):
             with contextlib.suppress(ValueError, IndexError):
                 grace = float(line.split()[1])

@@ -37,12 +37,18 @@ from trtpipe.serve.grpc_messages import Undecodable, infer_request_from_message,
 from trtpipe.serve.memory import give_back, short_of_room, warm_thread
 from trtpipe.serve.protocol import InferRequest, ProtocolError, datatype_of
 from trtpipe.serve.repository import ServedModel
-from trtpipe.serve.service import SERVICE_THREADS, ClientLeft, InferenceService, classify_failure
+from trtpipe.serve.service import (
+    LARGE_DECODES_AT_ONCE,
+    SERVICE_THREADS,
+    ClientLeft,
+    InferenceService,
+    classify_failure,
+)
 from trtpipe.vocab import __version__
 
 SERVICE = "inference.GRPCInferenceService"
 LARGE_MESSAGE = 1 << 20  # bytes: a request above this is decoded only while it holds one of a few slots
-LARGE_MESSAGES_AT_ONCE = 4  # as HTTP's large bodies: each costs memory while it is decoded
+LARGE_MESSAGES_AT_ONCE = LARGE_DECODES_AT_ONCE  # as HTTP's large bodies: each costs memory while it is decoded
 
 
 def _grpc_modules() -> tuple[Any, Any, Any]:

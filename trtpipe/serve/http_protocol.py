@@ -1,4 +1,5 @@
-"""uvicorn's HTTP protocol with a header deadline, and a 503 when memory runs out while a request arrives.
+"""uvicorn's HTTP protocol with a header deadline, a JSON 400 for a request it cannot parse, and a 503 when memory
+runs out while a request arrives.
 
 A client that connects and then sends its request line and headers slowly (or not at all) is cut off, so slow
 clients cannot hold connections and file descriptors. uvicorn bounds idle keep-alive time and concurrent
@@ -34,6 +35,12 @@ _OUT_OF_MEMORY_BODY = json.dumps({"error": "The server ran out of memory while r
 OUT_OF_MEMORY_RESPONSE = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
                           b"content-length: " + str(len(_OUT_OF_MEMORY_BODY)).encode() + b"\r\n"
                           b"connection: close\r\n\r\n" + _OUT_OF_MEMORY_BODY)
+_MALFORMED_BODY = json.dumps({"error": "The request is not valid HTTP/1.1 (its request line or a header has a byte "
+                                       "HTTP does not allow, or is cut short): check how the client builds it."}
+                             ).encode()
+MALFORMED_RESPONSE = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                      b"content-length: " + str(len(_MALFORMED_BODY)).encode() + b"\r\n"
+                      b"connection: close\r\n\r\n" + _MALFORMED_BODY)
 
 
 class _OutOfMemory(Exception):
@@ -85,6 +92,13 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
             super().data_received(data)
         except _OutOfMemory:
             self._refuse_for_memory()
+
+    def send_400_response(self, msg: str) -> None:
+        """A request httptools cannot parse (a 0x7f byte in a header, a broken request line) answered in the JSON
+        shape of every other error, not uvicorn's text/plain."""
+        self._disarm()
+        self.transport.write(MALFORMED_RESPONSE)
+        self.transport.close()
 
     def on_message_begin(self) -> None:
         self._headers_done = False

@@ -15,7 +15,9 @@ import itertools
 import math
 import re
 import secrets
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,23 +36,48 @@ from trtpipe.serve.protocol import (
 from trtpipe.shapes import format_shape
 
 
+@dataclass(frozen=True)
+class TooDeep:
+    """A data array whose brackets nest deeper than any input of the model has dimensions: its nesting was not
+    followed past ``at``, the byte of the first bracket beyond ``limit`` levels (following it cost time in
+    proportion to its depth at every bracket: docs/results/serving.md, 'Deep nesting')."""
+
+    at: int
+    limit: int
+
+
+Nesting = list[int] | str | TooDeep  # the length at each depth, why the arrays are not rectangular, or too deep
+
+
+def check_deadline(deadline: float | None) -> None:
+    """ProtocolError(504) once ``deadline`` (a time.monotonic() value) has passed: decoding a request counts
+    against its ``--timeout-ms``, and a request past it stops taking CPU where decoding looks at the clock (each
+    block of a scan, each slice of values)."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise ProtocolError(504, "The request was not decoded within its time limit (--timeout-ms, or the decode "
+                                 "budget): send it as binary data, or in smaller requests.")
+
+
 class JsonArray(TensorData):
     """A ``data`` array of a JSON request, kept as text: counted by a vectorised scan of its bytes and parsed a
     slice at a time, so that no Python object exists for more than one slice's values.
 
     orjson would turn the whole array into Python floats (many times the body's size in memory:
     docs/results/serving.md, 'Request decoding costs') before anyone could see that the count is wrong; here the
-    count costs nothing and the values go straight into the model's dtype. Nesting is flattened in row-major order,
-    as Triton reads it.
+    count costs nothing and the values go straight into the model's dtype. Data nested as its shape is flattened in
+    row-major order, as Triton reads it (any other nesting is refused: :func:`check_nesting`).
     """
 
-    def __init__(self, text: bytes | bytearray, start: int, end: int, elements: int, nesting: list[int] | str
-                 ) -> None:
+    def __init__(self, text: bytes | bytearray, start: int, end: int, elements: int, nesting: Nesting,
+                 deadline: float | None = None) -> None:
         self.text, self.start, self.end = text, start, end  # text[start] is '[', text[end] its closing ']'
         self.elements = elements
-        self.nesting = nesting  # the length at each depth, or why the arrays are not rectangular
+        self.nesting = nesting  # the length at each depth, why the arrays are not rectangular, or TooDeep
+        self.deadline = deadline  # decoding stops (504) past it
 
     def check(self, name: str, shape: list[int], datatype: str, dtype: np.dtype[Any]) -> None:
+        if isinstance(self.nesting, TooDeep):  # its values were not counted past the first bracket too deep
+            check_nesting(name, self.nesting, shape)
         if self.elements != math.prod(shape):
             raise count_mismatch(name, self.elements, shape)
         check_nesting(name, self.nesting, shape)
@@ -73,6 +100,7 @@ class JsonArray(TensorData):
         text shows it holds (see :func:`_kinds`). ``name`` says what the array is, in messages."""
         pos, end = self.start + 1, self.end
         while True:
+            check_deadline(self.deadline)
             cut = self.text.find(b",", pos + SLICE_BYTES, end) if pos + SLICE_BYTES < end else -1
             stop = end if cut < 0 else cut
             text = b"[" + self.text[pos:stop].translate(_BRACKETS_AS_SPACES) + b"]"
@@ -135,19 +163,27 @@ def _flatten(value: Any, name: str) -> tuple[list[Any], bool]:
 EMPTY_ARRAY = "holds an empty array"
 
 
-def check_nesting(name: str, nesting: list[int] | str, shape: list[int]) -> None:
-    """ProtocolError(400) when a JSON ``data`` array is ragged: its arrays of one depth differ in length, or values
-    sit beside arrays. Counting the values alone would take [[1000 values], [24 values]] for a 1x1x32x32 input.
-    Rectangular data of the right count is read in row-major order, whatever its nesting (KServe v2 allows a
-    tensor flat or nested as its shape; nested as 32x32 for 1x1x32x32 is the same values)."""
+def check_nesting(name: str, nesting: Nesting, shape: list[int]) -> None:
+    """ProtocolError(400) unless a JSON ``data`` array is flat or nested exactly as the declared shape, as KServe
+    v2 allows. Counting the values alone would take [[1000 values], [24 values]] (ragged), [[1024], [1024]] or
+    twenty thousand one-element levels for a 1x1x32x32 input; row-major order is then a guess at what the client
+    meant. Nesting deeper than the shape has dimensions is named as such (a scan stops following it at the first
+    bracket beyond the model's deepest input: :class:`TooDeep`)."""
     if nesting == EMPTY_ARRAY:
         raise ProtocolError(400, f"Input '{name}' data {EMPTY_ARRAY}.")
+    fix = f"give it flat, or nested as its shape {format_shape(shape)}"
+    if isinstance(nesting, TooDeep):
+        raise ProtocolError(400, f"Input '{name}' data nests deeper than {nesting.limit} levels (at byte "
+                                 f"{nesting.at}), deeper than its shape {format_shape(shape)}: {fix}.")
     if isinstance(nesting, str):
-        raise ProtocolError(400, f"Input '{name}' data is ragged ({nesting}): give it flat, or nested as its shape "
-                                 f"{format_shape(shape)}.")
+        raise ProtocolError(400, f"Input '{name}' data is ragged ({nesting}): {fix}.")
+    if nesting != shape and nesting != [math.prod(shape)]:
+        deeper = f", {len(nesting)} levels deep" if len(nesting) > len(shape) else ""
+        raise ProtocolError(400, f"Input '{name}' data is nested as {format_shape(nesting)}{deeper}, which is not "
+                                 f"its shape {format_shape(shape)}: {fix}.")
 
 
-def _nesting_of(value: list[Any]) -> list[int] | str:
+def _nesting_of(value: list[Any]) -> Nesting:
     """The length at each depth of a nested list that orjson built, or why it is not rectangular (see
     :class:`_Nesting`, which reads the same from an array's text)."""
     dims: list[int] = []
@@ -240,7 +276,7 @@ class _Nesting:
             self.ragged = f"arrays at depth {depth} hold {length} and {int(odd[0])} {what}"
         return not odd.size
 
-    def result(self) -> list[int] | str:
+    def result(self) -> Nesting:
         if self.ragged is not None:
             return self.ragged
         return [self.lengths[depth] for depth in range(1, (self.innermost or 1) + 1)]
@@ -299,6 +335,8 @@ def typed_values(values: list[Any], dtype: np.dtype[Any], name: str, datatype: s
 SLICE_BYTES = 1 << 18  # of a data array parsed at once: a bounded number of Python objects alive at a time
 SCAN_FIRST, SCAN_BLOCK = 1 << 13, 1 << 20  # bytes of a data array scanned at once, first and at most (a few
 # temporary arrays of this length)
+DEEP_BLOCK = 1 << 16  # bytes scanned at once past TooDeep: the block where the array closes is followed bracket by
+# bracket, which in a block of brackets only costs temporary arrays 8 times its size
 SMALL_ARRAY = 1 << 12  # bytes: a data array shorter than this is parsed by orjson with the rest of the request
 JSON_OUTSIDE_DATA_LIMIT = 1 << 20  # JSON bytes besides the data arrays; orjson turns them into Python objects
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -313,15 +351,27 @@ _CLASS[list(b"0123456789+-.eEtruefalsn")] = 2
 _CLASS[ord("[")], _CLASS[ord("]")] = 3, 4
 
 
-def _scan_array(text: bytes | bytearray, start: int) -> JsonArray | None:
+def _scan_array(text: bytes | bytearray, start: int, max_depth: int, deadline: float | None = None
+                ) -> JsonArray | None:
     """The plain array that opens at ``text[start]``, its values counted, or None when it holds anything else
-    before it closes (or never closes): then orjson reads it, and its own rules refuse it. Blocks grow from
-    SCAN_FIRST to SCAN_BLOCK bytes, so that the work is in proportion to the array, whatever its size."""
+    before it closes: then orjson reads it, and its own rules refuse it. Blocks grow from SCAN_FIRST to SCAN_BLOCK
+    bytes, so that the work is in proportion to the array, whatever its size or nesting: past ``max_depth`` levels
+    (the model's deepest input) its nesting is no longer followed (:class:`TooDeep`), only its end looked for. One
+    that nests too deep and never closes is refused here. Past ``deadline``, ProtocolError(504)."""
     view = np.frombuffer(text, np.uint8)
     depth, elements, in_value, pos, size = 0, 0, False, start, SCAN_FIRST
     nesting = _Nesting()
+    deep: TooDeep | None = None
     while pos < len(text):
+        check_deadline(deadline)
         kind = _CLASS[view[pos:pos + size]]
+        if deep is not None and np.count_nonzero(kind == 4) < depth:
+            # Too deep, and the array cannot close in this block: the brackets are counted, not followed one by one.
+            if not kind.all():
+                return None
+            depth += int(np.count_nonzero(kind == 3)) - int(np.count_nonzero(kind == 4))
+            pos += len(kind)
+            continue
         brackets = np.flatnonzero(kind >= 3)  # few: depth is followed at the brackets only
         depths = np.cumsum(np.where(kind[brackets] == 3, 1, -1)) + depth
         closing = np.flatnonzero(depths == 0)
@@ -330,31 +380,44 @@ def _scan_array(text: bytes | bytearray, start: int) -> JsonArray | None:
             brackets, depths = brackets[:int(closing[0]) + 1], depths[:int(closing[0]) + 1]
         if not kind.all():  # a class-0 byte
             return None
-        value = kind == 2
-        starts = np.empty_like(value)  # the first byte of each value
-        starts[0] = bool(value[0]) and not in_value
-        np.greater(value[1:], value[:-1], out=starts[1:])
-        elements += int(np.count_nonzero(starts))
-        nesting.feed(kind[brackets] == 3, depths, brackets, starts)
+        if deep is None and depths.size and int(depths.max()) > max_depth:
+            deep = TooDeep(pos + int(brackets[int(np.argmax(depths > max_depth))]), max_depth)
+        if deep is None:
+            value = kind == 2
+            starts = np.empty_like(value)  # the first byte of each value
+            starts[0] = bool(value[0]) and not in_value
+            np.greater(value[1:], value[:-1], out=starts[1:])
+            elements += int(np.count_nonzero(starts))
+            nesting.feed(kind[brackets] == 3, depths, brackets, starts)
+            in_value = bool(value[-1])
         if closing.size:
-            return JsonArray(text, start, pos + len(kind) - 1, elements, nesting.result())
-        depth, in_value, pos = int(depths[-1]) if depths.size else depth, bool(value[-1]), pos + len(kind)
-        size = min(4 * size, SCAN_BLOCK)
+            return JsonArray(text, start, pos + len(kind) - 1, elements, deep or nesting.result(), deadline)
+        depth, pos = int(depths[-1]) if depths.size else depth, pos + len(kind)
+        size = min(4 * size, SCAN_BLOCK) if deep is None else DEEP_BLOCK
+    if deep is not None:
+        raise ProtocolError(400, f"The request is not valid JSON: a 'data' array nests deeper than {max_depth} "
+                                 f"levels (at byte {deep.at}) and never closes.")
     return None
 
 
-def _small(text: bytes | bytearray, start: int) -> bool:
+def _small(text: bytes | bytearray, start: int, max_depth: int) -> bool:
     """Whether the array opening at ``text[start]`` cannot hold more than SMALL_ARRAY bytes of values: a quote or
     brace comes first (in valid JSON one follows an array in an object at once). Such an array is left to orjson
     with the rest, at the cost of a few bounded searches; only larger ones are scanned, each over its own bytes,
-    so that many small arrays cost no more than one large one."""
+    so that many small arrays cost no more than one large one. One that opens more than ``max_depth`` arrays at
+    once is scanned whatever its size, so that nesting too deep is named as such (orjson would stop at 1,024 levels
+    with a message that names no tensor)."""
     stop = start + SMALL_ARRAY
+    if text.find(b"[" * (max_depth + 1), start, stop) >= 0:
+        return False
     return any(text.find(mark, start, stop) >= 0 for mark in (b'"', b"}", b"{")) or stop >= len(text)
 
 
-def read_json(text: bytes | bytearray) -> dict[str, Any]:
+def read_json(text: bytes | bytearray, max_depth: int = 1, deadline: float | None = None) -> dict[str, Any]:
     """A request's JSON, each input's ``data`` a TensorData: a plain ``"data": [...]`` array left as text (a
-    JsonArray), any other value as orjson read it (a JsonValue).
+    JsonArray), any other value as orjson read it (a JsonValue). ``max_depth`` is the most dimensions an input
+    of the model has: a data array's nesting is followed that deep and no further (see :func:`_scan_array`).
+    Past ``deadline`` (time.monotonic()), ProtocolError(504), wherever decoding has got to.
 
     The text is walked from string to string (a regular expression finds each; no Python work per byte): a
     ``"data"`` key followed by an array is scanned and cut out, a placeholder (unguessable, per request) put in
@@ -367,6 +430,7 @@ def read_json(text: bytes | bytearray) -> dict[str, Any]:
     pieces: list[bytes | bytearray] = []
     pos = piece = kept = 0  # piece: where the current stretch of kept text starts; kept: bytes kept before it
     while (quote := text.find(b'"', pos)) >= 0:
+        check_deadline(deadline)
         string = _STRING.match(text, quote)
         if string is None:
             break  # an unterminated string: orjson says where
@@ -374,7 +438,8 @@ def read_json(text: bytes | bytearray) -> dict[str, Any]:
         _check_outside_data(kept + pos - piece)
         if string.group() != b'"data"' or (key := _AFTER_DATA_KEY.match(text, pos)) is None:
             continue
-        if _small(text, key.end() - 1) or (array := _scan_array(text, key.end() - 1)) is None:
+        start = key.end() - 1
+        if _small(text, start, max_depth) or (array := _scan_array(text, start, max_depth, deadline)) is None:
             continue
         placeholder = f"{nonce}:{len(arrays)}"
         pieces += [text[piece:array.start], b'"' + placeholder.encode() + b'"']
@@ -410,13 +475,16 @@ def _check_outside_data(size: int) -> None:
 
 def parse_infer_request(body: bytes | bytearray, header_length: int | None, inputs: list[TensorInfo],
                         outputs: list[TensorInfo], max_batch_size: int | None,
-                        max_tensor_bytes: int | None = None) -> InferRequest:
+                        max_tensor_bytes: int | None = None, deadline: float | None = None) -> InferRequest:
     """Decode and check an HTTP infer request (JSON, or a JSON header and binary data) against the model's
-    tensors. ``max_tensor_bytes`` bounds each decoded input (413 past it), as the body limit bounds the body."""
+    tensors. ``max_tensor_bytes`` bounds each decoded input (413 past it), as the body limit bounds the body;
+    ``deadline`` (time.monotonic()) the time decoding may take (504 past it)."""
     if header_length is not None:
         if header_length < 0 or header_length > len(body):
             raise ProtocolError(400, f"{HEADER_LENGTH} is {header_length}, but the body has {len(body)} bytes.")
         header_bytes, binary = body[:header_length], memoryview(body)[header_length:]
     else:
         header_bytes, binary = body, memoryview(b"")
-    return infer_request(read_json(header_bytes), binary, inputs, outputs, max_batch_size, max_tensor_bytes)
+    max_depth = max([len(t.shape) for t in inputs] + [1])
+    return infer_request(read_json(header_bytes, max_depth, deadline), binary, inputs, outputs, max_batch_size,
+                         max_tensor_bytes)

@@ -8,6 +8,7 @@ are thread-safe; PyTorch modules and TensorRT execution contexts are not, so cal
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,10 @@ def load(source: str | Path, *, runtime: str | None = None, allow_cpu_mismatch: 
 
     ``runtime`` runs an ONNX file on onnxruntime or openvino. ``settings`` are run settings (RunOptions:
     ``threads``, ``providers``, ``optimization``, ``spinning`` for ONNX Runtime, ``hint`` for OpenVINO,
-    ``cuda_graph`` for TensorRT); a setting the artifact's backend does not have is refused. A PyTorch model
+    ``cuda_graph`` for TensorRT); a setting the artifact's backend does not have is refused. ``device="cuda"``
+    runs an ONNX file on ONNX Runtime's CUDA provider (with the settings its probe recorded, if any) where no
+    ``providers`` are given; an engine or a package runs where it was built for, and a ``device`` it cannot run on
+    is refused. A PyTorch model
     takes ``device``, ``threads``, ``arch``, ``input_shape``, ``input_dtype``, ``input_range`` (each a value for
     the only input or {input name: value}, as :func:`trtpipe.models.loader.load_model` reads them) and
     ``trust_checkpoint``.
@@ -96,7 +100,10 @@ def load(source: str | Path, *, runtime: str | None = None, allow_cpu_mismatch: 
             if runtime not in tuple(BackendKind):
                 raise BadInput(f"Unknown runtime '{runtime}': choose from {', '.join(BackendKind)}.")
             chosen = BackendKind(runtime)
+        device = settings.pop("device", None)
         description, options = describe_artifact(path), RunOptions.from_keywords(settings)
+        if device is not None:
+            options = _on_device(description, options, _device(device), chosen or description.backend)
         if not options.on_gpu:
             from trtpipe.hardware import cpu_class
 
@@ -107,12 +114,38 @@ def load(source: str | Path, *, runtime: str | None = None, allow_cpu_mismatch: 
 
     loader_options = {k: settings.pop(k) for k in ("arch", "input_shape", "input_dtype", "input_range",
                                                    "trust_checkpoint") if k in settings}
-    device = settings.pop("device", Device.CPU)
-    if device not in tuple(Device):
-        raise BadInput(f"Unknown device '{device}': choose from {', '.join(Device)}.")
+    device = _device(settings.pop("device", Device.CPU))
     loaded = load_model(str(source), **loader_options)
-    backend = TorchBackend(loaded.module, loaded.inputs, device=Device(device), **settings)
+    backend = TorchBackend(loaded.module, loaded.inputs, device=device, **settings)
     return Model(backend, loaded.name, str(source))
+
+
+def _device(value: object) -> Device:
+    if value not in tuple(Device):
+        raise BadInput(f"Unknown device '{value}': choose from {', '.join(Device)}.")
+    return Device(str(value))
+
+
+def _on_device(description: ArtifactDescription, options: RunOptions, device: Device,
+               runtime: BackendKind) -> RunOptions:
+    """``options`` for running ``description`` on ``device``: ONNX Runtime's CUDA provider for an ONNX file asked
+    onto the GPU without providers of its own; BadInput where the artifact or the settings run elsewhere."""
+    if runtime is BackendKind.ONNXRUNTIME:
+        if device is Device.CUDA and not options.providers:
+            from trtpipe.runtime.onnxruntime.providers import provider_list
+            from trtpipe.vocab import OnnxExecution
+
+            return replace(options, providers=tuple(provider_list(OnnxExecution.CUDA)))
+        if options.on_gpu is not (device is Device.CUDA):
+            raise BadInput(f"device={device} and providers {', '.join(options.provider_names)} disagree: give one "
+                           "of them.")
+        return options
+    runs_on = description.package.device if description.package is not None else (
+        Device.CUDA if runtime is BackendKind.TENSORRT else Device.CPU)
+    if device is not runs_on:
+        raise BadInput(f"{description.path} runs on {runs_on} ({runtime}), not {device}: load it without device, or "
+                       "make an artifact for that device.")
+    return options
 
 
 def open_model(description: ArtifactDescription, options: RunOptions | None = None, *,

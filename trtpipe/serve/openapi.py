@@ -52,7 +52,7 @@ def _responses(ok: dict[str, Any], *codes: str) -> dict[str, Any]:
 def openapi() -> dict[str, Any]:
     name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
     version = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
-    ready = {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+    ready = {"type": "object", "properties": {"ready": {"type": "boolean"}, "reason": {"type": "string"}}}
     metadata = {"type": "object", "properties": {"name": {"type": "string"}, "versions": {"type": "array"},
                                                  "platform": {"type": "string"}, "inputs": {"type": "array"},
                                                  "outputs": {"type": "array"}}}
@@ -65,7 +65,8 @@ def openapi() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/v2": {"get": {"summary": "server metadata", "responses": _responses({"type": "object"})}},
         "/v2/health/live": {"get": {"summary": "liveness", "responses": _responses({"type": "object"})}},
-        "/v2/health/ready": {"get": {"summary": "readiness (503 while a model is not ready or shutting down)",
+        "/v2/health/ready": {"get": {"summary": "readiness (503, with the reason, while a model or the gRPC listener "
+                                                "is not ready, or shutting down)",
                                      "responses": _responses(ready, "503")}},
         "/v2/models/{name}": {"get": {"parameters": [name], "responses": _responses(metadata, "404", "503")}},
         "/v2/models/{name}/versions/{version}": {"get": {"parameters": [name, version],

@@ -120,7 +120,10 @@ def batching_options(options: ServeOptions) -> BatchingOptions | None:
                            options.max_queue)
 
 
-_SOURCE_PATHS = re.compile(r"(?:[A-Za-z]:)?(?:/[\w.+-]+)+\.(?:cc|cpp|cu|h|hpp|py|so)(?::\d+)?")
+# A library's source file, with its folders or without (ONNX Runtime writes "tensorprotoutils.cc:619" before the
+# C++ function that failed), and the function's name after it when there is one.
+_SOURCE_PATHS = re.compile(r"(?:[A-Za-z]:)?(?:/?[\w.+-]+/)*[\w.+-]+\.(?:cc|cpp|cxx|cu|h|hpp|inl|py|so)(?::\d+)?"
+                           r"(?: (?:[\w]+::)+\w+(?= ))?")
 _ABSOLUTE_PATHS = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]*")
 
 

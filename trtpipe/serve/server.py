@@ -25,7 +25,7 @@ from trtpipe.serve.app import create_app
 from trtpipe.serve.memory import bound_arenas
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.repository import ServedModel, load_repository
-from trtpipe.serve.service import Metrics
+from trtpipe.serve.service import Metrics, out_of_memory
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 BACKLOG = 2048  # uvicorn's default
@@ -68,7 +68,7 @@ def build_app(repository: Path, options: ServeOptions | None = None) -> tuple[An
 
 
 def serve(repository: Path, options: ServeOptions | None = None) -> None:
-    from trtpipe.serve.draining import draining_server
+    from trtpipe.serve.draining import draining_server, no_room
 
     options = options or ServeOptions()
     bound_arenas()  # before any of the server's threads start (trtpipe/serve/memory.py)
@@ -79,7 +79,12 @@ def serve(repository: Path, options: ServeOptions | None = None) -> None:
     listener = bind_http(options.host, options.port)
     with contextlib.closing(listener):
         port = listener.getsockname()[1]  # the one the OS chose, for --port 0
-        app, models = build_app(repository, options)
+        try:
+            app, models = build_app(repository, options)
+        except (MemoryError, RuntimeError) as error:  # a model too large for the limit fails alone (not ready)
+            if not out_of_memory(error):
+                raise
+            raise no_room(error) from None
         server = draining_server(app, options, port, lambda: _announce(models, repository, options, port))
         server.run(sockets=[listener])
     if server.failure is not None:

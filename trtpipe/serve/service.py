@@ -19,7 +19,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -194,6 +194,10 @@ def start_threads(executor: ThreadPoolExecutor, count: int) -> None:
 
 
 SERVICE_THREADS = min(32, (os.cpu_count() or 1) + 4)  # what the event loop's default pool would have
+# Large requests each transport decodes at once: together they leave at least two service threads to small requests
+# and unbatched models, so that requests that have not reached a model's queue cannot hold every thread.
+LARGE_DECODES_AT_ONCE = max(1, min(4, (SERVICE_THREADS - 2) // 2))
+DECODE_BUDGET_S = 10.0  # the longest a request's decoding may take without --timeout-ms (504 past it)
 
 
 class InferenceService:
@@ -216,6 +220,9 @@ class InferenceService:
         self.draining = False
         self.shutting_down = False
         self.executor = ThreadPoolExecutor(SERVICE_THREADS, thread_name_prefix="trtpipe-serve")
+        # Each listener besides HTTP (the gRPC one) says why it cannot take requests now, or None: readiness
+        # covers every listener the server was asked to run.
+        self.listener_problems: list[Callable[[], str | None]] = []
 
     def start(self) -> None:
         """Start the pool's threads now, before the server reports ready."""
@@ -224,8 +231,22 @@ class InferenceService:
     # Readiness and lookup
 
     def server_ready(self) -> bool:
-        """Every model version loaded and the server neither draining nor shutting down."""
-        return self.accepting and all(e.ready for v in self.models.values() for e in v.values())
+        """Every model version loaded, every listener taking requests, and the server neither draining nor
+        shutting down."""
+        return self.unready_reason() is None
+
+    def unready_reason(self) -> str | None:
+        """Why the server is not ready, in a sentence for /v2/health/ready's body, or None when it is."""
+        if not self.accepting:
+            return "The server is shutting down."
+        broken = sorted({e.name for v in self.models.values() for e in v.values() if not e.ready})
+        if broken:
+            return f"Model {', '.join(repr(name) for name in broken)} is not loaded."
+        for problem in self.listener_problems:
+            said = problem()
+            if said is not None:
+                return said
+        return None
 
     def model_ready(self, entry: ServedModel) -> bool:
         return entry.ready and self.accepting
@@ -258,12 +279,15 @@ class InferenceService:
 
     async def parse(self, entry: ServedModel, body: bytes | bytearray, header_length: int | None) -> InferRequest:
         """The request checked against the model's tensors, parsed in a worker thread: a large body takes long to
-        decode, and meanwhile the event loop keeps answering health checks and other models."""
+        decode, and meanwhile the event loop keeps answering health checks and other models. Decoding may take
+        ``--timeout-ms`` (DECODE_BUDGET_S without it): past it the worker stops where it is and the request is a
+        504, so that no body holds a thread for longer (the threads are shared with unbatched models)."""
         assert entry.model is not None
         self.check_body_size(len(body))
+        deadline = time.monotonic() + (self.settings.timeout_s or DECODE_BUDGET_S)
         return await asyncio.get_running_loop().run_in_executor(
             self.executor, parse_infer_request, body, header_length, entry.model.inputs, entry.model.outputs,
-            entry.max_batch_size)
+            entry.max_batch_size, None, deadline)
 
     # Execution
 

@@ -85,11 +85,16 @@ class TritonModel:
         return "KIND_GPU" if self.gpu else self.kind.triton_instance_kind
 
 
+MAX_NAME_LENGTH = 255  # a folder name's limit on common filesystems
+
+
 def check_name(name: str) -> str:
-    """Model names become folder names: refuse anything that could leave the repository."""
-    if not name or name in (".", "..") or not set(name) <= SAFE_NAME_CHARS or name.startswith("."):
-        raise BadInput(f"Model name '{name}' is not allowed: use letters, digits, '_', '-' and '.', not starting "
-                       "with '.' (it becomes a folder of the repository).")
+    """Model names become folder names and URL paths: refuse anything that could leave the repository, or be read
+    as an option by the tools that take a model's name on their command line (``-rf``)."""
+    if (not name or not set(name) <= SAFE_NAME_CHARS or name[0] in ".-" or len(name) > MAX_NAME_LENGTH):
+        raise BadInput(f"Model name '{name}' is not allowed: use letters, digits, '_', '-' and '.', starting with a "
+                       f"letter, digit or '_', at most {MAX_NAME_LENGTH} characters (it becomes a folder of the "
+                       "repository).")
     return name
 
 

@@ -1,34 +1,84 @@
-"""Which measure judges which task, and the task a model's outputs imply when the user names none.
+"""Which measure judges which task, and the task a model's outputs show when the user names none.
 
 A new task measure is one module here (``EXPECTED``, ``fits(shape)``, ``measure(reference, candidate, labels)``)
 and one line in MEASURES; the comparison, and so every stage that reports or gates accuracy, picks it up.
+
+A task is inferred only where the evidence says so, and every inference says which measure (and decoder) it chose
+and why (:class:`Inference`): shapes alone choose a classifier ``[N, C]``, a segmenter ``[N, C, H, W]`` and a dense
+map ``[N, 1, H, W]``; a detector's head must also decode to plausible boxes on the data (``detect.choose``) and a
+recognizer's outputs must show CTC's blank (``sequence.recognised``). A head that looks like a detector's but that
+no built-in decoder reads plausibly is not measured as one: generic, with the line naming ``--task`` and
+``--postprocess``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 
+import numpy as np
+
 from trtpipe.errors import BadInput
-from trtpipe.tasks import classify, dense, detect, embed, generic, segment
+from trtpipe.tasks import classify, dense, detect, embed, generic, segment, sequence
 from trtpipe.vocab import Task
 
 MEASURES: dict[Task, ModuleType] = {
     Task.CLASSIFY: classify, Task.DETECT: detect, Task.SEGMENT: segment, Task.DENSE: dense, Task.EMBED: embed,
-    Task.GENERIC: generic,
+    Task.SEQUENCE: sequence, Task.GENERIC: generic,
 }
-# Tried in this order on a single output; [N, C] is read as class scores (name --task embed for embeddings).
-_INFERRED = (Task.CLASSIFY, Task.DETECT, Task.SEGMENT, Task.DENSE)
+# Read from one output's shape alone; [N, C] is read as class scores (name --task embed for embeddings).
+_BY_SHAPE = {Task.CLASSIFY: "class scores", Task.SEGMENT: "per-pixel class scores",
+             Task.DENSE: "a map of one value per pixel"}
+NAMED = "--task " + "|".join(str(t) for t in Task if t is not Task.GENERIC)
 
 
-def infer_task(shapes: list[tuple[int, ...]]) -> Task:
-    """The task a model's output shapes imply where that is unambiguous (one output of a known layout, or a
-    detector's per-anchor class scores [N, A, C] and boxes [N, A, 4]), else generic."""
-    if detect.scores_and_boxes(shapes):
-        return Task.DETECT
-    if len(shapes) != 1:
-        return Task.GENERIC
-    return next((task for task in _INFERRED if MEASURES[task].fits(tuple(shapes[0]))), Task.GENERIC)
+@dataclass(frozen=True)
+class Inference:
+    """The task a model's outputs showed, the built-in detection decoder that reads them (detect), and why."""
+
+    task: Task
+    reason: str
+    decoder: str | None = None
+
+    def line(self) -> str:
+        """``Task: detect, decoded as yolox (inferred: ...)``: the one line every inference prints."""
+        decoded = f", decoded as {self.decoder}" if self.decoder else ""
+        return f"Task: {self.task}{decoded} (inferred: {self.reason})"
+
+
+def _shapes(outputs: Sequence[np.ndarray]) -> str:
+    return ("output " if len(outputs) == 1 else "outputs ") + ", ".join(str(list(np.asarray(o).shape))
+                                                                         for o in outputs)
+
+
+def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None = None) -> Inference:
+    """The task FP32's ``outputs`` on some samples show (``image_size``: the input's height and width, where known,
+    to check a detector's boxes against), with the reason; generic where nothing does."""
+    outputs = [np.asarray(o) for o in outputs]
+    shapes = [tuple(o.shape) for o in outputs]
+    fix = (f"give {NAMED} (a detector: and --postprocess MODULE:FN where its head is none of "
+           f"{', '.join(n for n in detect.DECODERS if n != 'scores_boxes')})")
+    # One raw head, or scores and boxes: a model of several other outputs names its own task
+    looks_detect = bool(detect.candidates(shapes)) and (len(shapes) == 1 or detect.scores_and_boxes(shapes))
+    readings = list[detect.Reading]()
+    if looks_detect:
+        chosen, readings = detect.choose(outputs, image_size)
+        if chosen is not None:
+            passed = "; ".join(f"not {r.decoder}: {r.evidence}" for r in readings if r is not chosen)
+            return Inference(Task.DETECT, f"{_shapes(outputs)} read by the {chosen.decoder} decoder: {chosen.evidence}"
+                             + (f" ({passed})" if passed else ""), chosen.decoder)
+    if len(outputs) == 1 and (why := sequence.recognised(np.asarray(outputs[0], dtype=np.float64))):
+        return Inference(Task.SEQUENCE, why)
+    if looks_detect:
+        return Inference(Task.GENERIC, f"{detect.unrecognised(readings)}: compared output by output; {fix}")
+    if len(outputs) == 1:
+        shape = shapes[0]
+        for task, meaning in _BY_SHAPE.items():
+            if MEASURES[task].fits(shape):
+                return Inference(task, f"one output {list(shape)}, read as {meaning}")
+    return Inference(Task.GENERIC, f"{_shapes(outputs)}: no layout a task measure reads: compared "
+                                   f"output by output; {fix}")
 
 
 def check_fits(task: Task, shapes: Sequence[tuple[int, ...]]) -> None:

@@ -1,11 +1,14 @@
 """Segmenters: per-pixel class scores ``[N, C, H, W]``. Pixel agreement and mIoU against the reference's
-argmax; pixel accuracy against label masks ``[N, H, W]`` (class indices)."""
+argmax; pixel accuracy against label masks ``[N, H, W]`` (class indices). The image is the unit of the intervals
+(its pixels are not independent): the bootstrap over images, at least as wide as Wilson's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from trtpipe.tasks.base import Fidelity
+from trtpipe.tasks.base import Fidelity, paired_drop, pooled_share
 from trtpipe.vocab import Task
 
 EXPECTED = "[N, C, H, W] per-pixel class scores (C > 1)"
@@ -27,7 +30,9 @@ def mean_iou(truth: np.ndarray, predicted: np.ndarray) -> float:
 def measure(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | None) -> Fidelity:
     ref, cand = reference.argmax(1), candidate.argmax(1)
     figures = {"miou": mean_iou(ref, cand)}
-    accuracy = reference_accuracy = None
+    per_image = ref.reshape(len(ref), -1) == cand.reshape(len(cand), -1)
+    agreement, agreement_interval, agreement_on = pooled_share(per_image.sum(1), np.full(len(ref), per_image.shape[1]))
+    accuracy = reference_accuracy = accuracy_interval = drop_interval = None
     if labels is not None:
         masks = np.asarray(labels)[: len(ref)]
         if masks.shape != ref.shape:
@@ -43,9 +48,19 @@ def measure(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | N
 
             raise BadInput(f"Segmentation labels hold no class of the model's 0..{reference.shape[1] - 1} (they run "
                            f"{masks.min()}..{masks.max()}): give the masks of this model's classes.")
-        reference_accuracy, accuracy = float(np.mean(ref[valid] == masks[valid])), float(np.mean(cand[valid] ==
-                                                                                                  masks[valid]))
+        counted = valid.reshape(len(ref), -1).sum(1)
+        ref_right = ((ref == masks) & valid).reshape(len(ref), -1).sum(1)
+        right = ((cand == masks) & valid).reshape(len(ref), -1).sum(1)
+        reference_accuracy = float(ref_right.sum() / counted.sum())
+        accuracy, accuracy_interval, _ = pooled_share(right, counted)
+
+        def pooled(hits: np.ndarray) -> Callable[[np.ndarray], float]:
+            return lambda i: float(hits[i].sum() / max(int(counted[i].sum()), 1))
+
+        drop_interval = paired_drop(pooled(ref_right), pooled(right), len(ref))
         figures["miou_labels"] = mean_iou(masks[valid], cand[valid])
         figures["ignored_pixels"] = float(1 - valid.mean())
-    return Fidelity(Task.SEGMENT, float(np.mean(ref == cand)), "pixel agreement", figures, accuracy,
-                    reference_accuracy, "pixel accuracy" if labels is not None else None)
+    return Fidelity(Task.SEGMENT, agreement, "pixel agreement", figures, accuracy,
+                    reference_accuracy, "pixel accuracy" if labels is not None else None,
+                    agreement_interval=agreement_interval, accuracy_interval=accuracy_interval,
+                    drop_interval=drop_interval, agreement_on=agreement_on)

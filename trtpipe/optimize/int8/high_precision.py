@@ -18,6 +18,11 @@ at an opset where Q/DQ take FP16 scales):
   largest magnitude is under about 0.008) is a subnormal with fewer significant bits, where rounding to the nearest
   can move it far: it is rounded up instead (never to 0, and no quantized value leaves INT8's range), and a
   weight's INT8 values are requantized to the scale it got.
+- a Concat whose inputs are all dequantized stays FP32, so the Q/DQ nodes around it keep FP32 scales: ONNX Runtime's
+  default session fuses DQ -> Concat -> Q into a QLinearConcat, which takes FP32 scales only (a file with FP16 ones
+  there fails to load: "Type 'tensor(float16)' of input parameter ... of operator (QLinearConcat)"). Of the other
+  patterns it fuses (Add, Mul, pools, Sigmoid, LeakyRelu, Relu, Transpose), none refused FP16 scales (ONNX Runtime
+  1.32); optimize checks every written file in a default session all the same (``loads.py``).
 - nodes stay FP32 for the FP16 pass's reasons (overflow-prone operators; activations past half of FP16's range,
   measured on the calibration data on the Q/DQ graph itself) and for the caller's (``keep``): the INT8 pass keeps
   post-processing and a distribution's expectation FP32, as the placement rules keep them float, and the layers its
@@ -51,6 +56,9 @@ FP16_SCALE_OPSET = 19
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 FP16_SMALLEST_NORMAL = float(np.finfo(np.float16).tiny)  # 6.1e-5: below it an FP16 keeps fewer than 11 bits
 FP16_SUFFIX = "_fp16"
+# Ops whose DQ -> op -> Q ONNX Runtime's default session fuses into a kernel that takes FP32 scales only: kept FP32
+# with every input dequantized, so the Q/DQ around them keep FP32 scales and the file loads there.
+FP32_SCALE_FUSIONS = {"Concat": "ONNX Runtime fuses its Q/DQ into a QLinearConcat, which takes FP32 scales only"}
 
 
 @dataclass
@@ -138,10 +146,15 @@ def _kept_fp32(model: onnx.ModelProto, keep: Mapping[str, str], stats: Mapping[s
     """The float nodes that stay FP32, each with its reason: as ``keep`` asks, else where calibration shows FP16
     would overflow (:func:`overflow_reason`), else where the converter blocks the operator."""
     blocked: dict[str, str] = {}
+    dequantized = {o for node in model.graph.node if node.op_type == "DequantizeLinear" for o in node.output}
+    constants = {t.name for t in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type in QDQ_OPS:
             continue
         reason = keep.get(node.name) or overflow_reason(node, stats)
+        if reason is None and node.op_type in FP32_SCALE_FUSIONS \
+                and all(i in dequantized for i in node.input if i and i not in constants):
+            reason = FP32_SCALE_FUSIONS[node.op_type]
         if reason is None and node.op_type in blocked_ops:
             reason = f"operator {node.op_type}: ONNX Runtime's float16 converter keeps it FP32"
         if reason is not None:

@@ -22,6 +22,13 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   ReLU6 into the convolution before it (the output's quantization clamps), and a HardSwish's input is quantized
   only so that the convolution before it runs in integer; elsewhere (the Clip inside an exported HardSwish) a Q/DQ
   on its input only rounds.
+- ``outside-swish`` (cpu): a Sigmoid or Mul that is not part of the SiLU (``x * sigmoid(x)``) of a weighted op's
+  output. The cpu profile quantizes SiLU's Sigmoid and Mul so that the convolution before it writes uint8: ONNX
+  Runtime fuses a convolution into QLinearConv only with a Q right after it, and with the SiLU in float it ran all
+  83 convolutions of a YOLOX detector in float between their Q/DQ, slower than the FP32 file (0.82x); with the
+  SiLU quantized (QLinearSigmoid, QLinearMul) 74 run in QLinearConv, 2.5x the FP32 file, as ONNX Runtime's own
+  quantize_static's file does (docs/results/int8-design.md, 'SiLU on the cpu target'). Every other Sigmoid and Mul
+  stays float, as before the cpu profile quantized the two types.
 - ``squeeze-excitation``: the branch of a squeeze-and-excitation block between its global pooling and the Mul
   that gates the feature map (1x1 convolutions on one pooled value per channel, their activations) stays float, as
   NNCF's ``se_block`` ignored pattern keeps it: INT8 saves nothing on GEMMs that small, and on OpenVINO the
@@ -149,6 +156,32 @@ def squeeze_excitation(graph: onnx.GraphProto) -> list[str]:
     return found
 
 
+SWISH_OPS = ("Sigmoid", "Mul")
+
+
+def swishes(graph: onnx.GraphProto) -> set[str]:
+    """The Sigmoid and Mul nodes of each SiLU (``Mul(x, Sigmoid(x))``, either operand order) whose ``x`` a weighted
+    op writes."""
+    producer = producers_of(graph)
+    found: set[str] = set()
+    for mul in graph.node:
+        if mul.op_type != "Mul" or len(mul.input) != 2:
+            continue
+        for x, gate in (mul.input, reversed(mul.input)):
+            sigmoid = producer.get(gate)
+            writer = producer.get(x)
+            if sigmoid is not None and sigmoid.op_type == "Sigmoid" and sigmoid.input[0] == x \
+                    and writer is not None and writer.op_type in WEIGHTED_OPS:
+                found |= {mul.name, sigmoid.name}
+    return found
+
+
+def outside_swish(graph: onnx.GraphProto) -> list[str]:
+    """Sigmoid and Mul nodes that are not part of a weighted op's SiLU (:func:`swishes`)."""
+    kept = swishes(graph)
+    return [n.name for n in graph.node if n.op_type in SWISH_OPS and n.name not in kept]
+
+
 def channel_gains(graph: onnx.GraphProto) -> list[str]:
     return [n.name for n in graph.node if gain_kind(n) is not None]
 
@@ -168,6 +201,8 @@ RULES = (
     Rule("lone-activation", "a Relu, Clip or HardSwish no weighted op writes: no integer producer, its Q/DQ only "
          "rounds",
          (Target.CPU, Target.OPENVINO), lone_activations),
+    Rule("outside-swish", "a Sigmoid or Mul outside a weighted op's SiLU: the cpu profile quantizes those two types "
+         "only so that the convolution before a SiLU runs in integer (QLinearConv)", (Target.CPU,), outside_swish),
 )
 
 

@@ -32,6 +32,10 @@
   output; the int8 pass keeps as many of them as measure within a point of float pre-activations
   (preactivations.py). OpenVINO and TensorRT fuse the HardSwish into the convolution with a float output, so their
   flavours never quantize it.
+- cpu quantizes the Sigmoid and Mul of a SiLU a convolution writes (YOLOX, YOLOv5/v8, EfficientNet), which ONNX
+  Runtime runs as QLinearSigmoid and QLinearMul, for the same reason: with the SiLU float, the convolution before it
+  ran in float between its Q/DQ, and a YOLOX detector's INT8 file ran at 0.82x its FP32 file; with it quantized, at
+  about 2.5x (placement.py, 'outside-swish'; docs/results/int8-design.md, 'SiLU on the cpu target').
 """
 
 from __future__ import annotations
@@ -84,8 +88,10 @@ class QuantProfile:
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "MaxPool", "Concat")
 # The CPU's: the same joins, the activations ONNX Runtime folds into a QLinearConv's output, and HardSwish, whose
-# input is the pre-activation QLinearConv must write in uint8 (preactivations.py decides whether it stays so).
-CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish")
+# input is the pre-activation QLinearConv must write in uint8 (preactivations.py decides whether it stays so); and
+# SiLU's Sigmoid and Mul, which ONNX Runtime runs as QLinearSigmoid and QLinearMul, so that the convolution before
+# them writes uint8 (placement.py's 'outside-swish' keeps every other Sigmoid and Mul float).
+CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul")
 # OpenVINO's: upsampling too, so an FPN's Resize runs on int8 before its join rather than in float after it.
 OPENVINO_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "Resize")
 

@@ -26,20 +26,15 @@ from trtpipe.vocab import Quality
 class Recipe:
     quality: Quality
     passes: tuple[str, ...]  # graph passes run after the user's (--passes), before INT8 is written
-    bias_correction: bool
-    adaround: bool
+    steps: tuple[str, ...]  # INT8 steps (int8/steps/) asked for; they run in the order the steps' table gives
     min_samples: int  # calibration samples below which the learned steps fit the data rather than the model
-
-    def steps(self) -> list[str]:
-        return [*self.passes, *(["bias_correction"] if self.bias_correction else []),
-                *(["adaround"] if self.adaround else [])]
 
 
 RECIPES = {
-    Quality.FAST: Recipe(Quality.FAST, ("scale_depthwise",), bias_correction=False, adaround=False, min_samples=1),
-    Quality.BALANCED: Recipe(Quality.BALANCED, ("equalize", "scale_depthwise"), bias_correction=True, adaround=False,
+    Quality.FAST: Recipe(Quality.FAST, ("scale_depthwise",), (), min_samples=1),
+    Quality.BALANCED: Recipe(Quality.BALANCED, ("equalize", "scale_depthwise"), ("bias_correction",),
                              min_samples=8),
-    Quality.BEST: Recipe(Quality.BEST, ("equalize", "scale_depthwise"), bias_correction=True, adaround=True,
+    Quality.BEST: Recipe(Quality.BEST, ("equalize", "scale_depthwise"), ("bias_correction", "adaround"),
                          min_samples=16),
 }
 DEFAULT_QUALITY = Quality.BALANCED

@@ -17,12 +17,8 @@ from onnx import numpy_helper
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.registry import PrecisionPass
 from trtpipe.optimize.records import Bf16Record
-from trtpipe.vocab import Precision
 
-PASS = PrecisionPass(Precision.BF16, "BF16 weights behind Casts (convolutions, matrix products); run in BF16 "
-                     "kernels by OpenVINO")
 WEIGHTED_OPS = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}  # op -> index of its weight input
 MIN_COSINE = 0.999  # 8 mantissa bits: rounding the weights alone keeps the logits' direction to three nines
 

@@ -35,11 +35,9 @@ from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds, readers_of
 from trtpipe.optimize.activations import channel_ranges
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.registry import GraphPass
 from trtpipe.optimize.records import EqualizeRecord
 from trtpipe.vocab import Target
 
-PASS = GraphPass("cross-layer equalization of consecutive convolutions (for depthwise-separable nets; INT8)")
 ROUNDS = 8
 MIN_COSINE = 0.99999  # an exact rescaling: anything below this is a bug, not rounding
 HOMOGENEOUS = ("Relu", "LeakyRelu", "PRelu")
@@ -122,7 +120,11 @@ def equalize(model: onnx.ModelProto, rounds: int = ROUNDS,
     result = onnx.ModelProto()
     result.CopyFrom(model)
     pairs = find_pairs(result)
-    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in result.graph.initializer}
+    # Only the pairs' weights and biases, in float64: every other initializer (a Slice's int64 ends of INT64_MAX
+    # among them) is left as it is, since INT64_MAX has no float64 and came back as INT64_MIN.
+    scaled = {name for pair in pairs for name in (pair.first.input[1], pair.second.input[1], *pair.first.input[2:3])}
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in result.graph.initializer
+               if t.name in scaled}
     for _ in range(1 if activation_ranges is not None else rounds):
         for pair in pairs:
             w1, w2 = weights[pair.first.input[1]], weights[pair.second.input[1]]

@@ -16,18 +16,15 @@ from typing import Any
 import onnx
 
 from trtpipe import console
+from trtpipe.comparison import OVER, UNDECIDED, judge_budget
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
 from trtpipe.optimize.activations import observe
 from trtpipe.optimize.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.registry import PrecisionPass
 from trtpipe.optimize.records import Fp16Record
 from trtpipe.optimize.shape_subgraph import shape_computations
-from trtpipe.vocab import Precision
 
-PASS = PrecisionPass(Precision.FP16, "FP16 with ONNX Runtime's converter; overflow-prone operators, shape arithmetic "
-                     "and measured hot nodes stay FP32")
 # FP16 keeps ~3 significant digits; a conversion below this cosine has lost more than rounding.
 MIN_COSINE = 0.999
 
@@ -112,8 +109,11 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
         raise VerificationFailed(f"FP16 output differs from FP32 beyond rounding (cosine {check.cosine:.5f} < "
                                  f"{MIN_COSINE}): {check.line()}.")
     budget = context.options.max_accuracy_drop
-    if budget is not None and check.drop_pp is not None and check.drop_pp > budget:
-        raise VerificationFailed(f"FP16 loses {check.drop_pp:.2f} pp, over the budget of {budget} pp: "
-                                 f"{check.line()}.")
+    verdict = judge_budget(check, budget) if budget is not None and check.drop_pp is not None else None
+    if verdict is not None and verdict.decision == OVER:  # its lower bound beyond the budget
+        raise VerificationFailed(f"FP16 {verdict.line}: {check.line()}.")
+    if verdict is not None and verdict.decision == UNDECIDED:
+        console.warn(f"FP16 vs FP32: {check.line()}; {verdict.line}")
+        return converted
     console.success(f"FP16 vs FP32: {check.line()}")  # only once it has passed: no ✓ before an Error
     return converted

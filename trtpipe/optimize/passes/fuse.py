@@ -22,11 +22,8 @@ from trtpipe.onnx_info import name_nodes, op_counts
 from trtpipe.optimize.conv_affine import fold_conv_affine
 from trtpipe.optimize.hard_activations import fuse_hard_activations
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.registry import GraphPass
 from trtpipe.optimize.records import FusionRecord
 
-PASS = GraphPass("onnxslim: constant folding, Conv+BatchNorm folding, identity and redundant Cast/Reshape "
-                 "removal; HardSwish/HardSigmoid written as arithmetic made one operator")
 # Fusion only reorders exact arithmetic: anything below this cosine is a bug, not rounding.
 MIN_COSINE = 0.99999
 

@@ -1,7 +1,7 @@
 """What the optimize stage runs: a declared pass, imported and seen through the small :class:`Pass` protocol.
 
-The registry finds the passes by reading their source; this module imports one when the stage needs it and checks
-that the module is what its source declared. Kept apart from the registry so that the CLI's choices, which read the
+The registry's table names the passes; this module imports one when the stage needs it and checks that the module
+has its ``apply``. Kept apart from the registry so that the CLI's choices, which read the
 registry, never see the types a pass works on.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, cast
 
-from trtpipe.optimize.passes.registry import MARKER, Declaration, declarations, graph_pass_names, precision_pass_name
+from trtpipe.optimize.passes.registry import Declaration, declarations, graph_pass_names, precision_pass_name
 from trtpipe.vocab import Precision
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class Pass(Protocol):
 
 @dataclass(frozen=True)
 class DeclaredPass:
-    """A pass module (its ``PASS`` declaration and its module-level ``apply``) as a :class:`Pass`."""
+    """A pass module (its line in the registry's table and its module-level ``apply``) as a :class:`Pass`."""
 
     name: str
     declaration: Declaration
@@ -51,14 +51,11 @@ class DeclaredPass:
 
 
 def load(name: str) -> Pass:
-    """Import the pass module ``name``, checking that what it declares is what was read from its source and that
-    it has its ``apply``."""
+    """Import the pass module ``name`` the registry's table names, checking that it has its ``apply``."""
     declaration = declarations()[name]
     module = importlib.import_module(f"{__package__}.{name}")
-    if getattr(module, MARKER, None) != declaration:
-        raise RuntimeError(f"{module.__file__}: {MARKER} differs from the declaration read from its source")
     if not callable(getattr(module, "apply", None)):
-        raise RuntimeError(f"{module.__file__}: declares {MARKER} but has no apply(model, context)")
+        raise RuntimeError(f"{module.__file__}: named in the pass registry but has no apply(model, context)")
     return DeclaredPass(name, declaration, module)
 
 

@@ -53,11 +53,9 @@ from trtpipe.onnx_info import attribute, producers_of, readers_of
 from trtpipe.optimize.activations import channel_bounds, channel_ranges
 from trtpipe.optimize.gains import EXACT_LEVELS, GAIN, GAIN_SUFFIX, INVERSE_GAIN, INVERSE_SUFFIX, gain_kind, mark
 from trtpipe.optimize.passes.context import PassContext
-from trtpipe.optimize.passes.registry import GraphPass
 from trtpipe.optimize.records import ScaleDepthwiseRecord
 from trtpipe.vocab import Target
 
-PASS = GraphPass("per-channel input gains for depthwise convolutions, folded into their weights (INT8)")
 HARDSWISH_BOTTOM = -3.0  # HardSwish is 0 at and below it: the pre-activation's responsive interval starts there
 MAX_GAIN = 1024.0  # a channel 1000x narrower than the widest is all but dead: lifting it further gains nothing
 MIN_SPREAD = 2.0  # channels within 2x of each other lose at most one bit: not worth changing anything

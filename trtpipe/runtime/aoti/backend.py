@@ -4,12 +4,16 @@ The package is loaded only after its manifest vouches for it (package.py). Its i
 in FP32 whatever it computes in (casts and the channels_last conversion are compiled into it), so it is fed and
 compared like every other artifact. AOTInductor itself does not check a batch against the range the package was
 exported for, so a batch outside it is refused here, naming the range, before the compiled code sees it. On a GPU
-each input shape's call is replayed from a CUDA graph (graphs.py).
+each input shape's call is replayed from a CUDA graph (graphs.py), inputs are copied from pinned host memory (as
+every torch row's are), and an FP32 package computes in FP32 wherever it runs: PyTorch lets cuDNN convolutions use
+TF32 by default, and the compiled code calls them, so TF32 is turned off around its calls and captures (bench
+turns it off for its own rows; ``trtpipe.load`` and ``serve`` did not).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +25,8 @@ from trtpipe.runtime.aoti.package import AotiPackage, load_checked
 from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.torch.backend import flatten_outputs
-from trtpipe.vocab import BackendKind, Device
+from trtpipe.runtime.torch.backend import flatten_outputs, to_device, to_host
+from trtpipe.vocab import BackendKind, Device, Precision
 
 
 class AotiBackend(Backend):
@@ -40,7 +44,6 @@ class AotiBackend(Backend):
         self.package: AotiPackage = description.package
         self.precision = description.precision
         self.device = self.package.device
-        self._torch_device = torch.device(str(self.device))
         gpu = self.device is Device.CUDA
         self._runner = load_checked(self.package, single_threaded=gpu)
         self.graphs = CudaGraphs(self._runner, str(self.path)) if gpu else None
@@ -64,28 +67,37 @@ class AotiBackend(Backend):
                                "within that range, or compile it again with --batch-range covering this one.")
             if not (array.flags.c_contiguous and array.flags.writeable):  # the package reads contiguous memory
                 array = np.array(array, order="C")
-            tensors.append(torch.from_numpy(array).to(self._torch_device))
+            tensors += to_device([array], self.device)
         return tensors
 
     def _call(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        with torch.inference_mode():
+        with torch.inference_mode(), self._math():
             if self.graphs is not None:
                 return self.graphs.run(tensors)
             return flatten_outputs(self._runner(*tensors))
 
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        # .cpu() copies a replayed graph's outputs before the next replay overwrites them (and waits for the GPU).
-        return [output.cpu().numpy() for output in self._call(self._tensors(feeds))]
+        # to_host copies a replayed graph's outputs before the next replay overwrites them (and waits for the GPU).
+        return to_host(self._call(self._tensors(feeds)))
+
+    def _math(self) -> contextlib.AbstractContextManager[None]:
+        """The arithmetic the package was compiled for: TF32 off for an FP32 package, as it is left otherwise."""
+        return fp32_math() if self.precision is Precision.FP32 else contextlib.nullcontext()
+
+    def replays_cuda_graph(self, feeds: dict[str, np.ndarray]) -> bool | None:
+        """On a GPU, whether runs of ``feeds``' shapes replay a captured CUDA graph (False once a capture failed);
+        None on the CPU, where there are no graphs."""
+        return None if self.graphs is None else self.graphs.replays
 
     def device_resident_call(self, feeds: dict[str, np.ndarray]) -> Callable[[], None] | None:
         """On a GPU, the replay of the inputs' graph on inputs already in device memory, outputs left there."""
         if self.graphs is None:
             return None
-        with torch.inference_mode():
+        with torch.inference_mode(), self._math():
             call = self.graphs.bound(self._tensors(feeds))
 
         def run() -> None:
-            with torch.inference_mode():
+            with torch.inference_mode(), self._math():
                 call()
             torch.cuda.synchronize()
 
@@ -94,3 +106,14 @@ class AotiBackend(Backend):
     def close(self) -> None:
         self.__dict__.pop("graphs", None)
         self.__dict__.pop("_runner", None)
+
+
+@contextlib.contextmanager
+def fp32_math() -> Iterator[None]:
+    """PyTorch's TF32 switches (cuDNN convolutions, CUDA matmuls) off while the block runs, then as they were."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved

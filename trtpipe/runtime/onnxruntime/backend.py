@@ -25,7 +25,13 @@ from trtpipe.runtime.base import Backend, TensorInfo
 from trtpipe.runtime.onnxruntime.binding import BoundSession
 from trtpipe.runtime.onnxruntime.float_weights import fold_float_convolution_weights, needs_folding
 from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
-from trtpipe.runtime.onnxruntime.providers import check_active, check_providers, with_run_settings
+from trtpipe.runtime.onnxruntime.providers import (
+    check_active,
+    check_providers,
+    preload_cuda_libraries,
+    with_run_settings,
+    without_cuda_graph,
+)
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import BackendKind, Device, GraphOptimization, dtype
 
@@ -69,6 +75,8 @@ class OnnxRuntimeBackend(Backend):
                 artifact, source, self.rounded_fp16 = _with_fp16_rounding(artifact, source)
             source, self.folded_weights = _with_float_weights(artifact, source)
         session_options = _session_options(ort, options)
+        if gpu:
+            preload_cuda_libraries()  # before the first CUDA session: a process need not have imported torch
         self.optimization = options.optimization
         self.threads = options.threads
         self.run_options = _run_options(ort, options, names)
@@ -97,7 +105,7 @@ class OnnxRuntimeBackend(Backend):
             # A CUDA graph needs every node on the CUDA provider; ONNX Runtime refuses the session otherwise.
             console.warn(f"{label}: no CUDA graph ({_first_line(error)}); it runs with plain launches.")
             self.cuda_graph = False
-            self.providers = with_run_settings(self.providers, RunOptions(cuda_graph=False))
+            self.providers = without_cuda_graph(self.providers)  # prefer_nhwc and the cuDNN search stay as asked
             try:
                 return ort.InferenceSession(source, session_options, providers=self.providers)
             except Exception as again:
@@ -131,7 +139,12 @@ class OnnxRuntimeBackend(Backend):
         return self.cuda_graph if self.device is Device.CUDA else None
 
     def close(self) -> None:
-        # Dropping the session stops its thread pool, so it cannot spin against the next thing measured.
+        """Give back the captured CUDA graphs, the bound buffers and the session (its thread pool, so it cannot
+        spin against the next thing measured, and its memory arena): nothing of this backend holds them after."""
+        bound: BoundSession | None = getattr(self, "_bound", None)
+        if bound is not None:
+            bound.close()
+        self._bound = None
         self.__dict__.pop("session", None)
 
 
@@ -145,8 +158,12 @@ def _source_of(artifact: Path | onnx.ModelProto | ArtifactDescription) -> tuple[
 
 
 def _check_settings_fit_providers(options: RunOptions, names: list[str], gpu: bool) -> None:
-    """Refuse a setting the run's providers cannot honour, before anything is loaded: a CUDA graph without a GPU
-    provider, FP16 rounding on anything but the CPU provider alone."""
+    """Refuse a setting the run's providers cannot honour, before anything is loaded: a CUDA graph without IO binding
+    or without a GPU provider, FP16 rounding on anything but the CPU provider alone."""
+    if options.cuda_graph and options.io_binding is False:
+        raise BadInput("The cuda_graph setting needs io_binding (ONNX Runtime replays a graph into the buffers it "
+                       "was captured with; set by you or by the artifact's .tuned.json): drop io_binding=False, "
+                       "or pass cuda_graph=False with it.")
     if options.cuda_graph and not gpu:
         raise BadInput("The cuda_graph setting needs a GPU provider (CUDAExecutionProvider); this run has "
                        f"{', '.join(names)}.")

@@ -3,6 +3,9 @@ that they exist here (ONNX Runtime would otherwise fall back to the CPU without 
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,6 +105,38 @@ def with_run_settings(providers: Providers, options: RunOptions) -> list[str | t
     return result
 
 
+def without_cuda_graph(providers: Providers) -> list[str | tuple[str, dict[str, Any]]]:
+    """``providers`` with the CUDA provider's graph capture off and every other option as it was (the fallback
+    when a graph cannot be captured keeps the run's ``prefer_nhwc`` and cuDNN search)."""
+    result: list[str | tuple[str, dict[str, Any]]] = []
+    for provider in providers:
+        name, given = (provider, {}) if isinstance(provider, str) else (provider[0], dict(provider[1]))
+        result.append((name, {**given, "enable_cuda_graph": "0"}) if name == "CUDAExecutionProvider" else provider)
+    return result
+
+
+@functools.cache
+def preload_cuda_libraries() -> str | None:
+    """Load the CUDA, cuBLAS and cuDNN libraries ONNX Runtime's CUDA provider needs, once per process, the way ONNX
+    Runtime documents (``onnxruntime.preload_dlls()``, 1.21 and later: from the nvidia-* wheels, then the default
+    library path). The provider's library has no RUNPATH to them: without this, a process that never imported torch
+    (which loads them) gets a session that quietly falls back to the CPU. Returns what ``preload_dlls`` reported
+    failing to load (it prints it; it is kept for the one-line refusal), or None."""
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:  # older than 1.21: the libraries must be on the library path
+        return None
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        try:
+            preload()
+        except (OSError, RuntimeError) as error:  # a directory or library ONNX Runtime could not use
+            print(f"Failed to preload: {error}")
+    failures = [line.strip() for line in printed.getvalue().splitlines() if line.strip().startswith("Failed")]
+    return failures[0] if failures else None
+
+
 def check_providers(providers: Providers) -> list[str]:
     """The providers' names; BadInput naming what is asked for and what exists when one is not installed."""
     import onnxruntime as ort
@@ -124,5 +159,8 @@ def check_active(requested: Providers, active: list[str], label: str) -> None:
     if first and first != "CPUExecutionProvider" and first not in active:
         needs = (" (the TensorRT provider of onnxruntime-gpu needs TensorRT 10's libnvinfer.so.10 on the library "
                  "path)") if first == "TensorrtExecutionProvider" else ""
+        if first == "CUDAExecutionProvider" and preload_cuda_libraries.cache_info().currsize:
+            failed = preload_cuda_libraries()
+            needs = f" (onnxruntime.preload_dlls: {failed})" if failed else needs
         raise BadInput(f"ONNX Runtime did not use {first} for {label} (active providers: {', '.join(active)}): "
                        f"check 'trtpipe doctor' for the CUDA/TensorRT libraries it needs{needs}.")

@@ -1,0 +1,157 @@
+"""What an INT8 step is: something that takes the current INT8 candidate and returns a new one with a typed record
+of what it did (:class:`Int8Step`). The steps themselves live one per module in ``int8/steps/``, and the table in
+``int8/steps/__init__.py`` names them in the order they run; the INT8 pass (``passes/int8.py``) walks that table.
+
+A step made to gain accuracy or speed declares its ``purpose``; the pass then judges its candidate against the one
+before it with the one rule that keeps or drops a step (``optimize.step_rule``) and hands the verdict to the step's
+``settle``. A step with no purpose (the choice of uint8 pre-activations, the accuracy budget's fallback) decides by
+its own measure and is never dropped by the rule.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+import onnx
+
+from trtpipe import console
+from trtpipe.comparison import Comparison
+from trtpipe.inputs import first, take
+from trtpipe.optimize.data import Dataset
+from trtpipe.optimize.int8.calibrate import Ranges
+from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.records import StepRecord
+from trtpipe.optimize.step_rule import ACCURACY, LOSS, StepVerdict
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An INT8 model and its comparison with FP32 on the judging data."""
+
+    model: onnx.ModelProto
+    check: Comparison
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a step hands back: its candidate, its record, the line it adds to the recipe's measured figures (None:
+    none), the placement choices it made (by rule name), the nodes it kept FP32 on purpose, and of those the layers
+    the accuracy budget kept (the manifest's ``int8.fp32_layers``)."""
+
+    candidate: Candidate
+    record: StepRecord
+    measured: dict[str, Any] | None = None
+    placement: dict[str, Any] = field(default_factory=dict)
+    fp32_nodes: tuple[str, ...] = ()
+    fp32_layers: tuple[str, ...] = ()
+
+
+@dataclass
+class Int8Run:
+    """What every step is handed: the FP32 model, the calibrated ranges, the quantization profile, the pass
+    context, the data steps are judged on, and the layers the accuracy budget kept FP32."""
+
+    fp32: onnx.ModelProto
+    ranges: Ranges
+    profile: QuantProfile
+    context: Any  # the pass's passes.context.PassContext: int8/ may not import passes/ (import-linter contract)
+    judge: Dataset
+    fp32_layers: list[str] = field(default_factory=list)
+
+    @property
+    def decides(self) -> bool:
+        """Whether a learned step can be judged on data it was not fit to (eval or held-out samples)."""
+        return self.context.evaluation is not None
+
+    def compare(self, model: onnx.ModelProto) -> Candidate:
+        """``model`` against FP32 on the judging data, as this profile's runtime computes it."""
+        return Candidate(model, self.context.compare(self.fp32, model, self.judge,
+                                                     self.profile.evaluation_optimization))
+
+
+class Int8Step(Protocol):
+    """One INT8 step: its name (the recipe's and the manifest's), its purpose (``step_rule.ACCURACY`` or
+    ``SPEED``: judged by the step rule; None: it decides by its own measure), whether it runs on this model,
+    the step itself, and what it keeps once the rule has judged it."""
+
+    name: ClassVar[str]
+    purpose: ClassVar[str | None]
+
+    def wanted(self, run: Int8Run) -> bool: ...
+
+    def apply(self, run: Int8Run, current: Candidate) -> Outcome: ...
+
+    def settle(self, run: Int8Run, before: Candidate, outcome: Outcome, verdict: StepVerdict) -> Outcome: ...
+
+
+def measured(name: str, check: Comparison) -> dict[str, Any]:
+    """One recipe step and the figure measured after it (the task's agreement, else the worst cosine)."""
+    return {"step": name, "agreement": check.agreement, "agreement_name": check.agreement_name,
+            "cosine": check.cosine}
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A learned step's record with the rule's decision: kept or not, and the verdict (or why none was made)."""
+
+    name: str
+    record: StepRecord
+    kept: bool
+    decision: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {self.name: self.record.to_dict() | {"kept": self.kept} | self.decision}
+
+
+class LearnedStep(ABC):
+    """A step that learns from the calibration samples to gain accuracy (AdaRound, bias correction), kept only where
+    its gain on the judging data is outside the noise: a learned step fits the calibration samples and can lose on
+    the task measure (bias correction cost the real PP-PicoDet four points of mAP@0.5 on the tensorrt target), and a
+    gain 32 samples cannot show is no reason to keep it. Without eval data the judging data is what it was fit to,
+    where it always looks better, so the step is kept as the recipe asks, undecided, and the manifest says so.
+    A subclass sets ``name``, ``title`` (for people), ``option`` (the OptimizeOptions flag that asks for it) and
+    ``apply``."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    option: ClassVar[str]
+    purpose: ClassVar[str | None] = ACCURACY
+
+    def wanted(self, run: Int8Run) -> bool:
+        recipe = run.context.recipe
+        return bool(getattr(run.context.options, self.option)) or (recipe is not None and self.name in recipe.steps)
+
+    @abstractmethod
+    def apply(self, run: Int8Run, current: Candidate) -> Outcome:
+        """The candidate with what the step learned, and its record (before the rule judges it)."""
+
+    def settle(self, run: Int8Run, before: Candidate, outcome: Outcome, verdict: StepVerdict) -> Outcome:
+        decide = run.decides
+        kept = verdict.kept or not decide
+        decision = verdict.to_dict() if decide else {"decided": False, "why": "judged only on the data it was fit to"}
+        record = Judged(self.name, outcome.record, kept, decision)
+        line = measured(self.name, outcome.candidate.check) | {"kept": kept} | decision
+        if kept:
+            if decide:
+                console.success(f"{self.title} kept: {verdict.words}, a gain outside the noise")
+            return Outcome(outcome.candidate, record, line)
+        what = "made INT8 worse" if verdict.change == LOSS else "gained nothing the noise cannot explain"
+        console.warn(f"{self.title} {what} on {run.judge.source} ({verdict.words}); the model without it is kept")
+        return Outcome(before, record, line)
+
+
+REFERENCE_PIXELS = 224 * 224  # a learned step's sample count is for an ImageNet-sized input
+MIN_LEARNING_SAMPLES = 8
+
+
+def learning_samples(dataset: Dataset, base: int) -> int:
+    """How many calibration samples a learned step uses: ``base`` at 224x224, fewer for larger inputs (at least
+    8), so a 640x640 detector costs about what an ImageNet classifier does rather than eight times as much time and
+    activation memory."""
+    sample = first(take(dataset.images, 0, 1))
+    pixels = int(np.prod(sample.shape[2:])) if sample.ndim >= 4 else REFERENCE_PIXELS
+    return max(MIN_LEARNING_SAMPLES, min(base, round(base * REFERENCE_PIXELS / max(pixels, 1))))
+

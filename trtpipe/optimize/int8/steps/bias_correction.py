@@ -1,0 +1,44 @@
+"""INT8 step ``bias_correction``: each layer's output mean shift removed (int8/bias_correction.py), on up to 64
+calibration samples; kept only where its gain is outside the noise (step.LearnedStep)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trtpipe import console
+from trtpipe.inputs import count
+from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome, learning_samples
+
+SAMPLES = 64
+
+
+@dataclass(frozen=True)
+class BiasCorrectionRecord:
+    layers: int
+    samples: int
+    mean_abs_shift: dict[str, float]  # layer -> the mean absolute shift removed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layers": self.layers, "samples": self.samples, "mean_abs_shift": self.mean_abs_shift}
+
+
+class BiasCorrection(LearnedStep):
+    name = "bias_correction"
+    title = "Bias correction"
+    option = "bias_correction"
+
+    def apply(self, run: Int8Run, current: Candidate) -> Outcome:
+        """The current INT8 mix with its biases corrected layer by layer, and the figures after."""
+        from trtpipe.optimize.int8.bias_correction import correct_biases
+
+        context = run.context
+        assert context.calib is not None
+        batches = context.batches(context.calib.head(learning_samples(context.calib, SAMPLES)))
+        layers = sum(n.op_type in ("Conv", "ConvTranspose", "Gemm") for n in run.fp32.graph.node)
+        with console.progress() as bar:
+            task = bar.add_task("Bias correction, layer by layer", total=layers)
+            corrected, shifts = correct_biases(run.fp32, current.model, batches, on_layer=lambda: bar.advance(task))
+        after = run.compare(corrected)
+        console.note(f"Bias correction ({len(shifts)} layers): {after.check.line()}")
+        return Outcome(after, BiasCorrectionRecord(len(shifts), sum(count(b) for b in batches), shifts))

@@ -1,0 +1,97 @@
+"""INT8 step ``budget``: the candidate judged against --max-accuracy-drop on the held-out or eval data by the interval
+of its drop (comparison.judge_budget): kept as it is where the drop is within the budget or the samples are too few
+to decide (said in one line, with about how many samples would), else with the fewest sensitive nodes kept in FP32
+that bring it within (int8/sensitivity.py). It runs after the steps that improve INT8 without FP32 layers, so the
+budget needs as few FP32 nodes as they allow; it decides by the budget, not the step rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from trtpipe import console
+from trtpipe.comparison import OVER, UNDECIDED, WITHIN, judge_budget
+from trtpipe.inputs import take
+from trtpipe.optimize.int8.fallback_search import FallbackAttempt
+from trtpipe.optimize.int8.ranking import PROBE_SAMPLES
+from trtpipe.optimize.int8.sensitivity import fall_back_until_within_budget, print_table
+from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome
+from trtpipe.optimize.step_rule import StepVerdict
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """The budget's verdict as said: WITHIN, OVER or UNDECIDED, the line, and (undecided) the samples that would
+    decide."""
+
+    decision: str
+    line: str
+    needed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"budget": {"decision": self.decision, "line": self.line,
+                           **({"samples_to_decide": self.needed} if self.decision == UNDECIDED else {})}}
+
+
+def say(decision: str, line: str, needed: int | None) -> BudgetVerdict:
+    """The budget's verdict in one line (a ✓ only where it is within), for the record."""
+    (console.success if decision == WITHIN else console.warn)(line)
+    return BudgetVerdict(decision, line, needed)
+
+
+@dataclass(frozen=True)
+class BudgetRecord:
+    """No verdict (no budget asked, no eval data, no task figure), or the verdict and, where the budget was over,
+    the sensitivity ranking, the probe it was measured on and the attempts that found the nodes kept FP32."""
+
+    verdict: BudgetVerdict | None = None
+    fp32_layers: list[str] = field(default_factory=list)
+    probe: dict[str, Any] | None = None
+    sensitivity: list[dict[str, Any]] | None = None
+    attempts: list[FallbackAttempt] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        fallback = {} if self.sensitivity is None else {
+            "sensitivity_probe": self.probe, "sensitivity": self.sensitivity, "fallback_attempts": self.attempts}
+        return fallback | ({} if self.verdict is None else self.verdict.to_dict())
+
+
+class Budget:
+    name: ClassVar[str] = "budget"
+    purpose: ClassVar[str | None] = None
+
+    def wanted(self, run: Int8Run) -> bool:
+        return run.context.options.max_accuracy_drop is not None and run.context.evaluation is not None
+
+    def apply(self, run: Int8Run, current: Candidate) -> Outcome:
+        context = run.context
+        calib, evaluation, budget = context.calib, context.evaluation, context.options.max_accuracy_drop
+        if budget is None or evaluation is None or current.check.drop_pp is None:
+            return Outcome(current, BudgetRecord())
+        verdict = judge_budget(current.check, budget)
+        if verdict.decision != OVER:
+            return Outcome(current, BudgetRecord(say(verdict.decision, f"INT8 vs FP32: {verdict.line}",
+                                                     verdict.needed)))
+        assert calib is not None
+        console.warn(f"INT8 {verdict.line}: ranking layers by sensitivity")
+        fallback = fall_back_until_within_budget(
+            run.fp32, current.model, run.profile, probe=take(calib.images, 0, PROBE_SAMPLES), evaluation=evaluation,
+            fp32_outputs=context.outputs(run.fp32, evaluation.images), task=context.task, decoder=context.decoder,
+            budget_pp=budget, batch=context.static_batch, max_fp32_nodes=context.options.max_fp32_nodes,
+            full_int8=current.check,
+        )
+        check = fallback.comparison
+        print_table(fallback.ranking, fallback.excluded, attempts=fallback.attempts)
+        verdict = judge_budget(check, budget)
+        said = say(verdict.decision, f"With {len(fallback.excluded)} layer(s) in FP32 "
+                   f"({', '.join(fallback.excluded)}): {verdict.line}; {check.line()}", verdict.needed)
+        record = BudgetRecord(
+            said, list(fallback.excluded),
+            {"samples": fallback.probe_samples, "measured_alone": fallback.measured_units},
+            [{"nodes": list(unit), "error_removed": score, "kept": set(unit) <= set(fallback.excluded)}
+             for unit, score in fallback.ranking], fallback.attempts)
+        return Outcome(Candidate(fallback.model, check), record, fp32_nodes=tuple(fallback.excluded),
+                       fp32_layers=tuple(fallback.excluded))
+
+    def settle(self, run: Int8Run, before: Candidate, outcome: Outcome, verdict: StepVerdict) -> Outcome:
+        return outcome  # decided by the budget (purpose None): the step rule never judges it
