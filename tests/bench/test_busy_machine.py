@@ -8,7 +8,9 @@ The quiet run has an interval of its own: on a shared machine no run is quiet, a
 than another (a 1 ms PyTorch call is preempted more often than a 0.23 ms ONNX Runtime call: measured 4.27x quiet,
 4.11-4.48x, against 4.61x, 4.39-4.82x, beside the burner; docs/results/busy-machine.md). Two measurements agree when
 their intervals meet, so the check accepts a busy interval that meets the quiet one; a confident figure whose
-interval is apart from the quiet run's fails.
+interval is apart from the quiet run's fails. That shift hits every round alike, so no interval over rounds shows it:
+bench counts the CPU time other processes took while it timed (bench/other_load.py) and flags the headline of a run
+taken beside them, which is what this burner makes.
 """
 
 from __future__ import annotations

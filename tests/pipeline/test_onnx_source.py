@@ -94,7 +94,7 @@ def test_an_onnx_from_elsewhere_is_the_converted_model_and_the_reference(folder:
     run = json.loads(run_json.read_text())
     assert "x the FP32 ONNX" in run["choice"]["reason"] and "PyTorch" not in run["choice"]["reason"]
     report = (folder / "reports" / "tiny" / "report.md").read_text()
-    assert "latency against the FP32 ONNX on ONNX Runtime CPU in the same run" in report
+    assert "Speedups are against the FP32 ONNX on ONNX Runtime CPU in the same run" in report
     for name in ("tiny_fused", "tiny_int8_cpu"):  # optimized from the placed file: the identity chain holds
         manifest = json.loads((folder / "models" / name / "1" / "model.manifest.json").read_text())
         assert manifest["input"]["sha256"] == bench["model"]["source_sha256"]

@@ -24,6 +24,7 @@ from trtpipe.bench.identity import check_weights
 from trtpipe.bench.layers import EngineFacts
 from trtpipe.bench.measure import Measure
 from trtpipe.bench.options import BenchOptions
+from trtpipe.bench.other_load import OtherLoad
 from trtpipe.bench.plan import describe, executions, plan_runs
 from trtpipe.bench.reference import REFERENCE, OnnxReference
 from trtpipe.bench.rounds import Schedule
@@ -59,6 +60,8 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
     samples = draw_samples(loaded, options.batches)
     agreement, facts = Agreement(samples, loaded.task, loaded.decoder), EngineFacts(options.profile_layers)
     # With more than one round every variant stays open until its last round; with one it is closed at once.
+    other_load = OtherLoad()
+    other_load.start()
     with console.progress() as bar, contextlib.ExitStack() as kept:
         measure = Measure(options.batches, options.iters, samples, Schedule(options), bar, agreement, facts)
         variants = Variants(loaded, options, threads, measure, kept)
@@ -70,6 +73,8 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         if options.peers:
             variants.peers(descriptions)
         measure.later_rounds()
+    if other_load.stop() is not None and other_load.busy:
+        console.warn(other_load.flag().removeprefix("unstable: ").capitalize() + ".")
     measure.settle()
     rows = variants.rows
     _speedups(rows)
@@ -86,8 +91,9 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         "task": agreement.task,
         "agreement_inputs": agreement.inputs_sentence(rows),
         "results": results,
-        "standing": peer_standing(results),
-        "standing_pytorch": pytorch_standing(results),
+        "standing": _busy(peer_standing(results), other_load),
+        "standing_pytorch": _busy(pytorch_standing(results), other_load),
+        "other_load": other_load.share,
     } | ({"layer_timing": facts.layer_timing} if options.profile_layers else {})
 
 
@@ -129,4 +135,14 @@ def _slower_than_float(rows: list[BenchRow]) -> None:
             words = (f"slower than {fp32.variant} on the same runtime ({format_ratio(ratio.value)}x its speed"
                      f"{spread}): no speed win")
             row.note = f"{row.note}; {words}" if row.note else words
+
+
+def _busy(entries: list[dict[str, Any]], other_load: OtherLoad) -> list[dict[str, Any]]:
+    """Every headline of a run timed beside other work says so (a steady interval cannot show a shift that hit
+    every round alike): its ``unstable`` carries the other processes' share of the CPU and what to do."""
+    if other_load.busy:
+        peers = [other for entry in entries for other in entry.get("other_peers", [])]
+        for figure in [*entries, *peers]:
+            figure["unstable"] = figure.get("unstable") or other_load.flag()
+    return entries
 

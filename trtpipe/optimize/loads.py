@@ -13,10 +13,10 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtpipe.vocab import Precision, Target
+from trtpipe.vocab import BackendKind, Precision, Target
 
-ONNXRUNTIME = "onnxruntime"
-OPENVINO = "openvino"
+ONNXRUNTIME = BackendKind.ONNXRUNTIME
+OPENVINO = BackendKind.OPENVINO
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def runtimes_for(precision: Precision, target: Target) -> tuple[str, ...]:
     """The runtimes a file is meant for: ONNX Runtime always (trtpipe.load and serve run every file there); OpenVINO
     for the float files and the openvino INT8 flavour, where it is installed."""
     meant = [ONNXRUNTIME]
-    if (precision is not Precision.INT8 or target is Target.OPENVINO) and importlib.util.find_spec("openvino"):
+    if (precision is not Precision.INT8 or target is Target.OPENVINO) and importlib.util.find_spec(OPENVINO.value):
         meant.append(OPENVINO)
     return tuple(meant)
 

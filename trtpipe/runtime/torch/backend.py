@@ -215,7 +215,7 @@ def to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
     counts queued work as done."""
     if not any(t.is_cuda for t in tensors):
         return [t.numpy() for t in tensors]
-    host = [t.to("cpu", non_blocking=True) for t in tensors]
+    host = [t.to(str(Device.CPU), non_blocking=True) for t in tensors]
     torch.cuda.synchronize()
     return [t.numpy() for t in host]
 
