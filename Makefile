@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 		'tensorrt-cu13-bindings==11.4.0.106'
 	# A real Triton Inference Server for the tests and `make loadtest`: the tritonserver binary, its libraries and
 	# the Python backend ship in nvidia-pytriton's wheel (kept as a wheel: its own Python code pins NumPy 1, which
-	# the server's Python-backend stub needs too; trtpipe/serve/tritonserver.py unpacks both).
+	# the server's Python-backend stub needs too; trtpipe/tools/tritonserver.py unpacks both).
 	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/tritonserver \
 		'nvidia-pytriton==0.7.0' 'numpy==1.26.4'
 	touch $(STAMP)

@@ -28,11 +28,11 @@ import numpy as np
 import trtpipe
 from trtpipe.bench.timing import measure
 from trtpipe.hardware import cpu_model, usable_cores
-from trtpipe.serve.loadtest import run_loadtest
-from trtpipe.serve.loopback import free_port, wait_until_ready
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.triton import export
-from trtpipe.serve.tritonserver import TritonServer, unavailable
+from trtpipe.serve.repository.triton import export
+from trtpipe.tools.loadtest import run_loadtest
+from trtpipe.tools.loopback import free_port, wait_until_ready
+from trtpipe.tools.tritonserver import TritonServer, unavailable
 from trtpipe.vocab import TritonBackend
 
 MODELS = {"digits_resnet": 8.0, "resnet50": 15.0}  # seconds per concurrency level

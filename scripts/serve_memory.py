@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.soak import resnetish
 from trtpipe.hardware import cpu_model, usable_cores
-from trtpipe.serve.loopback import free_port, resident_mib, wait_until_ready
+from trtpipe.tools.loopback import free_port, resident_mib, wait_until_ready
 
 SHAPE = [1, 3, 2048, 2560]  # 60 MiB of float32
 COUNT = 3 * 2048 * 2560

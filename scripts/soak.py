@@ -57,7 +57,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.hardware import cpu_model, usable_cores
-from trtpipe.serve.loopback import free_port
+from trtpipe.tools.loopback import free_port
 
 HOST = "127.0.0.1"  # loopback only: the script never targets another address
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -666,7 +666,7 @@ def running_server(repository: Path, folder: Path, settings: argparse.Namespace)
 
 
 def _wait_ready(server: Server, seconds: float = 120) -> None:
-    from trtpipe.serve.loopback import answers_ok
+    from trtpipe.tools.loopback import answers_ok
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -342,11 +342,14 @@ def judge_budget(comparison: Comparison, budget_pp: float) -> BudgetVerdict:
         decision = WITHIN if drop <= budget_pp else OVER
         return BudgetVerdict(decision, f"drop {drop:.2f} pp {'within' if decision == WITHIN else 'over'} the budget "
                                        f"of {budget_pp} pp (a point figure: no interval was measured)")
-    figure = f"drop {drop:.2f} pp (95% CI {interval.low:+.1f} to {interval.high:+.1f} pp on {interval.units} samples)"
+    change = f"drop {drop:.2f} pp" if drop >= 0.005 else f"gain {-drop:.2f} pp" if drop <= -0.005 else "no drop"
+    figure = f"{change} (drop 95% CI {interval.low:+.1f} to {interval.high:+.1f} pp on {interval.units} samples)"
     if interval.high <= budget_pp:
-        return BudgetVerdict(WITHIN, f"{figure}: within the budget of {budget_pp} pp (its upper bound is)")
+        return BudgetVerdict(WITHIN, f"{figure}: within the budget of {budget_pp} pp (even the interval's upper "
+                                     "bound is)")
     if interval.low > budget_pp:
-        return BudgetVerdict(OVER, f"{figure}: over the budget of {budget_pp} pp (its lower bound is)")
+        return BudgetVerdict(OVER, f"{figure}: over the budget of {budget_pp} pp (even the interval's lower bound "
+                                   "is)")
     margin = max(abs(budget_pp - drop), 0.1) / 100
     needed = trials_to_resolve(margin, observed=1 - min(max(drop, 0.0), 100.0) / 100)
     more = max(needed - interval.units, 1)

@@ -1,7 +1,9 @@
-"""trtpipe.load: one API for every kind of artifact, safe from many threads."""
+"""trtpipe.load: one API for every kind of artifact, safe from many threads, that embeds a model without the server."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,3 +41,16 @@ def test_load_errors(tmp_path: Path) -> None:
         trtpipe.load("resnet5")
     with pytest.raises(BadInput, match="has dtype float64"), trtpipe.load("digits_resnet") as model:
         model.predict(np.zeros((1, 1, 32, 32)))
+
+
+def test_embedding_an_artifact_loads_no_server_or_tool_code(digits_onnx: Path) -> None:
+    """``trtpipe.load`` lives on the artifact's side: a service that embeds a model and predicts with it imports
+    nothing of ``trtpipe serve`` (HTTP, gRPC, the repository) or of the harnesses."""
+    code = ("import sys, numpy as np, trtpipe\n"
+            f"model = trtpipe.load({str(digits_onnx)!r})\n"
+            "assert model.predict(np.zeros((2, 1, 32, 32), np.float32)).shape == (2, 10)\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('trtpipe.serve', 'trtpipe.tools')))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == []
+    assert trtpipe.load.__module__ == "trtpipe.artifact.load"

@@ -88,7 +88,7 @@ def test_bench_runs_the_package_beside_pytorch(package: Path, tmp_path: Path, ru
 def test_serve_loads_a_package_from_a_repository(package: Path, tmp_path: Path) -> None:
     from trtpipe.models.data import load_split
     from trtpipe.serve.options import ServeOptions
-    from trtpipe.serve.repository import close_repository, load_repository
+    from trtpipe.serve.repository.loading import close_repository, load_repository
 
     repository = tmp_path / "repo"
     copy_package(package, repository / "digits_aoti" / "1")
@@ -116,7 +116,7 @@ def test_export_triton_runs_a_package_through_the_python_backend(package: Path, 
 
     from trtpipe import console
     from trtpipe.serve.options import ServeOptions
-    from trtpipe.serve.triton import export
+    from trtpipe.serve.repository.triton import export
 
     with console.recording_warnings():
         export({"digits_aoti": package}, tmp_path / "triton", ServeOptions())

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.docs.pages import DOCS
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.tools.loopback import free_port, wait_until_ready
 
 GUIDE = DOCS / "guides" / "serving.md"
 

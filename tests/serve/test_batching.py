@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.serve.batching import BatchingOptions, MicroBatcher, QueueFull
+from trtpipe.serve.batching.batcher import BatchingOptions, MicroBatcher, QueueFull
 
 
 def test_concurrent_requests_run_as_batches_and_get_their_own_rows() -> None:

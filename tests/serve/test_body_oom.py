@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.builders import lookup
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.tools.loopback import free_port, wait_until_ready
 
 HEADROOM = 60 << 20  # address space allowed above the server's once it is ready
 BIG_VALUES = 40_000_000  # "1.5," each: a 150 MiB body, far more than the headroom

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trtpipe.serve.footprint import InstancesDoNotFit, MemoryBudget, UsageMeter, free_mib
+from trtpipe.serve.batching.footprint import InstancesDoNotFit, MemoryBudget, UsageMeter, free_mib
 from trtpipe.vocab import Device
 
 BLOCK_MIB = 64

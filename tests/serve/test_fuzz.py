@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from trtpipe.serve.openapi import openapi
+from trtpipe.serve.http.openapi import openapi
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.server import build_app
 

@@ -96,6 +96,6 @@ def test_undecodable_requests_are_the_clients_fault_in_plain_words(server, metho
 def test_every_protocol_status_has_a_grpc_code_and_none_is_unknown(status: int, code: str) -> None:
     """The statuses the service raises (the model refusing data 400, out of memory 503 or 507, timeouts 504) map to
     the gRPC code a client retries or fixes by; a client's fault is never UNKNOWN or INTERNAL."""
-    from trtpipe.serve.grpc_service import _status
+    from trtpipe.serve.grpc.service import _status
 
     assert _status(grpc, status) == getattr(grpc.StatusCode, code)

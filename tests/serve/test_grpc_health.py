@@ -16,7 +16,7 @@ import pytest
 
 from tests.optional import optional
 from tests.serve.conftest import RunningServer
-from trtpipe.serve.grpc_service import GrpcEndpoints
+from trtpipe.serve.grpc.service import GrpcEndpoints
 
 triton_grpc = optional("tritonclient.grpc")
 

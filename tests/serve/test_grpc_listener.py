@@ -34,7 +34,7 @@ def listener_pid(server: RunningServer) -> int:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"trtpipe.serve.grpc_process" in command and mark in command:
+        if b"trtpipe.serve.grpc.listener" in command and mark in command:
             return int(entry.name)
     raise AssertionError(f"no gRPC listener process holds port {server.grpc_port}")
 

@@ -27,7 +27,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.optional import optional
-from trtpipe.serve.loopback import child_pids, free_port, resident_mib, status_mib, wait_until_ready
+from trtpipe.tools.loopback import child_pids, free_port, resident_mib, status_mib, wait_until_ready
 
 service_pb2 = optional("tritonclient.grpc.service_pb2")
 

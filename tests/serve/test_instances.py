@@ -18,12 +18,12 @@ import pytest
 
 import trtpipe
 from tests.serve.conftest import RunningServer
-from trtpipe.serve.batching import BatchingOptions, MicroBatcher
-from trtpipe.serve.footprint import InstancesDoNotFit
-from trtpipe.serve.instances import ModelInstances
-from trtpipe.serve.loopback import free_port
+from trtpipe.serve.batching.batcher import BatchingOptions, MicroBatcher
+from trtpipe.serve.batching.footprint import InstancesDoNotFit
+from trtpipe.serve.batching.instances import ModelInstances
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.server import build_app
+from trtpipe.tools.loopback import free_port
 
 
 @pytest.fixture(scope="module")

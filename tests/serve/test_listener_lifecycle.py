@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from trtpipe.serve.grpc_bridge import FOLDER_PREFIX
-from trtpipe.serve.loopback import child_pids, free_port, status_mib, wait_until_ready
+from trtpipe.serve.grpc.bridge import FOLDER_PREFIX
+from trtpipe.tools.loopback import child_pids, free_port, status_mib, wait_until_ready
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals, RLIMIT_AS and /proc")
 pytest.importorskip("tritonclient.grpc")

@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.tools.loopback import free_port, wait_until_ready
 
 SOURCE_LOCATION = re.compile(r"\w+\.(?:cc|cpp|h|hpp)(?::\d+)?")
 

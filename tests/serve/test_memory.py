@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.builders import wide
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.tools.loopback import free_port, wait_until_ready
 
 ROW = 1 << 24  # float32 values a row expands to: 64 MiB a row
 LIMIT = 2 << 30  # address space: a server takes about 0.5 GiB of it; 16 rows need 1 GiB more, 32 rows 2 GiB

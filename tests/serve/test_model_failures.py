@@ -19,7 +19,7 @@ import trtpipe
 from tests.builders import TABLE, lookup, regroup
 from tests.serve.conftest import RunningServer
 from trtpipe import console
-from trtpipe.serve.batching import BatchingOptions, MicroBatcher
+from trtpipe.serve.batching.batcher import BatchingOptions, MicroBatcher
 
 LIBRARY_SOURCE = re.compile(r"onnxruntime_src|\w\.(?:h|hpp|cc|cpp|cu):\d+")
 
@@ -82,7 +82,7 @@ def test_a_reshape_that_does_not_fit_is_a_400_naming_no_library_path(batched: Ru
 
 def test_a_model_whose_outputs_change_the_batch_axis_is_served_unbatched(tiny_repository: Path) -> None:
     from trtpipe.serve.options import ServeOptions
-    from trtpipe.serve.repository import load_repository
+    from trtpipe.serve.repository.loading import load_repository
 
     with console.recording_warnings() as warnings:
         models = load_repository(tiny_repository, ServeOptions())

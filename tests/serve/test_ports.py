@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.builders import lookup
-from trtpipe.serve.loopback import free_port
+from trtpipe.tools.loopback import free_port
 
 pytest.importorskip("tritonclient.grpc", reason="the gRPC service needs trtpipe[triton]")
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trtpipe.runtime.base import TensorInfo
-from trtpipe.serve.json_body import SMALL_ARRAY, parse_infer_request
+from trtpipe.serve.http.json_body import SMALL_ARRAY, parse_infer_request
 from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError, encode_infer_response
 
 INPUTS = [TensorInfo("input", "float32", ("batch", 1, 2, 2))]

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from tests.builders import lookup
-from trtpipe.serve.loopback import free_port, wait_until_ready
 from trtpipe.serve.refusal_log import BURST
+from trtpipe.tools.loopback import free_port, wait_until_ready
 
 MODEL_MESSAGE = "indices element out of data bounds"  # ONNX Runtime's Gather, for an index past the table
 

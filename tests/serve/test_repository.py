@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from trtpipe import console
-from trtpipe.serve.repository import discover
+from trtpipe.serve.repository.loading import discover
 
 
 def test_folders_that_are_not_served_are_named_with_the_reason(digits_onnx: Path, tmp_path: Path) -> None:

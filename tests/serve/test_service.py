@@ -83,7 +83,7 @@ class SlowParse:
 @pytest.fixture()
 def slow_parse(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowParse]:
     """Holds the gRPC path's decoding of a request (the tensors out of the message) until released."""
-    import trtpipe.serve.grpc_service as grpc_module
+    import trtpipe.serve.grpc.service as grpc_module
 
     held = SlowParse(grpc_module.infer_request_from_message)
     monkeypatch.setattr(grpc_module, "infer_request_from_message", held)

@@ -14,7 +14,7 @@ import httpx
 import numpy as np
 
 from tests.builders import lookup
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.tools.loopback import free_port, wait_until_ready
 
 
 def test_sigterm_finishes_in_flight_requests_and_exits_zero(repository: Path) -> None:

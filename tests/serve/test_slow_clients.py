@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from trtpipe.serve.loopback import free_port, wait_until_ready
+from trtpipe.tools.loopback import free_port, wait_until_ready
 
 
 def _connect(port: int) -> socket.socket:

@@ -13,7 +13,7 @@ from tests.optional import optional
 from tests.serve.conftest import fake_engine
 from trtpipe.errors import BadInput
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.triton import check_name, triton_model
+from trtpipe.serve.repository.triton import check_name, triton_model
 
 model_config_pb2 = optional("tritonclient.grpc.model_config_pb2")
 
@@ -71,7 +71,7 @@ def test_tensor_names_cannot_inject_config(tmp_path: Path) -> None:
     import onnx
     from onnx import TensorProto, helper
 
-    from trtpipe.serve.triton import export
+    from trtpipe.serve.repository.triton import export
 
     evil = 'in"put\n}\nparameters { key: "x" value: { string_value: "y" } }\ninput {'
     graph = helper.make_graph([helper.make_node("Identity", [evil], ["out"])], "g",
@@ -98,7 +98,7 @@ def test_links_in_the_output_or_the_repository_are_refused(digits_onnx: Path, tm
     (repository / "real" / "1").mkdir(parents=True)
     shutil.copy(digits_onnx, repository / "real" / "1" / "model.onnx")
     (repository / "linked").symlink_to(repository / "real")
-    from trtpipe.serve.repository import discover
+    from trtpipe.serve.repository.loading import discover
 
     assert set(discover(repository)) == {"real"}
 

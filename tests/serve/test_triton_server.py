@@ -18,8 +18,8 @@ import pytest
 import trtpipe
 from tests.serve.conftest import fake_engine
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.triton import export
-from trtpipe.serve.tritonserver import TritonServer, unavailable
+from trtpipe.serve.repository.triton import export
+from trtpipe.tools.tritonserver import TritonServer, unavailable
 from trtpipe.vocab import TritonBackend
 
 REASON = unavailable()
@@ -113,7 +113,7 @@ def test_a_malformed_request_gets_400_and_the_model_keeps_serving(triton: Triton
 def test_trtpipe_loadtest_drives_triton_and_reads_its_cpu(triton: TritonServer) -> None:
     """The binary-tensor requests of `trtpipe loadtest` are Triton's too: `make loadtest` compares like with like,
     and the CPU it reports covers the server and its Python-backend stubs."""
-    from trtpipe.serve.loadtest import run_loadtest
+    from trtpipe.tools.loadtest import run_loadtest
 
     assert triton.process is not None
     report = run_loadtest(triton.http_url, "digits", [1, 4], duration_s=0.5, warmup_s=0.2,

@@ -3,6 +3,8 @@
 The backend follows from the artifact: ``.onnx`` runs on ONNX Runtime, ``.plan``/``.engine`` on TensorRT, and
 a registry name or checkpoint on PyTorch. ``predict`` is safe to call from many threads: ONNX Runtime sessions
 are thread-safe; PyTorch modules and TensorRT execution contexts are not, so calls to those are serialised.
+It sits on the artifact's side, below the stages: ``trtpipe serve``, ``export-triton``'s Python-backend model and
+any service open an artifact through it, and embedding one needs no server code.
 """
 
 from __future__ import annotations
@@ -154,47 +156,3 @@ def open_model(description: ArtifactDescription, options: RunOptions | None = No
     float ops); the caller's settings win."""
     path = Path(str(description.path))
     return Model(open_artifact(description, options, runtime=runtime), artifact_name(path), str(path))
-
-
-def serving_runtime(description: ArtifactDescription, runtime: BackendKind | None) -> BackendKind:
-    """The runtime a server runs an artifact on: the one asked for where an ONNX file may run on it (a file pinned
-    to one runtime, a BF16 file, keeps it), else the artifact's own."""
-    if runtime is None or description.pinned_runtime or runtime not in description.kind.runtimes:
-        return description.backend
-    return runtime
-
-
-def batch_axis_change(model: Model) -> str | None:
-    """Why ``model``'s outputs may not keep its inputs' batch axis, naming the output; None when they keep it.
-
-    A batcher joins requests along axis 0 and gives each its slice of every output, which is right only when each
-    output's first axis is the inputs' batch axis. It is not when an output has no axis (a scalar), a fixed first
-    dimension, or a first dimension named otherwise than the inputs' (a Reshape to ``[-1, 4]`` gives ``m`` rows
-    for ``n``). A first dimension the runtime could not name is given the benefit of the doubt: the batcher checks
-    the rows of each batch's outputs before splitting them.
-    """
-    batch = {t.shape[0] for t in model.inputs if t.shape}
-    for output in model.outputs:
-        first = output.shape[0] if output.shape else "no axis"
-        if first is None or first in batch:
-            continue
-        what = "is a scalar" if not output.shape else f"has first dimension {first!r}"
-        hint = " (if it is the same axis, export it under the inputs' name)" if isinstance(first, str) else ""
-        return (f"output '{output.name}' {what}, not the inputs' batch axis "
-                f"({', '.join(repr(b) for b in sorted(map(str, batch)))}){hint}")
-    return None
-
-
-def serving_options(backend: BackendKind, threads: int | None, device: Device = Device.CPU) -> RunOptions:
-    """What a server asks of a backend: its threads, and, from ONNX Runtime, idle pool threads that sleep rather
-    than spin, leaving the CPU to the server's own threads between requests (the other runtimes have no spinning
-    pool to turn off). On ``cuda``, ONNX Runtime runs on its CUDA provider, whose memory arena is kept (a captured
-    CUDA graph replays into the buffers it was captured with)."""
-    onnxruntime = backend is BackendKind.ONNXRUNTIME
-    if onnxruntime and device is Device.CUDA:
-        from trtpipe.runtime.onnxruntime.providers import provider_list
-        from trtpipe.vocab import OnnxExecution
-
-        return RunOptions(threads=threads, spinning=False,
-                          providers=tuple(provider_list(OnnxExecution.CUDA)))
-    return RunOptions(threads=threads, spinning=not onnxruntime, release_memory=onnxruntime)

@@ -2,8 +2,9 @@
 file, a model shipped in a wheel). The reference every artifact is measured against is then that file on ONNX
 Runtime CPU, and every report says so; speedups are against it, not against PyTorch.
 
-A packaged model (``trtpipe.models.packaged``: a real trained network shipped as ONNX inside a wheel) is named by
-its name, and brings its natural inputs: the agreement samples are those, so its task figure means something.
+Which file MODEL names, and what its source knows beyond the graph, is :mod:`trtpipe.models.sources`' answer: a
+packaged model (a real trained network shipped as ONNX inside a wheel) is named by its name, and brings its size
+and natural inputs: the agreement samples are those, so its task figure means something.
 
 The file may take several inputs, of any dtype (NHWC uint8 pixels a model normalises inside): each is an
 :class:`~trtpipe.inputs.InputSpec` of the graph's name and dtype, sized by ``--input-shape`` where the graph leaves
@@ -22,10 +23,11 @@ import numpy as np
 from trtpipe.bench.identity import converted_from
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
-from trtpipe.inputs import Batch, InputSpec, Layout, check_declared, random_batch, resolve
+from trtpipe.inputs import Batch, InputSpec, check_declared, random_batch, resolve
 from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import EvaluationData, LoadedModel
 from trtpipe.models.options import ModelOptions
+from trtpipe.models.sources import OnnxFound, onnx_source
 from trtpipe.runtime.artifacts import artifact_name, describe_artifact
 from trtpipe.shapes import FIRST, declared_for, format_shape
 from trtpipe.vocab import ArtifactKind, Precision, Task
@@ -43,7 +45,7 @@ class OnnxReference:
     inputs: tuple[InputSpec, ...]  # every input, each dimension fixed (the batch at 1 where the graph leaves it free)
     task: Task | None = None
     decoder: Callable[[Sequence[np.ndarray]], list[Any]] | None = None
-    packaged: str | None = None  # the packaged model it is, whose natural inputs are the agreement samples
+    origin: OnnxFound | None = None  # what its source knows of it: a packaged model's natural inputs and size
     module: None = None  # no PyTorch module: the reference row runs the file itself
     source_kind: str = str(ArtifactKind.ONNX)
     dataset: str | None = None
@@ -51,6 +53,11 @@ class OnnxReference:
     @property
     def source(self) -> str:
         return str(self.path)
+
+    @property
+    def packaged(self) -> str | None:
+        """The packaged model it is (its natural inputs are the agreement samples), else None."""
+        return self.origin.name if self.origin is not None else None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -72,16 +79,10 @@ class OnnxReference:
                 "reference": REFERENCE, "packaged": self.packaged, "converted_from": converted_from(self.path)}
 
     def _natural(self, seed: int) -> EvaluationData | None:
-        if self.packaged is None:
+        batch = self.origin.natural_batch(self.inputs[0], PACKAGED_EVAL_SAMPLES, seed) if self.origin else None
+        if batch is None:
             return None
-        from trtpipe.models.packaged import natural_batch
-
-        image = self.inputs[0]
-        last = image.layout is Layout.NHWC
-        height, width = self.sample_shape[:2] if last else self.sample_shape[-2:]
-        batch = natural_batch(self.packaged, count=PACKAGED_EVAL_SAMPLES, seed=seed, size=(height, width),
-                              raw=image.dtype == "uint8", channels_last=last)
-        return EvaluationData(batch.inputs.astype(image.dtype, copy=False), None,
+        return EvaluationData(batch.inputs.astype(self.inputs[0].dtype, copy=False), None,
                               f"{batch.source} (reference: {REFERENCE}; agreement, no labels)")
 
     def evaluation_data(self) -> EvaluationData | None:
@@ -97,37 +98,33 @@ class OnnxReference:
 
 def onnx_reference(spec: str, options: ModelOptions) -> OnnxReference | None:
     """The ONNX reference ``spec`` names (a packaged model's name or a .onnx path), or None for a PyTorch model."""
-    from trtpipe.models.packaged import PACKAGED, packaged_onnx
-
-    packaged = spec if spec in PACKAGED else None
-    if packaged is None and not spec.lower().endswith(".onnx"):
+    found = onnx_source(spec)
+    if found is None:
         return None
-    path = packaged_onnx(spec) if packaged else Path(spec)
+    path = found.path
     described = describe_artifact(path)
     if described.precision is not Precision.FP32:
         raise BadInput(f"MODEL {path} is {described.precision}: the reference must be the FP32 ONNX (give the file "
                        "optimize started from, or the PyTorch model).")
-    if packaged and len(described.inputs) != 1:
-        raise BadInput(f"Packaged model {packaged} has {len(described.inputs)} inputs; its natural inputs feed one.")
-    inputs = _inputs(path, described.inputs, options, packaged)
-    task = options.task or (PACKAGED[packaged].task if packaged else None) or described.task
-    decoder = PACKAGED[packaged].decoder() if packaged else None
+    found.check_inputs(len(described.inputs))
+    inputs = _inputs(path, described.inputs, options, found)
+    task = options.task or found.task or described.task
+    decoder = found.decoder()
     if task is Task.DETECT and len(described.outputs) > 1 and not options.postprocess and decoder is None:
         task = Task.GENERIC  # a multi-output head no decoder reads: compared output by output
     if options.postprocess:
         from trtpipe.models.user_code import load_postprocess
 
         decoder = load_postprocess(options.postprocess)
-    name = options.name or packaged or artifact_name(path)
-    return OnnxReference(path, name, inputs, task, decoder, packaged)
+    name = options.name or found.name or artifact_name(path)
+    return OnnxReference(path, name, inputs, task, decoder, found)
 
 
-def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, packaged: str | None) -> tuple[InputSpec, ...]:
+def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, found: OnnxFound) -> tuple[InputSpec, ...]:
     """Every input of the file at ``path`` (``graph``: its TensorInfo), as bench runs it: names and dtypes from
-    the graph, shapes from ``--input-shape`` where the graph leaves an axis dynamic (a packaged model: its own size;
-    the batch: 1), ranges from ``--input-range``, else from what convert recorded in the file's manifest."""
-    from trtpipe.models.packaged import PACKAGED
-
+    the graph, shapes from ``--input-shape`` where the graph leaves an axis dynamic (else the size its source makes
+    it at, a packaged model's own; the batch: 1), ranges from ``--input-range``, else from what convert recorded in
+    the file's manifest."""
     declared = options.input_shape
     if declared is not None and not isinstance(declared, dict):  # a bare shape, as ModelOptions held it before
         declared = {FIRST: tuple(declared)}
@@ -143,11 +140,8 @@ def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, packaged: s
         dims = tuple(info.shape)
         given = declared_for(declared, info.name, index)
         if given is None:
-            rest = dims[1:]
-            if packaged and index == 0:
-                rule = PACKAGED[packaged].preprocessing.size
-                rest = (dims[1] if isinstance(dims[1], int) else 3, *rule.size)
-            elif any(not isinstance(d, int) for d in rest):
+            rest = found.sample_dims(index, dims) or dims[1:]
+            if any(not isinstance(d, int) for d in rest):
                 example = "x".join(str(d) if isinstance(d, int) else "N" for d in (1, *rest))
                 prefix = f"{info.name}:" if len(graph) > 1 else ""
                 raise BadInput(f"{path}'s input {info.name} is {format_shape(dims)}: its dynamic axes need a size to "

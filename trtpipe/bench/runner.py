@@ -74,7 +74,7 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
             variants.peers(descriptions)
         measure.later_rounds()
     if other_load.stop() is not None and other_load.busy:
-        console.warn(other_load.flag().removeprefix("unstable: ").capitalize() + ".")
+        console.warn(other_load.flag().removeprefix("unstable: ").replace("other", "Other", 1) + ".")
     measure.settle()
     rows = variants.rows
     _speedups(rows)

@@ -320,7 +320,7 @@ def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, .
     """Write a Triton Inference Server repository (config.pbtxt + model) for ARTIFACTS."""
     from trtpipe.errors import BadInput
     from trtpipe.runtime.artifacts import artifact_name
-    from trtpipe.serve.triton import artifacts_from_repository, export
+    from trtpipe.serve.repository.triton import artifacts_from_repository, export
 
     if repository:
         chosen = artifacts_from_repository(repository)
@@ -352,7 +352,7 @@ def loadtest(url: str, model: str, concurrency: tuple[int, ...], duration: float
              allow_remote: bool, server_pid: int | None) -> None:
     """Drive a running server with bounded concurrent clients; report throughput and p50/p90/p99."""
     from trtpipe.files import require_parent_dir, write_json_atomic
-    from trtpipe.serve.loadtest import print_loadtest, run_loadtest
+    from trtpipe.tools.loadtest import print_loadtest, run_loadtest
 
     if json_path:
         require_parent_dir(json_path)

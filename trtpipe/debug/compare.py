@@ -157,11 +157,11 @@ def _dataset(options: DebugOptions, specs: tuple[InputSpec, ...], reference_sha:
     calibrated on (as its manifest records it), else seeded random inputs with a warning."""
     text = options.data
     if text is None:
-        from trtpipe.models.packaged import packaged_by_sha256
+        from trtpipe.models.sources import for_file
 
-        known = packaged_by_sha256(reference_sha)
-        if known is not None:
-            text = f"{DataKind.PACKAGED}:{known.name}"
+        known = for_file(reference_path, reference_sha)
+        if known.data_spec is not None:
+            text = known.data_spec
             console.note(f"{reference_path.name} is the packaged model {known.name}: running its own inputs")
         else:
             text = _recorded_data(manifest)

@@ -10,6 +10,7 @@ optimize opens the file the way a user would: ONNX Runtime with all optimisation
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def openvino_loads(path: Path) -> LoadCheck:
     return LoadCheck(OPENVINO, True)
 
 
-CHECKS = {ONNXRUNTIME: onnxruntime_loads, OPENVINO: openvino_loads}
+CHECKS: dict[str, Callable[[Path], LoadCheck]] = {ONNXRUNTIME: onnxruntime_loads, OPENVINO: openvino_loads}
 
 
 def check_loads(path: Path, runtimes: tuple[str, ...]) -> list[LoadCheck]:

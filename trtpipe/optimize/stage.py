@@ -66,7 +66,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     source_sha, source_manifest = sha256_file(source), read_manifest(source, on_other_layout=console.warn)
     data = _load_data(model, options, source, source_manifest)
     task, decoder = _task(options, source, source_manifest, model, data.probe, data.static_batch,
-                          _decoder(options, source_sha))
+                          _decoder(options, source, source_sha))
     evaluation = _labelled_by_fp32(model, data.evaluation, task, data.static_batch)
     context = PassContext(options, target, data.calib, evaluation, data.probe, data.static_batch, output, task,
                           decoder)
@@ -141,16 +141,16 @@ def _load_data(model: onnx.ModelProto, options: OptimizeOptions, source: Path,
 def _fp16_range_data(source: Path, specs: tuple[InputSpec, ...], evaluation: Dataset | None,
                      preprocessing: ImagePreprocessing) -> Dataset:
     """What FP16's range check runs on without --calib, as every other converter just converts: the --eval data,
-    else a packaged model's own natural inputs, else seeded random inputs; said in one line, since inputs like the
-    ones the model will see (--calib) find the ranges that overflow FP16 more surely."""
-    from trtpipe.models.packaged import packaged_by_sha256
+    else the inputs the file's source brings (a packaged model's natural inputs), else seeded random inputs; said in
+    one line, since inputs like the ones the model will see (--calib) find the ranges that overflow FP16 more
+    surely."""
+    from trtpipe.models.sources import for_file
 
-    packaged = packaged_by_sha256(sha256_file(source))
+    natural = for_file(source).data_spec
     if evaluation is not None:
         data = evaluation
-    elif packaged is not None:
-        data = load_dataset(f"packaged:{packaged.name}", specs, purpose="calibration", samples=None,
-                            preprocessing=preprocessing)
+    elif natural is not None:
+        data = load_dataset(natural, specs, purpose="calibration", samples=None, preprocessing=preprocessing)
     else:
         data = _random_probe(specs)
     count = "" if data.source.startswith(f"{len(data)} ") else f" ({len(data)} samples)"
@@ -159,17 +159,17 @@ def _fp16_range_data(source: Path, specs: tuple[InputSpec, ...], evaluation: Dat
     return data
 
 
-def _decoder(options: OptimizeOptions, source_sha: str) -> Callable[[Sequence[np.ndarray]], list[Any]] | None:
-    """The detection decoder the figures are measured through: --postprocess's, else the one a packaged real
-    model's file brings for its head (found by the source's hash), else none."""
+def _decoder(options: OptimizeOptions, source: Path,
+             source_sha: str) -> Callable[[Sequence[np.ndarray]], list[Any]] | None:
+    """The detection decoder the figures are measured through: --postprocess's, else the one the file's source
+    brings for its head (a packaged real model's), else none."""
     if options.postprocess:
         from trtpipe.models.user_code import load_postprocess
 
         return load_postprocess(options.postprocess)
-    from trtpipe.models.packaged import packaged_by_sha256
+    from trtpipe.models.sources import for_file
 
-    known = packaged_by_sha256(source_sha)
-    return known.decoder() if known is not None else None
+    return for_file(source, source_sha).decoder()
 
 
 def _labelled_by_fp32(model: onnx.ModelProto, evaluation: Dataset | None, task: Task,

@@ -34,6 +34,7 @@ from trtpipe.errors import BadInput
 from trtpipe.models.data_spec import DataKind
 from trtpipe.models.options import ModelOptions
 from trtpipe.models.registry import factory_spec
+from trtpipe.models.sources import natural_data
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.options import OptionSpec, OptionValueError, coerce, from_mapping, option_fields
 from trtpipe.pipeline.options import OutputOptions, SelectOptions
@@ -215,10 +216,9 @@ def default_pipeline(source: str, overrides: list[str] | None = None, out: Path 
 
 
 def packaged_data(source: str) -> str | None:
-    """The DATA spec of a packaged model's natural inputs (``packaged:NAME``) when ``source`` names one, else None."""
-    from trtpipe.models.packaged import PACKAGED
-
-    return f"{DataKind.PACKAGED}:{source}" if source in PACKAGED else None
+    """The DATA spec of the inputs ``source`` brings of its own (a packaged model's natural inputs,
+    ``packaged:NAME``), else None: the model's source says (:func:`trtpipe.models.sources.natural_data`)."""
+    return natural_data(source)
 
 
 def _with_natural_data(options: OptimizeOptions, natural: str) -> OptimizeOptions:

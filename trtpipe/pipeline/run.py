@@ -312,7 +312,7 @@ class _PipelineRun:
 
         def do_export() -> list[Path]:
             from trtpipe.runtime.artifacts import artifact_name
-            from trtpipe.serve.triton import export
+            from trtpipe.serve.repository.triton import export
 
             named = {artifact_name(a): a for a in artifacts}
             chosen_runtime = {}

@@ -95,7 +95,7 @@ class DrainingServer(uvicorn.Server):
 def draining_server(app: Any, options: ServeOptions, port: int, announce: Callable[[], None]) -> DrainingServer:
     """The server for ``app``, on the listener ``serve`` hands its ``run``: uvicorn's lifespan off (the server
     enters it), the header deadline and connection limit from ``options``."""
-    from trtpipe.serve.http_protocol import protocol_with
+    from trtpipe.serve.http.uvicorn_protocol import protocol_with
 
     config = uvicorn.Config(app, host=options.host, port=port, log_level="warning", timeout_graceful_shutdown=30,
                             access_log=False, http=protocol_with(options.header_timeout_s),

@@ -21,10 +21,10 @@ from typing import Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput
-from trtpipe.serve.app import create_app
+from trtpipe.serve.http.app import create_app
 from trtpipe.serve.memory import bound_arenas
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.repository import ServedModel, load_repository
+from trtpipe.serve.repository.loading import ServedModel, load_repository
 from trtpipe.serve.service import Metrics, out_of_memory
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

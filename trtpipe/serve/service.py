@@ -28,12 +28,12 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from trtpipe.errors import BadInput
-from trtpipe.serve.batching import QueueFull
-from trtpipe.serve.json_body import parse_infer_request
+from trtpipe.serve.batching.batcher import QueueFull
+from trtpipe.serve.http.json_body import parse_infer_request
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import InferRequest, ProtocolError
 from trtpipe.serve.refusal_log import REFUSALS
-from trtpipe.serve.repository import ServedModel
+from trtpipe.serve.repository.loading import ServedModel
 from trtpipe.vocab import BackendKind
 
 UNKNOWN_MODEL = "_unknown"  # the metrics label of a request for a model the server does not have

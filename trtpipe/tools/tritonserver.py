@@ -25,7 +25,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from trtpipe.serve.loopback import answers_ok, free_port
+from trtpipe.tools.loopback import answers_ok, free_port
 
 # The folder that holds the trtpipe package: the checkout, in the editable install `make install` makes (where it
 # downloads the wheels); elsewhere, TRTPIPE_TRITONSERVER_WHEELS says where they are.

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from trtpipe import console
-from trtpipe.serve.footprint import MemoryBudget, UsageMeter, free_mib, memory_word, mib
-from trtpipe.serve.model import Model
+from trtpipe.artifact.load import Model
+from trtpipe.serve.batching.footprint import MemoryBudget, UsageMeter, free_mib, memory_word, mib
 
 
 class ModelInstances:

@@ -1,5 +1,5 @@
-"""The server's side of gRPC: it starts the gRPC listener process (``grpc_process.py``), restarts it if it dies,
-and answers the calls it forwards (``forwarding.py``) with the endpoints of ``grpc_service.py``.
+"""The server's side of gRPC: it starts the gRPC listener process (``listener.py``), restarts it if it dies,
+and answers the calls it forwards (``forwarding.py``) with the endpoints of ``service.py``.
 
 Each forwarded call is answered on the gRPC event loop (a thread of its own, :class:`GrpcThread`); its request
 message is read in a worker thread with the GIL released (``forwarding.receive_blocking``), only once the service
@@ -26,7 +26,7 @@ from typing import Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput
-from trtpipe.serve.forwarding import (
+from trtpipe.serve.grpc.forwarding import (
     INLINE,
     OK,
     ConnectionGone,
@@ -208,7 +208,7 @@ class Bridge:
 
     async def _start_process(self) -> None:
         loop = asyncio.get_running_loop()
-        process = subprocess.Popen([sys.executable, "-m", "trtpipe.serve.grpc_process", self._config()],
+        process = subprocess.Popen([sys.executable, "-m", "trtpipe.serve.grpc.listener", self._config()],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ.copy())
         assert process.stdout is not None
         try:

@@ -1,4 +1,4 @@
-"""How the gRPC listener process (``grpc_process.py``) hands each call to the server process (``grpc_bridge.py``).
+"""How the gRPC listener process (``listener.py``) hands each call to the server process (``bridge.py``).
 
 One Unix-socket connection per call, in four steps, so that the server decides whether it has room for a request
 before a byte of it crosses, and reads what it accepts without holding the GIL:

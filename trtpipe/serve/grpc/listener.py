@@ -4,14 +4,14 @@ gRPC's Python binding turns each request message into a bytes object while it ho
 page faults included); in the server's process that stalled HTTP's health checks and every other request for as
 long, which for a large message on a busy machine is long enough to fail a liveness probe
 (docs/results/serving-memory.md). Here that work
-holds this process's GIL only. The server (``grpc_bridge.py``) reads what is forwarded to it with the GIL released
+holds this process's GIL only. The server (``bridge.py``) reads what is forwarded to it with the GIL released
 (``forwarding.py``), and does everything else: admission, decoding, models, metrics, answers. This process knows no
 model and imports neither numpy nor a runtime: it binds the port (without ``SO_REUSEPORT``), bounds concurrent calls
 and message sizes as ``--max-connections`` and ``--max-body-mb`` say, and forwards.
 
-Run by the server as ``python -m trtpipe.serve.grpc_process CONFIG`` (a JSON object, see :func:`main`). It writes
+Run by the server as ``python -m trtpipe.serve.grpc.listener CONFIG`` (a JSON object, see :func:`main`). It writes
 one line to its standard output once the port is bound (``ready``) or could not be (``error <message>``), answers
-``ping`` with ``pong`` (the server's readiness follows the answers: grpc_bridge.Bridge.problem), stops when told
+``ping`` with ``pong`` (the server's readiness follows the answers: bridge.Bridge.problem), stops when told
 ``stop <grace seconds>`` on its standard input, and exits when that input closes (its server is gone).
 """
 
@@ -24,7 +24,7 @@ import socket
 import sys
 from typing import Any
 
-from trtpipe.serve.forwarding import INLINE, OK, ConnectionGone, frame, receive_exactly, receive_frame
+from trtpipe.serve.grpc.forwarding import INLINE, OK, ConnectionGone, frame, receive_exactly, receive_frame
 from trtpipe.serve.memory import bound_arenas, give_back
 
 LARGE_MESSAGE = 1 << 20  # bytes: after a request above this, freed memory goes back to the system

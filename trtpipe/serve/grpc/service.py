@@ -10,7 +10,7 @@ ModelInfer takes its request as bytes and decodes it in a worker thread, as HTTP
 the conversion of a large ``fp32_contents`` take long, and the event loop keeps answering health checks and other
 models meanwhile (decoded on the loop, as gRPC does by default, one such request stalled the health checks for seconds:
 docs/results/serving.md, 'Request decoding costs'). How a message is decoded, its bulky contents read in place and
-counted before anything is built, is grpc_messages.py's; a request protobuf cannot decode is INVALID_ARGUMENT, on
+counted before anything is built, is messages.py's; a request protobuf cannot decode is INVALID_ARGUMENT, on
 every RPC.
 
 The service runs on an event loop and a thread of its own (:class:`GrpcThread`): what gRPC itself does on its loop,
@@ -31,12 +31,12 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.errors import MissingDependency
-from trtpipe.serve.forwarding import ConnectionGone
-from trtpipe.serve.grpc_bridge import Bridge, CallAborted, Dispatch, ForwardedCall, GrpcThread, status_number
-from trtpipe.serve.grpc_messages import Undecodable, infer_request_from_message, parse_request
+from trtpipe.serve.grpc.bridge import Bridge, CallAborted, Dispatch, ForwardedCall, GrpcThread, status_number
+from trtpipe.serve.grpc.forwarding import ConnectionGone
+from trtpipe.serve.grpc.messages import Undecodable, infer_request_from_message, parse_request
 from trtpipe.serve.memory import give_back, short_of_room, warm_thread
 from trtpipe.serve.protocol import InferRequest, ProtocolError, datatype_of
-from trtpipe.serve.repository import ServedModel
+from trtpipe.serve.repository.loading import ServedModel
 from trtpipe.serve.service import (
     LARGE_DECODES_AT_ONCE,
     SERVICE_THREADS,
@@ -306,7 +306,7 @@ async def _start(service: InferenceService) -> Bridge:
 
 async def start_grpc(service: InferenceService) -> GrpcThread:
     """The gRPC service: its listener in a process of its own, its calls answered on a loop and thread of their
-    own (see grpc_bridge), sharing ``service`` with HTTP; ``stop(grace)`` on what it returns stops it."""
+    own (see bridge.py), sharing ``service`` with HTTP; ``stop(grace)`` on what it returns stops it."""
     return await GrpcThread().start(lambda: _start(service))
 
 

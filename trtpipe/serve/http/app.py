@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import HEADER_LENGTH, InferRequest, ProtocolError, encode_infer_response, tensor_metadata
-from trtpipe.serve.repository import ServedModel
+from trtpipe.serve.repository.loading import ServedModel
 from trtpipe.serve.service import LARGE_DECODES_AT_ONCE, ClientLeft, InferenceService, Metrics
 from trtpipe.vocab import __version__
 
@@ -79,7 +79,7 @@ def lifespan(service: InferenceService) -> Callable[[Starlette], contextlib.Abst
         service.start()
         grpc_server = None
         if settings.grpc_port is not None:
-            from trtpipe.serve.grpc_service import start_grpc  # gRPC is optional: imported only when asked for
+            from trtpipe.serve.grpc.service import start_grpc  # gRPC is optional: imported only when asked for
 
             grpc_server = await start_grpc(service)
             if grpc_server.bridge is not None:
@@ -164,7 +164,7 @@ class HttpEndpoints:
         return Response(payload, headers=headers)
 
     async def api_description(self, request: Request) -> Response:
-        from trtpipe.serve.openapi import openapi
+        from trtpipe.serve.http.openapi import openapi
 
         return JSONResponse(openapi())
 

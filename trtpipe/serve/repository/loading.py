@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtpipe import console
+from trtpipe.artifact.load import Model, open_model
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class
 from trtpipe.runtime import describe_artifact
 from trtpipe.runtime.artifacts import check_cpu
-from trtpipe.serve.batching import BatchingOptions, MicroBatcher
-from trtpipe.serve.footprint import InstancesDoNotFit, MemoryBudget
-from trtpipe.serve.instances import ModelInstances, open_instances
-from trtpipe.serve.model import Model, batch_axis_change, open_model, serving_options, serving_runtime
+from trtpipe.serve.batching.axis import batch_axis_change, batches_on_axis_0
+from trtpipe.serve.batching.batcher import BatchingOptions, MicroBatcher
+from trtpipe.serve.batching.footprint import InstancesDoNotFit, MemoryBudget
+from trtpipe.serve.batching.instances import ModelInstances, open_instances
 from trtpipe.serve.options import ServeOptions
+from trtpipe.serve.repository.serving import serving_options, serving_runtime
 from trtpipe.vocab import ArtifactKind, Device
 
 # Triton's default file names; an engine is preferred over the ONNX it was built from.
@@ -173,10 +175,10 @@ def load_repository(repository: Path, options: ServeOptions, on_batch: Callable[
                     on_run=functools.partial(on_instance_run, name, version) if on_instance_run is not None else None)
                 entry.model = entry.instances.first
                 entry.max_batch_size = _max_batch(entry.model, batching)
-                changed = batch_axis_change(entry.model) if batching and _batches_on_axis_0(entry.model) else None
+                changed = batch_axis_change(entry.model) if batching and batches_on_axis_0(entry.model) else None
                 if changed:  # joined requests could not be given their own rows back
                     console.warn(f"{name} version {version} is served without batching: {changed}.")
-                elif batching and _batches_on_axis_0(entry.model):
+                elif batching and batches_on_axis_0(entry.model):
                     entry.batcher = MicroBatcher(
                         entry.instances.predict_all,
                         BatchingOptions(entry.max_batch_size or batching.max_batch_size, batching.max_delay_s,
@@ -205,12 +207,6 @@ def close_repository(served: dict[str, dict[str, ServedModel]]) -> None:
                 entry.batcher.close()
             if entry.instances is not None:
                 entry.instances.close()
-
-
-def _batches_on_axis_0(model: Model) -> bool:
-    """Whether requests can be joined into one batch: every input has a dynamic first axis (an ONNX from elsewhere
-    may take a scalar or a fixed-size tensor beside its batched ones: such a model runs each request alone)."""
-    return bool(model.inputs) and all(t.shape and not isinstance(t.shape[0], int) for t in model.inputs)
 
 
 def _max_batch(model: Model, batching: BatchingOptions | None) -> int | None:

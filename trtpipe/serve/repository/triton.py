@@ -283,6 +283,6 @@ def _refuse_links(root: Path, paths: list[Path]) -> None:
 
 def artifacts_from_repository(repository: Path) -> dict[str, Path]:
     """The newest version of every model in a trtpipe repository."""
-    from trtpipe.serve.repository import discover
+    from trtpipe.serve.repository.loading import discover
 
     return {name: versions[-1][1] for name, versions in discover(repository).items()}
