@@ -179,7 +179,8 @@ class CudnnSearch(StrEnum):
 
 
 class BackendKind(StrEnum):
-    """An engine kind of the runtime seam; each has its folder under trtpipe/runtime/."""
+    """An engine kind of the runtime seam; each has its folder under trtpipe/runtime/, which declares everything
+    else about it (class, settings, library, Triton facts: runtime/<engine>/__init__.py's ENTRY)."""
 
     TORCH = "torch"
     ONNXRUNTIME = "onnxruntime"
@@ -187,30 +188,11 @@ class BackendKind(StrEnum):
     TENSORRT = "tensorrt"
     AOTI = "aoti"  # AOTInductor packages (.pt2): torch.export, compiled ahead of time by Inductor, run by torch
 
-    @property
-    def implementation(self) -> str:
-        """``module:Class`` of the backend, imported only when one is opened."""
-        return f"trtpipe.runtime.{self.value}.backend:{_BACKEND_CLASSES[self]}"
-
-    @property
-    def library(self) -> str:
-        """The Python package the backend runs on (each is named after its package, but AOTInductor's is torch)."""
-        return _BACKEND_LIBRARIES.get(self, self.value)
-
-    @property
-    def thread_safe(self) -> bool:
-        """Whether one loaded model may run calls from several threads at once."""
-        return self is BackendKind.ONNXRUNTIME
-
-
-_BACKEND_CLASSES = {BackendKind.TORCH: "TorchBackend", BackendKind.ONNXRUNTIME: "OnnxRuntimeBackend",
-                    BackendKind.OPENVINO: "OpenVinoBackend", BackendKind.TENSORRT: "TensorRTBackend",
-                    BackendKind.AOTI: "AotiBackend"}
-_BACKEND_LIBRARIES = {BackendKind.AOTI: "torch"}
 
 
 class ArtifactKind(StrEnum):
-    """A deployable file: which suffixes it has, what runs it, what Triton calls it, where its metadata is."""
+    """A deployable file: which suffixes it has, what runs it, its name in a model repository, where its metadata is
+    (what Triton calls it is its backend's fact: runtime/<engine>/__init__.py)."""
 
     ONNX = "onnx"
     TENSORRT_ENGINE = "tensorrt_engine"
@@ -228,14 +210,6 @@ class ArtifactKind(StrEnum):
     def runtimes(self) -> tuple[BackendKind, ...]:
         """Every backend that can run it; ``backend`` is the default."""
         return _ARTIFACTS[self].runtimes
-
-    @property
-    def triton_platform(self) -> str:
-        return _ARTIFACTS[self].triton_platform
-
-    @property
-    def triton_instance_kind(self) -> str:
-        return _ARTIFACTS[self].triton_instance_kind
 
     @property
     def repository_file(self) -> str:
@@ -269,21 +243,17 @@ class TritonBackend(StrEnum):
 class _ArtifactFacts:
     suffixes: tuple[str, ...]
     backend: BackendKind
-    triton_platform: str
-    triton_instance_kind: str
     repository_file: str
     metadata: str
     runtimes: tuple[BackendKind, ...]
 
 
 _ARTIFACTS = {
-    ArtifactKind.ONNX: _ArtifactFacts((".onnx",), BackendKind.ONNXRUNTIME, "onnxruntime_onnx", "KIND_CPU",
-                                      "model.onnx", "manifest", (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO)),
-    ArtifactKind.TENSORRT_ENGINE: _ArtifactFacts((".plan", ".engine"), BackendKind.TENSORRT, "tensorrt_plan",
-                                                 "KIND_GPU", "model.plan", "sidecar", (BackendKind.TENSORRT,)),
-    # Triton has no AOTInductor platform (""): its export runs the package through the Python backend.
-    ArtifactKind.AOTI: _ArtifactFacts((".pt2",), BackendKind.AOTI, "", "KIND_CPU", "model.pt2", "manifest",
-                                      (BackendKind.AOTI,)),
+    ArtifactKind.ONNX: _ArtifactFacts((".onnx",), BackendKind.ONNXRUNTIME, "model.onnx", "manifest",
+                                      (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO)),
+    ArtifactKind.TENSORRT_ENGINE: _ArtifactFacts((".plan", ".engine"), BackendKind.TENSORRT, "model.plan", "sidecar",
+                                                 (BackendKind.TENSORRT,)),
+    ArtifactKind.AOTI: _ArtifactFacts((".pt2",), BackendKind.AOTI, "model.pt2", "manifest", (BackendKind.AOTI,)),
 }
 
 

@@ -107,7 +107,9 @@ def test_bench_labels_optimized_artifacts(digits_onnx: Path, tmp_path: Path, run
     assert result.exit_code == 0, result.output
     # What the run left out is in the results, not only on the terminal: peers need an FP32 ONNX to quantize.
     report = json.loads(json_path.read_text())
-    assert report["warnings"] == ["Peers skipped: they quantize an FP32 ONNX, and none is among the artifacts."]
+    # (A busy machine adds its own warning, bench/other_load.py: not this test's business.)
+    left_out = [w for w in report["warnings"] if not w.startswith("Other processes used")]
+    assert left_out == ["Peers skipped: they quantize an FP32 ONNX, and none is among the artifacts."]
     assert "Not in this table, and why:\n\n- Peers skipped: they quantize an FP32 ONNX" in markdown_path.read_text()
     rows = {r["variant"]: r for r in report["results"]}
     assert rows["onnxruntime-fp16 (fp16)"]["precision"] == "fp16"

@@ -82,10 +82,10 @@ def _last_line(text: str) -> str:
 def measure(spec: VariantSpec) -> dict[int, float | None]:
     """In this process: import the runtime, then open and run the variant under a memory probe."""
     from trtpipe.runtime.options import RunOptions
-    from trtpipe.runtime.registry import backend_class
+    from trtpipe.runtime.registry import backend_class, entry
 
     backend_type = backend_class(spec.backend)
-    importlib.import_module(spec.backend.library)  # the runtime's import is not the variant's
+    importlib.import_module(entry(spec.backend).library)  # the runtime's import is not the variant's
     rng = np.random.default_rng(0)
     figures: dict[int, float | None] = {}
     with MemoryProbe() as probe, backend_type(Path(spec.path), RunOptions(**spec.settings)) as backend:

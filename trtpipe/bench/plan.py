@@ -16,7 +16,8 @@ from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class, has_bf16
 from trtpipe.inputs import InputSpec
 from trtpipe.runtime.artifacts import ArtifactDescription, artifact_name, check_cpu, describe_artifact
-from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision, Target
+from trtpipe.runtime.registry import entry
+from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision, Target
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def executions(options: BenchOptions, descriptions: list[ArtifactDescription]) -
     """How ONNX files are run, as asked: OpenVINO dropped with one line where it is not installed and something
     else is asked too; a GPU provider that is not installed refused before anything runs."""
     asked = list(options.backend)
-    if OnnxExecution.OPENVINO in asked and len(asked) > 1 and not _installed(BackendKind.OPENVINO.library):
+    openvino = entry(OnnxExecution.OPENVINO.backend)
+    if OnnxExecution.OPENVINO in asked and len(asked) > 1 and not _installed(openvino.library):
         console.warn("OpenVINO rows skipped: OpenVINO is not installed (pip install 'trtpipe[openvino]').")
         asked.remove(OnnxExecution.OPENVINO)
     if any(d.kind is ArtifactKind.ONNX for d in descriptions):
@@ -74,7 +76,8 @@ def _runs(description: ArtifactDescription,
     runtime (BF16 on OpenVINO) once; an ONNX file once per execution asked for, except a TensorRT-target INT8 on
     OpenVINO (its Q/DQ are made for TensorRT: OpenVINO's integer kernels would not run TensorRT's arithmetic)."""
     if description.kind is not ArtifactKind.ONNX or description.pinned_runtime:
-        pinned = OnnxExecution.OPENVINO if description.backend is BackendKind.OPENVINO else asked[0]
+        own = entry(description.backend).executions  # a file pinned to another runtime than its kind's (OpenVINO)
+        pinned = own[0] if own and description.backend is not description.kind.backend else asked[0]
         return [(description, pinned)]
     runs: list[tuple[ArtifactDescription, OnnxExecution]] = []
     for execution in asked:

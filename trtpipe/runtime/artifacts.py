@@ -23,7 +23,7 @@ from trtpipe.manifest import read_manifest
 from trtpipe.manifest_records import CpuRecord
 from trtpipe.runtime.base import TensorInfo
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import artifact_kind
+from trtpipe.runtime.registry import artifact_kind, describer
 from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, OnnxExecution, Precision, Target, Task, dtype
 
 if TYPE_CHECKING:
@@ -108,10 +108,9 @@ def describe_artifact(path: Path) -> ArtifactDescription:
     kind = artifact_kind(path)
     if not path.is_file():
         raise BadInput(f"Artifact {path} does not exist.")
-    if kind is ArtifactKind.TENSORRT_ENGINE:
-        return _describe_engine(path)
-    if kind is ArtifactKind.AOTI:
-        return _describe_package(path)
+    own = describer(kind)  # an engine from its sidecar, a package from its manifest: their backend's folder
+    if own is not None:
+        return own(path)
     from trtpipe.onnx_info import load_onnx
 
     model = load_onnx(path, load_weights=False)  # trtpipe's external-data path checks come first
@@ -188,28 +187,6 @@ def _faithful(description: ArtifactDescription) -> ArtifactDescription:
     return description
 
 
-def _describe_engine(path: Path) -> ArtifactDescription:
-    from trtpipe.runtime.tensorrt.sidecar import check_engine_file, read_sidecar
-
-    sidecar = read_sidecar(path)
-    check_engine_file(path, sidecar)
-    return ArtifactDescription(
-        path, ArtifactKind.TENSORRT_ENGINE, sidecar.precision, None, None, _sidecar_io(sidecar.inputs),
-        _sidecar_io(sidecar.outputs), size_bytes=path.stat().st_size, build_seconds=sidecar.build_seconds,
-        engine=sidecar)
-
-
-def _describe_package(path: Path) -> ArtifactDescription:
-    """An AOTInductor package, from the manifest it must have (refused in one line without one that describes
-    exactly its bytes: it is native code)."""
-    from trtpipe.runtime.aoti.package import read_package
-
-    manifest, package = read_package(path)
-    return ArtifactDescription(path, ArtifactKind.AOTI, manifest.precision, None, manifest.task, package.record.inputs,
-                               package.record.outputs, size_bytes=manifest.size_bytes, build_seconds=manifest.seconds,
-                               package=package)
-
-
 def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
     initializers = {t.name for t in model.graph.initializer}
 
@@ -221,13 +198,3 @@ def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[Ten
 
     return (tuple(info(v) for v in model.graph.input if v.name not in initializers),
             tuple(info(v) for v in model.graph.output))
-
-
-def _sidecar_io(tensors: list[dict[str, Any]]) -> tuple[TensorInfo, ...]:
-    """A sidecar records TensorRT's type names (FLOAT, HALF, INT8...); the vocabulary's table knows them."""
-    def info(tensor: dict[str, Any]) -> TensorInfo:
-        entry = dtype(tensorrt=str(tensor.get("dtype", "")))
-        shape = tuple(None if not isinstance(d, int) or d < 0 else d for d in tensor.get("shape", []))
-        return TensorInfo(str(tensor.get("name", "")), entry.numpy if entry else str(tensor.get("dtype")), shape)
-
-    return tuple(info(t) for t in tensors)

@@ -7,6 +7,7 @@ and by the server. Timing loops and servers that run the same checked inputs man
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,11 +52,18 @@ class Backend(ABC):
     """A loaded model that maps numpy inputs to numpy outputs."""
 
     kind: ClassVar[BackendKind]
-    settings: ClassVar[frozenset[str]]  # the RunOptions fields this backend honours
+    settings_type: ClassVar[type]  # the dataclass of run settings it receives (its folder's settings.py)
+    settings: ClassVar[frozenset[str]]  # that type's fields: the RunOptions fields this backend honours
+    concurrent: ClassVar[bool] = False  # whether one loaded model may run calls from several threads at once
     precision: Precision = Precision.FP32
     device: Device = Device.CPU
     _inputs: list[TensorInfo]  # set by each backend when it loads the artifact
     _outputs: list[TensorInfo]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "settings_type" in cls.__dict__:
+            cls.settings = frozenset(f.name for f in dataclasses.fields(cls.settings_type))
 
     @property
     def inputs(self) -> list[TensorInfo]:
@@ -66,15 +74,12 @@ class Backend(ABC):
         return self._outputs
 
     @classmethod
-    def accept(cls, options: RunOptions | None) -> RunOptions:
-        """``options``, or BadInput naming each changed setting this backend does not have (a setting silently
-        ignored would make a row or a server run otherwise than asked)."""
-        options = options or RunOptions()
-        foreign = sorted(options.changed() - cls.settings)
-        if foreign:
-            raise BadInput(f"The {cls.kind} backend has no setting {', '.join(foreign)} (its settings: "
-                           f"{', '.join(sorted(cls.settings)) or 'none'}).")
-        return options
+    def accept(cls, options: Any) -> Any:
+        """This backend's own settings (its ``settings_type``) from ``options``: given as that type, taken out of a
+        RunOptions (refused in one line where a changed setting is not one of this backend's), or the defaults."""
+        if isinstance(options, cls.settings_type):
+            return options
+        return (options or RunOptions()).only(cls.settings_type, cls.kind)
 
     @abstractmethod
     def _run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
@@ -143,7 +148,7 @@ class Backend(ABC):
     def thread_safe(self) -> bool:
         """Whether calls may run from several threads at once on this loaded model (its kind's rule, unless the
         way it was opened says otherwise)."""
-        return self.kind.thread_safe
+        return self.concurrent
 
     @property
     def max_batch(self) -> int | None:

@@ -1,8 +1,11 @@
-"""How a backend is asked to run an artifact: one typed record for every engine kind.
+"""How a caller asks for an artifact to be run: the edge's one record of every backend's run settings.
 
-Each backend declares which of these settings it honours (``Backend.settings``); opening one with a setting it
-does not have is refused with one line naming the setting and the backend, instead of being swallowed. Values are
-converted once, here: a Python caller may write ``optimization="disable"`` and gets the enum.
+``trtpipe.load``'s keywords, bench's and serve's flags all arrive here, flat, as they always have. No backend
+receives this record: each folder declares its own settings type (``runtime/<engine>/settings.py``) and is given
+only that (:meth:`RunOptions.only`); a changed setting the backend does not have is refused with one line naming the
+setting and the backend, instead of being swallowed. Every field here is a field of some backend's settings type,
+with the same default (``tests/runtime/test_backend_folders.py``). Values are converted once, here: a Python caller
+may write ``optimization="disable"`` and gets the enum.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from trtpipe.errors import BadInput
 from trtpipe.vocab import GPU_PROVIDERS, CudnnSearch, GraphOptimization, PerformanceHint, Precision
 
 # An ONNX Runtime execution provider: its name, or its name and its options.
 Provider = str | tuple[str, dict[str, Any]]
+Settings = TypeVar("Settings")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,16 @@ class RunOptions:
         if unknown:
             raise BadInput(f"Unknown run setting {', '.join(unknown)}: the settings are {', '.join(known)}.")
         return cls(**keywords)
+
+    def only(self, settings: type[Settings], backend: str) -> Settings:
+        """The settings ``backend`` receives, as its own type: BadInput naming each changed setting it does not
+        have (a setting silently ignored would make a row or a server run otherwise than asked)."""
+        own = {f.name for f in dataclasses.fields(settings)}  # type: ignore[arg-type]
+        foreign = sorted(self.changed() - own)
+        if foreign:
+            raise BadInput(f"The {backend} backend has no setting {', '.join(foreign)} (its settings: "
+                           f"{', '.join(sorted(own)) or 'none'}).")
+        return settings(**{name: getattr(self, name) for name in own})
 
     def changed(self) -> set[str]:
         """The settings that differ from their defaults."""

@@ -1,19 +1,36 @@
-"""Which backend runs what: backends are named by the vocabulary's import strings, so listing or choosing
-one never imports torch, onnxruntime or tensorrt; a backend's module is imported only when it is opened."""
+"""Which backend runs what: one line per backend folder, each folder's ``ENTRY`` (runtime/entry.py) naming its
+class by an import string, so listing or choosing one never imports torch, onnxruntime or tensorrt; a backend's
+module is imported only when it is opened.
+
+**How to add a backend**: its folder ``runtime/<engine>/`` (backend, settings type, ``ENTRY``) and one line in
+``BACKENDS`` (plus its ``BackendKind``, and an ``ArtifactKind`` if it brings a file kind); nothing outside the folder
+names its modules or branches on its kind (``tests/runtime/test_backend_folders.py``)."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from trtpipe.errors import BadInput
+from trtpipe.runtime import aoti, onnxruntime, openvino, tensorrt, torch
 from trtpipe.runtime.base import Backend
+from trtpipe.runtime.entry import BackendEntry, TritonFacts
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import ArtifactKind, BackendKind
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trtpipe.runtime.artifacts import ArtifactDescription
+
+# The backends, one line each: what each folder's ENTRY declares.
+BACKENDS: dict[BackendKind, BackendEntry] = {
+    BackendKind.TORCH: torch.ENTRY,
+    BackendKind.ONNXRUNTIME: onnxruntime.ENTRY,
+    BackendKind.OPENVINO: openvino.ENTRY,
+    BackendKind.TENSORRT: tensorrt.ENTRY,
+    BackendKind.AOTI: aoti.ENTRY,
+}
 
 
 class ArtifactBackend(Protocol):
@@ -23,10 +40,25 @@ class ArtifactBackend(Protocol):
     def __call__(self, artifact: Path | ArtifactDescription, options: RunOptions | None = None, /) -> Backend: ...
 
 
+def entry(kind: BackendKind) -> BackendEntry:
+    """What ``kind``'s folder declares about it."""
+    return BACKENDS[kind]
+
+
 def backend_class(kind: BackendKind) -> ArtifactBackend:
-    module_name, class_name = kind.implementation.split(":")
-    opener: ArtifactBackend = getattr(importlib.import_module(module_name), class_name)
+    opener: ArtifactBackend = BACKENDS[kind].opener()
     return opener
+
+
+def triton_facts(kind: BackendKind) -> TritonFacts:
+    """How Triton runs what ``kind`` runs (a backend without Triton facts: Triton's Python backend runs it)."""
+    return BACKENDS[kind].triton or TritonFacts()
+
+
+def describer(kind: ArtifactKind) -> Callable[[Path], ArtifactDescription] | None:
+    """The describe hook of the backend folder that owns ``kind``'s metadata (an engine's sidecar, a package's
+    manifest), or None: an ONNX file is described from its manifest or graph (runtime/artifacts.py)."""
+    return next((hook for e in BACKENDS.values() if (hook := e.describer(kind)) is not None), None)
 
 
 def artifact_kind(path: Path) -> ArtifactKind:
@@ -50,4 +82,4 @@ def open_artifact(artifact: Path | ArtifactDescription, options: RunOptions | No
         raise BadInput(f"{description.path} cannot run on {backend}: a {description.kind} artifact runs on "
                        f"{', '.join(map(str, description.kind.runtimes))}.")
     settings = description.settings_for(backend, options or RunOptions())
-    return backend_class(backend)(description, settings)
+    return backend_class(backend)(description, settings.only(BACKENDS[backend].settings, backend))

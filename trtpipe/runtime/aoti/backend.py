@@ -22,6 +22,7 @@ import torch
 from trtpipe.errors import BadInput
 from trtpipe.runtime.aoti.graphs import CudaGraphs
 from trtpipe.runtime.aoti.package import AotiPackage, load_checked
+from trtpipe.runtime.aoti.settings import AotiSettings
 from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
@@ -31,15 +32,15 @@ from trtpipe.vocab import BackendKind, Device, Precision
 
 class AotiBackend(Backend):
     kind = BackendKind.AOTI
-    settings = frozenset({"threads"})
+    settings_type = AotiSettings
 
-    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | None = None) -> None:
-        options = self.accept(options)
+    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | AotiSettings | None = None) -> None:
+        own: AotiSettings = self.accept(options)
         description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
         if description.package is None:
             raise BadInput(f"{description.path} is not an AOTInductor package (.pt2 with its manifest).")
-        if options.threads:
-            torch.set_num_threads(options.threads)  # process-wide, as the torch backend sets it
+        if own.threads:
+            torch.set_num_threads(own.threads)  # process-wide, as the torch backend sets it
         self.path = description.path
         self.package: AotiPackage = description.package
         self.precision = description.precision

@@ -1,1 +1,14 @@
 """ONNX Runtime: ONNX artifacts on the CPU provider by default, any installed provider on request."""
+
+from trtpipe.runtime.entry import BackendEntry, TritonFacts
+from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
+from trtpipe.runtime.onnxruntime.triton import accelerator_options
+from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
+
+ENTRY = BackendEntry(
+    BackendKind.ONNXRUNTIME, "trtpipe.runtime.onnxruntime.backend:OnnxRuntimeBackend", OnnxRuntimeSettings,
+    runs=(ArtifactKind.ONNX,), library=str(BackendKind.ONNXRUNTIME),
+    executions=(OnnxExecution.CPU, OnnxExecution.CUDA, OnnxExecution.TENSORRT),
+    triton=TritonFacts("onnxruntime_onnx", "KIND_CPU", accelerator_options=accelerator_options))
+
+__all__ = ["ENTRY", "OnnxRuntimeSettings"]

@@ -32,6 +32,7 @@ from trtpipe.runtime.onnxruntime.providers import (
     with_run_settings,
     without_cuda_graph,
 )
+from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import BackendKind, Device, GraphOptimization, dtype
 
@@ -52,43 +53,43 @@ def log_severity() -> int:
 
 class OnnxRuntimeBackend(Backend):
     kind = BackendKind.ONNXRUNTIME
-    settings = frozenset({"threads", "spinning", "optimization", "providers", "release_memory", "io_binding",
-                          "cuda_graph", "prefer_nhwc", "cudnn_search", "round_fp16"})
+    settings_type = OnnxRuntimeSettings
+    concurrent = True
 
     def __init__(self, artifact: Path | onnx.ModelProto | ArtifactDescription,
-                 options: RunOptions | None = None) -> None:
+                 options: RunOptions | OnnxRuntimeSettings | None = None) -> None:
         """``artifact``: a file, its description, or a model held in memory (optimize's candidates, which run
         without touching the disk). ``options`` are used as given (open_artifact adds what the artifact needs)."""
         import onnxruntime as ort
 
-        options = self.accept(options)
+        own: OnnxRuntimeSettings = self.accept(options)
         description, source, label = _source_of(artifact)
         self.path = description.path
         self.precision = description.precision
-        self.providers = with_run_settings(options.providers or ("CPUExecutionProvider",), options)
+        self.providers = with_run_settings(own.providers or ("CPUExecutionProvider",), own)
         names = check_providers(self.providers)
         gpu = any(p.startswith(("CUDA", "Tensorrt")) for p in names)
-        _check_settings_fit_providers(options, names, gpu)
+        _check_settings_fit_providers(own, names, gpu)
         self.folded_weights = self.rounded_fp16 = 0
         if names == ["CPUExecutionProvider"]:
-            if options.round_fp16:
+            if own.round_fp16:
                 artifact, source, self.rounded_fp16 = _with_fp16_rounding(artifact, source)
             source, self.folded_weights = _with_float_weights(artifact, source)
-        session_options = _session_options(ort, options)
+        session_options = _session_options(ort, own)
         if gpu:
             preload_cuda_libraries()  # before the first CUDA session: a process need not have imported torch
-        self.optimization = options.optimization
-        self.threads = options.threads
-        self.run_options = _run_options(ort, options, names)
-        self.cuda_graph = options.cuda_graph
+        self.optimization = own.optimization
+        self.threads = own.threads
+        self.run_options = _run_options(ort, own, names)
+        self.cuda_graph = own.cuda_graph
         self.session = self._open_session(ort, source, session_options, label)
         check_active(self.providers, self.session.get_providers(), label)
         self.device = Device.CUDA if gpu else Device.CPU
         self._inputs = [_info(i) for i in self.session.get_inputs()]
         self._outputs = [_info(o) for o in self.session.get_outputs()]
         self._output_names = [o.name for o in self._outputs]
-        self.io_binding = gpu if options.io_binding is None else options.io_binding
-        self.prefer_nhwc, self.cudnn_search = options.prefer_nhwc, options.cudnn_search
+        self.io_binding = gpu if own.io_binding is None else own.io_binding
+        self.prefer_nhwc, self.cudnn_search = own.prefer_nhwc, own.cudnn_search
         self._bound = BoundSession(self.session, Device.CUDA if gpu else Device.CPU, fixed=self.cuda_graph,
                                    graphs=self.cuda_graph, base_run_options=self.run_options) \
             if self.io_binding else None
@@ -157,7 +158,7 @@ def _source_of(artifact: Path | onnx.ModelProto | ArtifactDescription) -> tuple[
     return description, str(description.path), str(description.path)
 
 
-def _check_settings_fit_providers(options: RunOptions, names: list[str], gpu: bool) -> None:
+def _check_settings_fit_providers(options: OnnxRuntimeSettings, names: list[str], gpu: bool) -> None:
     """Refuse a setting the run's providers cannot honour, before anything is loaded: a CUDA graph without IO binding
     or without a GPU provider, FP16 rounding on anything but the CPU provider alone."""
     if options.cuda_graph and options.io_binding is False:
@@ -172,7 +173,7 @@ def _check_settings_fit_providers(options: RunOptions, names: list[str], gpu: bo
                        f"this run has {', '.join(names)}.")
 
 
-def _session_options(ort: Any, options: RunOptions) -> Any:
+def _session_options(ort: Any, options: OnnxRuntimeSettings) -> Any:
     """ONNX Runtime's SessionOptions for ``options``: graph optimization level, log severity (set process-wide too),
     thread pool size, and sleeping rather than spinning pool threads where asked."""
     session_options = ort.SessionOptions()
@@ -187,7 +188,7 @@ def _session_options(ort: Any, options: RunOptions) -> Any:
     return session_options
 
 
-def _run_options(ort: Any, options: RunOptions, names: list[str]) -> Any:
+def _run_options(ort: Any, options: OnnxRuntimeSettings, names: list[str]) -> Any:
     """ONNX Runtime's RunOptions every run passes: with ``release_memory``, the memory arenas shrunk after each run."""
     run_options = ort.RunOptions()
     if options.release_memory:

@@ -14,6 +14,7 @@ from trtpipe.errors import BadInput
 from trtpipe.vocab import GPU_PROVIDERS, OnnxExecution
 
 if TYPE_CHECKING:
+    from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
     from trtpipe.runtime.options import RunOptions
 
 Providers = Sequence[str | tuple[str, dict[str, Any]]]
@@ -79,7 +80,7 @@ def with_tensorrt_options(providers: Providers, *, workspace: int | None = None,
     return tuple(result)
 
 
-def cuda_provider_options(options: RunOptions) -> dict[str, Any]:
+def cuda_provider_options(options: RunOptions | OnnxRuntimeSettings) -> dict[str, Any]:
     """The CUDA provider's options for a run's settings (names from ONNX Runtime's CUDA execution provider page,
     https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html): ``enable_cuda_graph``,
     ``prefer_nhwc``, ``cudnn_conv_algo_search`` where the run sets it, and ``cudnn_conv_use_max_workspace`` on, so
@@ -92,7 +93,7 @@ def cuda_provider_options(options: RunOptions) -> dict[str, Any]:
     return chosen
 
 
-def with_run_settings(providers: Providers, options: RunOptions) -> list[str | tuple[str, dict[str, Any]]]:
+def with_run_settings(providers: Providers, options: OnnxRuntimeSettings) -> list[str | tuple[str, dict[str, Any]]]:
     """``providers`` with the CUDA provider's options set from the run's settings (:func:`cuda_provider_options`)
     over the ones it was given; the other providers as they are."""
     result: list[str | tuple[str, dict[str, Any]]] = []

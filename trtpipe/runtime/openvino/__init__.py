@@ -1,1 +1,13 @@
 """OpenVINO execution of ONNX artifacts (optional extra: pip install 'trtpipe[openvino]')."""
+
+from trtpipe.runtime.entry import BackendEntry, TritonFacts
+from trtpipe.runtime.openvino.settings import OpenVinoSettings
+from trtpipe.runtime.openvino.triton import parameters
+from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
+
+ENTRY = BackendEntry(
+    BackendKind.OPENVINO, "trtpipe.runtime.openvino.backend:OpenVinoBackend", OpenVinoSettings,
+    runs=(ArtifactKind.ONNX,), library=str(BackendKind.OPENVINO), executions=(OnnxExecution.OPENVINO,),
+    triton=TritonFacts("", "KIND_CPU", backend=str(BackendKind.OPENVINO), parameters=parameters))
+
+__all__ = ["ENTRY", "OpenVinoSettings"]

@@ -16,6 +16,7 @@ import numpy as np
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.openvino.settings import OpenVinoSettings
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import BackendKind, Device, PerformanceHint, Precision, Target
 
@@ -35,13 +36,14 @@ def import_openvino(purpose: str) -> Any:
 
 class OpenVinoBackend(Backend):
     kind = BackendKind.OPENVINO
-    settings = frozenset({"threads", "hint", "inference_precision"})
+    settings_type = OpenVinoSettings
     device = Device.CPU
 
-    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | None = None) -> None:
+    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | OpenVinoSettings | None = None
+                 ) -> None:
         """``artifact``: a trtpipe ONNX (or its description), or an OpenVINO IR ``.xml`` (what bench --peers has
         NNCF write), which is OpenVINO's own format and has no trtpipe description."""
-        options = self.accept(options)
+        own: OpenVinoSettings = self.accept(options)
         ov = import_openvino("Running an ONNX artifact on OpenVINO")
         ir = None if isinstance(artifact, ArtifactDescription) or Path(artifact).suffix.lower() != ".xml" else artifact
         description = None
@@ -53,14 +55,14 @@ class OpenVinoBackend(Backend):
                 raise BadInput(f"{description.path} is TensorRT-target INT8: OpenVINO's integer kernels would not "
                                "compute TensorRT's arithmetic. Run it on onnxruntime, or optimize with --target cpu.")
             self.path = Path(str(description.path))
-        if options.inference_precision not in INFERENCE_PRECISIONS:
-            raise BadInput(f"Unknown OpenVINO inference precision '{options.inference_precision}': choose "
+        if own.inference_precision not in INFERENCE_PRECISIONS:
+            raise BadInput(f"Unknown OpenVINO inference precision '{own.inference_precision}': choose "
                            f"{' or '.join(map(str, INFERENCE_PRECISIONS))}.")
-        config: dict[str, Any] = {"PERFORMANCE_HINT": HINTS[options.hint],
-                                  "INFERENCE_PRECISION_HINT": INFERENCE_PRECISIONS[options.inference_precision]}
-        if options.threads:
-            config["INFERENCE_NUM_THREADS"] = options.threads
-        self.threads, self.hint = options.threads, options.hint
+        config: dict[str, Any] = {"PERFORMANCE_HINT": HINTS[own.hint],
+                                  "INFERENCE_PRECISION_HINT": INFERENCE_PRECISIONS[own.inference_precision]}
+        if own.threads:
+            config["INFERENCE_NUM_THREADS"] = own.threads
+        self.threads, self.hint = own.threads, own.hint
         try:
             core = ov.Core()
             model = core.read_model(str(self.path))
@@ -73,7 +75,7 @@ class OpenVinoBackend(Backend):
         except Exception as error:  # OpenVINO raises its own RuntimeError subclasses
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise BadInput(f"OpenVINO cannot load {self.path}: {message}") from None
-        self.precision = Precision.BF16 if options.inference_precision is Precision.BF16 else precision
+        self.precision = Precision.BF16 if own.inference_precision is Precision.BF16 else precision
         self._request = self.compiled.create_infer_request()
         self._inputs = [_info(port) for port in self.compiled.inputs]
         self._outputs = [_info(port) for port in self.compiled.outputs]

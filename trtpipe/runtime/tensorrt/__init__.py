@@ -1,17 +1,14 @@
-"""TensorRT: engines run from their sidecar-checked files; the loader finds TensorRT and the GPU, and gives every
-build and engine the process's one TensorRT logger."""
+"""TensorRT: engines run from their sidecar-checked files; the loader (loader.py) finds TensorRT and the GPU, and
+gives every build and engine the process's one TensorRT logger."""
 
-from trtpipe.runtime.tensorrt.loader import (
-    INSTALL_TENSORRT,
-    MESSAGES,
-    LogScope,
-    TensorRTMessages,
-    import_tensorrt,
-    import_tensorrt_runtime,
-    require_cuda_gpu,
-    tensorrt_logger,
-)
-from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, read_sidecar, sidecar_path
+from trtpipe.runtime.entry import BackendEntry, TritonFacts
+from trtpipe.runtime.tensorrt.settings import TensorRTSettings
+from trtpipe.vocab import ArtifactKind, BackendKind
 
-__all__ = ["INSTALL_TENSORRT", "MESSAGES", "EngineSidecar", "LogScope", "TensorRTMessages", "import_tensorrt",
-           "import_tensorrt_runtime", "read_sidecar", "require_cuda_gpu", "sidecar_path", "tensorrt_logger"]
+ENTRY = BackendEntry(
+    BackendKind.TENSORRT, "trtpipe.runtime.tensorrt.backend:TensorRTBackend", TensorRTSettings,
+    runs=(ArtifactKind.TENSORRT_ENGINE,), library=str(BackendKind.TENSORRT),
+    triton=TritonFacts("tensorrt_plan", "KIND_GPU"),
+    describe={ArtifactKind.TENSORRT_ENGINE: "trtpipe.runtime.tensorrt.describe:describe"})
+
+__all__ = ["ENTRY", "TensorRTSettings"]

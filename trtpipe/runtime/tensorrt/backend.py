@@ -39,6 +39,7 @@ from trtpipe.runtime.tensorrt.loader import (
     tensorrt_logger,
 )
 from trtpipe.runtime.tensorrt.profiles import EngineProfile, choose_profile, covered_max_batch, profiles_from_table
+from trtpipe.runtime.tensorrt.settings import TensorRTSettings
 from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, check_compatibility
 from trtpipe.runtime.tensorrt.versions import RUN_FEATURES, TrtFeature, require
 from trtpipe.vocab import BackendKind, Device, Precision, dtype
@@ -48,18 +49,16 @@ ShapeKey = tuple[tuple[int, ...], ...]
 
 class TensorRTBackend(Backend):
     kind = BackendKind.TENSORRT
-    # threads: accepted from callers that set it for every row (bench); the engine runs on the GPU, so no CPU
-    # thread pool is sized by it.
-    settings = frozenset({"cuda_graph", "spin_wait", "threads"})
+    settings_type = TensorRTSettings
     device = Device.CUDA
 
-    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | None = None, *,
+    def __init__(self, artifact: Path | ArtifactDescription, options: RunOptions | TensorRTSettings | None = None, *,
                  trusted: bool = False) -> None:
         """``trusted``: deserialise an engine without a trtpipe sidecar (its IO, profiles and precision are then
         read from the engine itself); without it such an engine is refused before TensorRT reads it."""
         import torch
 
-        options = self.accept(options)
+        own: TensorRTSettings = self.accept(options)
         description = (artifact if isinstance(artifact, ArtifactDescription) else
                        describe_engine(Path(artifact), trusted=trusted))
         self.path = Path(str(description.path))
@@ -75,11 +74,11 @@ class TensorRTBackend(Backend):
         self._trt, self._torch = trt, torch
         self._load_engine(trt, host_code)
         self._stream = torch.cuda.Stream()
-        self._spin = options.spin_wait
+        self._spin = own.spin_wait
         self._done = torch.cuda.Event(blocking=False) if self._spin else None  # polled by a spin wait
         self._buffers: dict[ShapeKey, _Buffers] = {}  # device buffers per input shape, allocated once
         self._bound = BoundState()  # what the shared context is set up for
-        self._graphs: GraphCache[_GraphSlot] = GraphCache(_release_slot, enabled=options.cuda_graph)
+        self._graphs: GraphCache[_GraphSlot] = GraphCache(_release_slot, enabled=own.cuda_graph)
         self._profile_of: dict[ShapeKey, int] = {}
         self._inputs, self._outputs = self._read_io(trt)
         self._profiles = self._read_profiles()

@@ -21,6 +21,7 @@ from torch import nn
 from trtpipe.errors import BadInput
 from trtpipe.inputs import InputSpec
 from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.torch.settings import TorchSettings
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision
 
@@ -36,7 +37,7 @@ CUDA_SETTINGS = ("PyTorch: cudnn.benchmark on (per-shape algorithm search, like 
 
 class TorchBackend(Backend):
     kind = BackendKind.TORCH
-    settings = frozenset({"threads"})
+    settings_type = TorchSettings
 
     def __init__(
         self,

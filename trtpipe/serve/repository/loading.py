@@ -54,7 +54,9 @@ class ServedModel:
     @property
     def platform(self) -> str:
         kind = ArtifactKind.for_path(self.path.name)
-        return kind.triton_platform if kind else ""
+        from trtpipe.runtime.registry import triton_facts
+
+        return triton_facts(kind.backend).platform if kind else ""
 
 
 def discover(repository: Path) -> dict[str, list[tuple[str, Path]]]:

@@ -22,20 +22,20 @@ from typing import TYPE_CHECKING, Any
 from trtpipe import console
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.files import atomic_path, write_text_atomic
+from trtpipe.runtime.registry import triton_facts
 from trtpipe.serve.options import ServeOptions
 from trtpipe.vocab import (
     REPOSITORY_VERSION,
     ArtifactKind,
     BackendKind,
     Device,
-    OnnxExecution,
     Precision,
     TritonBackend,
     dtype,
 )
 
 if TYPE_CHECKING:
-    from trtpipe.runtime.artifacts import ArtifactDescription
+    pass
 
 # The Python-backend model (copied, never imported here: it imports Triton's stub utilities) and the config
 # parameters it reads.
@@ -78,11 +78,11 @@ class TritonModel:
 
     @property
     def platform(self) -> str:
-        return self.kind.triton_platform
+        return triton_facts(self.kind.backend).platform
 
     @property
     def instance_kind(self) -> str:
-        return "KIND_GPU" if self.gpu else self.kind.triton_instance_kind
+        return "KIND_GPU" if self.gpu else triton_facts(self.kind.backend).instance_kind
 
 
 MAX_NAME_LENGTH = 255  # a folder name's limit on common filesystems
@@ -120,14 +120,12 @@ def config_pbtxt(model: TritonModel) -> str:
         config.parameters[RUNTIME_PARAMETER].string_value = str(model.runtime)
         if model.threads:
             config.parameters[THREADS_PARAMETER].string_value = str(model.threads)
-    elif model.runtime is BackendKind.OPENVINO:
-        # Triton's OpenVINO backend reads ONNX given its file name; its parameters go to OpenVINO's CPU plugin,
-        # which computes in BF16 by default on CPUs that can: the precision is always named.
-        config.backend = str(BackendKind.OPENVINO)
+    elif (runs := triton_facts(model.runtime)).backend:
+        # a Triton backend of the runtime's own (OpenVINO's) reads the artifact given its file name
+        config.backend = runs.backend
         config.default_model_filename = model.kind.repository_file
-        config.parameters["INFERENCE_PRECISION_HINT"].string_value = str(Precision.BF16) if model.bf16 else "f32"
-        if model.threads:
-            config.parameters["INFERENCE_NUM_THREADS"].string_value = str(model.threads)
+        for key, value in (runs.parameters(model.bf16, model.threads) if runs.parameters else {}).items():
+            config.parameters[key].string_value = value
     else:
         config.platform = model.platform
         if model.cuda_options:
@@ -186,9 +184,10 @@ def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonMode
         return TensorSpec(tensor_name, found.triton, tuple(d if isinstance(d, int) and d >= 0 else -1 for d in dims))
 
     runtime = description.backend if description.pinned_runtime or kind is not ArtifactKind.ONNX else options.runtime
-    cuda_options = _tuned_cuda_options(description) if runtime is BackendKind.ONNXRUNTIME else ()
+    accelerator = triton_facts(runtime).accelerator_options
+    cuda_options = accelerator(description) if accelerator is not None else ()
     backend = options.triton_backend
-    if not kind.triton_platform and backend is TritonBackend.NATIVE:  # Triton has no AOTInductor platform
+    if not triton_facts(kind.backend).platform and backend is TritonBackend.NATIVE:  # no AOTInductor platform
         console.note(f"{name}: Triton has no backend for {artifact.name} ({kind}), so it is exported for Triton's "
                      f"{TritonBackend.PYTHON} backend, which runs it with trtpipe's runtime.")
         backend = TritonBackend.PYTHON
@@ -202,18 +201,6 @@ def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonMode
                        gpu=(description.package is not None and description.package.device is Device.CUDA)
                        or bool(cuda_options), cuda_options=cuda_options,
                        cpu_requirement=description.cpu.requirement() if description.cpu is not None else None)
-
-
-def _tuned_cuda_options(description: ArtifactDescription) -> tuple[tuple[str, str], ...]:
-    """The CUDA provider options an artifact's probe chose (prefer_nhwc, cuDNN search), as Triton parameters."""
-    from trtpipe.runtime.onnxruntime.providers import cuda_provider_options
-
-    tuned = description.tuned.get(OnnxExecution.CUDA)
-    if tuned is None:
-        return ()
-    chosen = cuda_provider_options(tuned)
-    return tuple((key, str(chosen[key])) for key in ("prefer_nhwc", "cudnn_conv_algo_search",
-                                                     "cudnn_conv_use_max_workspace") if key in chosen)
 
 
 def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | None = None, *,
@@ -249,7 +236,8 @@ def export(artifacts: dict[str, Path], output: Path, options: ServeOptions | Non
 
 
 def config_runs_on(model: TritonModel) -> str:
-    return f"{BackendKind.OPENVINO} backend" if model.runtime is BackendKind.OPENVINO else model.platform
+    runs = triton_facts(model.runtime).backend
+    return f"{runs} backend" if runs else model.platform
 
 
 def _version_files(artifact: Path, model: TritonModel) -> dict[str, Path]:
