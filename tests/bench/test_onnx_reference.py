@@ -65,9 +65,10 @@ def test_a_packaged_model_is_judged_on_its_own_inputs_by_its_task(name: str, tas
         pytest.skip(missing.message)
     out = tmp_path / "bench.json"
     result = run_cli("bench", name, path, "--batch", "1", "--iters", "2", "--rounds", "1", "--threads", "2",
-                     "--json", out)
+                     "--eval-samples", "6", "--json", out)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     artifact = report["results"][1]
     assert artifact["task"] == task and artifact["agreement"] == 1.0 and artifact["worst_output"] is None
+    assert artifact["agreement_samples"] == 6  # as many of its own inputs as --eval-samples asked for
     assert inputs in report["agreement_inputs"] and measure in report["agreement_inputs"]

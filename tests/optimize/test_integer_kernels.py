@@ -12,6 +12,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from trtpipe.intervals import Interval
+from trtpipe.optimize import speed_check
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.placement import float_nodes, swishes
 from trtpipe.optimize.int8.profiles import profile_for
@@ -90,7 +91,7 @@ def test_optimize_says_what_onnx_runtime_runs_in_integer(tmp_path: Path, capsys:
     assert checks["kernels"]["integer"] == {"QLinearConv": 2} and checks["kernels"]["total"] == 4
     speed = checks["speed_vs_fp32"]
     assert speed["interval"]["low"] <= speed["speedup"] <= speed["interval"]["high"]
-    assert speed["interval"]["units"] == 5 and speed["batch"] == 1
+    assert speed["interval"]["units"] == speed_check.ROUNDS and speed["batch"] == 1
     out = capsys.readouterr().err  # the console's notes go to stderr
     assert "ONNX Runtime runs 2 of 4 convolutions/matmuls in integer" in out
     assert "the speed of the FP32 file on ONNX Runtime here" in out

@@ -33,7 +33,6 @@ from trtpipe.shapes import FIRST, declared_for, format_shape
 from trtpipe.vocab import ArtifactKind, Precision, Task
 
 REFERENCE = "the FP32 ONNX on ONNX Runtime CPU"
-PACKAGED_EVAL_SAMPLES = 16
 
 
 @dataclass
@@ -49,6 +48,7 @@ class OnnxReference:
     module: None = None  # no PyTorch module: the reference row runs the file itself
     source_kind: str = str(ArtifactKind.ONNX)
     dataset: str | None = None
+    eval_samples: int = 16  # how many of a packaged model's natural inputs bench judges agreement on (--eval-samples)
 
     @property
     def source(self) -> str:
@@ -79,7 +79,7 @@ class OnnxReference:
                 "reference": REFERENCE, "packaged": self.packaged, "converted_from": converted_from(self.path)}
 
     def _natural(self, seed: int) -> EvaluationData | None:
-        batch = self.origin.natural_batch(self.inputs[0], PACKAGED_EVAL_SAMPLES, seed) if self.origin else None
+        batch = self.origin.natural_batch(self.inputs[0], self.eval_samples, seed) if self.origin else None
         if batch is None:
             return None
         return EvaluationData(batch.inputs.astype(self.inputs[0].dtype, copy=False), None,
@@ -117,7 +117,7 @@ def onnx_reference(spec: str, options: ModelOptions) -> OnnxReference | None:
 
         decoder = load_postprocess(options.postprocess)
     name = options.name or found.name or artifact_name(path)
-    return OnnxReference(path, name, inputs, task, decoder, found)
+    return OnnxReference(path, name, inputs, task, decoder, found, eval_samples=options.eval_samples or 16)
 
 
 def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, found: OnnxFound) -> tuple[InputSpec, ...]:
