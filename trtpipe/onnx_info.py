@@ -31,6 +31,25 @@ def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     return found
 
 
+def graph_inputs(graph: onnx.GraphProto | onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The inputs a caller feeds, in graph order: the graph's inputs less its initializers (old exporters list every
+    weight as an input too). The one place this is written; ``tests/artifact/test_artifact_room.py`` keeps it so."""
+    onnx_graph = graph.graph if isinstance(graph, onnx.ModelProto) else graph
+    initializers = {tensor.name for tensor in onnx_graph.initializer}
+    return [value for value in onnx_graph.input if value.name not in initializers]
+
+
+def input_signature(model: onnx.GraphProto | onnx.ModelProto) -> list[tuple[str, tuple[int | None, ...], str]]:
+    """Each fed input as (name, dims, numpy dtype name): a dimension the graph leaves free (named or unset) is None.
+    What :func:`trtpipe.inputs.resolve` takes as a graph."""
+    found = []
+    for value in graph_inputs(model):
+        tensor = value.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim)
+        found.append((value.name, dims, np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name))
+    return found
+
+
 def load_onnx(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
     """Load an ONNX file; anything that is not one gives a clear BadInput. Its external-data locations are
     checked before any weight is read (see :func:`check_external_data`)."""

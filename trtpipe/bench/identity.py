@@ -5,7 +5,8 @@ convert records the SHA-256 of the PyTorch weights in the ONNX file's manifest (
 optimize records the FP32 ONNX it read (``input``: path and hash), whose manifest is followed in turn; a TensorRT
 engine's sidecar records the hash of the ONNX it was built from, matched with the ONNX files of the same bench. An
 artifact whose chain leads to other weights than the reference's is refused; one without a chain (an ONNX from
-elsewhere) is benched, with one line saying its weights could not be matched.
+elsewhere) is benched, with one line saying its weights could not be matched. The chain itself is followed in
+trtpipe.artifact.lineage (``recorded_weights`` and ``converted_from`` are re-exported here for bench's callers).
 
 With an FP32 ONNX file as the reference (bench.reference), the chain is matched with that file: an artifact is of
 the reference's model when its chain passes through the reference's own SHA-256 (or through a file the reference's
@@ -16,14 +17,15 @@ weights behind it, and every report's reference line names them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trtpipe import console
+from trtpipe.artifact.lineage import Lineage, followed_weights, lineage_of
+from trtpipe.artifact.lineage import converted_from as converted_from  # re-exported: bench's callers
+from trtpipe.artifact.lineage import recorded_weights as recorded_weights
 from trtpipe.errors import BadInput
-from trtpipe.files import sha256_file
-from trtpipe.manifest import ArtifactManifest, read_manifest
+from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import LoadedModel, load_model
 from trtpipe.models.registry import factory_spec
 from trtpipe.runtime.artifacts import ArtifactDescription
@@ -32,73 +34,7 @@ from trtpipe.vocab import ArtifactKind
 if TYPE_CHECKING:
     from trtpipe.bench.reference import OnnxReference
 
-MAX_CHAIN = 8  # optimize reads convert's FP32 ONNX: two links in practice; the bound only stops a cycle
 SHOWN = 12  # characters of a hash shown in a message
-
-
-def recorded_weights(artifact: Path) -> str | None:
-    """The SHA-256 of the PyTorch weights the ONNX file ``artifact`` was made from, as its manifests tell, or None
-    where the chain breaks: no manifest (or one describing another file), or an optimize input that is gone or
-    changed since (none of the places it can be has the hash optimize recorded)."""
-    return _followed(Path(artifact), read_manifest(artifact))
-
-
-def converted_from(onnx_file: Path) -> dict[str, Any] | None:
-    """What convert recorded of the PyTorch model the ONNX file was made from (its ``source``: name, source,
-    source_kind, weights_sha256...), following optimize's inputs back to it; None for a file from elsewhere or
-    a chain that breaks."""
-    return _lineage(Path(onnx_file), read_manifest(Path(onnx_file))).source
-
-
-def _followed(artifact: Path, manifest: ArtifactManifest | None) -> str | None:
-    source = None if manifest is None else _lineage(artifact, manifest).source
-    return None if source is None else str(source["weights_sha256"])
-
-
-@dataclass(frozen=True)
-class _Lineage:
-    """Where an ONNX file came from, as far as trtpipe's manifests tell."""
-
-    hashes: tuple[str, ...]  # its own SHA-256, then that of each file optimize read on the way back
-    source: dict[str, Any] | None = None  # convert's record of the PyTorch model, where the chain reaches it
-    made_from: Path | None = None  # the file optimize made it from (None: convert's output, or from elsewhere)
-    complete: bool = True  # the chain reached its start (convert's output, or a file without a manifest)
-
-
-def _lineage(artifact: Path, manifest: ArtifactManifest | None) -> _Lineage:
-    """``artifact``'s chain, from its ``manifest``: through optimize's recorded inputs back to convert's output or
-    to a file that has no manifest (an ONNX from elsewhere that optimize started from); incomplete where a file on
-    the way is gone or changed."""
-    hashes = [manifest.sha256 if manifest is not None else sha256_file(artifact)]
-    made_from = None
-    for _ in range(MAX_CHAIN):
-        if manifest is None:
-            return _Lineage(tuple(hashes), made_from=made_from)
-        source = manifest.source_model
-        if source is not None and source.weights_sha256 is not None:
-            return _Lineage(tuple(hashes), source.record, made_from)
-        given = manifest.made_from
-        if given is None or given.sha256 is None:
-            return _Lineage(tuple(hashes), made_from=made_from, complete=False)
-        recorded, sha256 = Path(given.path), given.sha256
-        hashes.append(sha256)
-        made_from = made_from or recorded
-        upstream, manifest = _upstream(artifact, recorded, sha256)
-        if manifest is None:  # the file optimize read has no manifest (an ONNX from elsewhere), or it is gone
-            present = any(c.is_file() and sha256_file(c) == sha256 for c in (recorded, artifact.parent / recorded.name))
-            return _Lineage(tuple(hashes), made_from=made_from, complete=present)
-        artifact = upstream
-    return _Lineage(tuple(hashes), made_from=made_from, complete=False)
-
-
-def _upstream(artifact: Path, recorded: Path, sha256: object) -> tuple[Path, ArtifactManifest | None]:
-    """The file optimize read and its manifest: at the path it recorded (relative to where optimize ran) or, where
-    that is gone or another file now, beside ``artifact`` (the two were moved together); the hash decides."""
-    for candidate in (recorded, artifact.parent / recorded.name):
-        manifest = read_manifest(candidate) if candidate.is_file() else None
-        if manifest is not None and manifest.sha256 == sha256:
-            return candidate, manifest
-    return recorded, None
 
 
 def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[ArtifactDescription]) -> None:
@@ -113,7 +49,7 @@ def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[Artifa
     for index, description in enumerate(descriptions):
         if description.kind in (ArtifactKind.ONNX, ArtifactKind.AOTI) and description.path is not None:
             manifest = read_manifest(Path(description.path))
-            weights[index] = _followed(Path(description.path), manifest)
+            weights[index] = followed_weights(Path(description.path), manifest)
             if manifest is not None:
                 by_onnx_hash[manifest.sha256] = weights[index]
     for index, description in enumerate(descriptions):
@@ -135,19 +71,19 @@ def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[Artifa
 def _check_onnx_reference(reference: OnnxReference, descriptions: list[ArtifactDescription]) -> None:
     """Each artifact's chain against the reference file's: the same file somewhere along both, or the same
     PyTorch weights at both starts, is the same model; two complete chains that share neither are refused."""
-    ours = _lineage(Path(reference.path), read_manifest(Path(reference.path)))
-    lineages: dict[int, _Lineage] = {}
-    by_onnx_hash: dict[str, _Lineage] = {}
+    ours = lineage_of(Path(reference.path), read_manifest(Path(reference.path)))
+    lineages: dict[int, Lineage] = {}
+    by_onnx_hash: dict[str, Lineage] = {}
     for index, description in enumerate(descriptions):
         if description.kind in (ArtifactKind.ONNX, ArtifactKind.AOTI) and description.path is not None:
-            lineages[index] = _lineage(Path(description.path), read_manifest(Path(description.path)))
+            lineages[index] = lineage_of(Path(description.path), read_manifest(Path(description.path)))
             by_onnx_hash[lineages[index].hashes[0]] = lineages[index]
     untraced = []
     for index, description in enumerate(descriptions):
         lineage = lineages.get(index)
         if lineage is None and description.engine is not None and description.engine.onnx_sha256:
             built_from = description.engine.onnx_sha256
-            lineage = _Lineage((built_from,)) if built_from in ours.hashes else by_onnx_hash.get(built_from)
+            lineage = Lineage((built_from,)) if built_from in ours.hashes else by_onnx_hash.get(built_from)
         verdict = None if lineage is None else _same_model(ours, lineage)
         if verdict is None:
             untraced.append(_name(description))
@@ -160,7 +96,7 @@ def _check_onnx_reference(reference: OnnxReference, descriptions: list[ArtifactD
                      "same model).")
 
 
-def _same_model(reference: _Lineage, artifact: _Lineage) -> bool | None:
+def _same_model(reference: Lineage, artifact: Lineage) -> bool | None:
     """True when ``artifact`` is of the reference's model, False when both chains are known and it is not, None
     when its chain tells nothing (an ONNX from elsewhere, a file on the way gone)."""
     if set(reference.hashes) & set(artifact.hashes):
@@ -172,7 +108,7 @@ def _same_model(reference: _Lineage, artifact: _Lineage) -> bool | None:
     return False
 
 
-def _other_onnx(reference: OnnxReference, ours: _Lineage, artifact: str, theirs: _Lineage) -> str:
+def _other_onnx(reference: OnnxReference, ours: Lineage, artifact: str, theirs: Lineage) -> str:
     if theirs.made_from is None:  # both convert's outputs, of other weights
         assert theirs.source is not None and ours.source is not None
         return (f"{artifact} was converted from {theirs.source.get('source')} (weights "

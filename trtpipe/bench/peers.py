@@ -60,9 +60,9 @@ def onnxruntime_quantize_static(fp32: Path, calibration: Batch, folder: Path) ->
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     output = folder / "onnxruntime_u8s8.onnx"
-    graph = onnx.load(str(fp32), load_external_data=False).graph
-    initializers = {i.name for i in graph.initializer}
-    names = [i.name for i in graph.input if i.name not in initializers]
+    from trtpipe.onnx_info import graph_inputs
+
+    names = [i.name for i in graph_inputs(onnx.load(str(fp32), load_external_data=False))]
     logging.disable(logging.WARNING)  # its advice to pre-process, logged on the root logger, is not the user's
     try:
         quantize_static(str(fp32), str(output), _Reader(names, calibration), quant_format=QuantFormat.QDQ,

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe.artifact.inputs import resolve_inputs
 from trtpipe.bench.identity import converted_from
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
-from trtpipe.inputs import Batch, InputSpec, check_declared, random_batch, resolve
+from trtpipe.inputs import Batch, InputSpec, check_declared, random_batch
 from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import EvaluationData, LoadedModel
 from trtpipe.models.options import ModelOptions
@@ -130,11 +131,6 @@ def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, found: Onnx
         declared = {FIRST: tuple(declared)}
     names = [t.name for t in graph]
     check_declared(declared, names, "--input-shape")
-    manifest = read_manifest(path)
-    recorded = {name: spec for name, spec in (manifest.input_specs if manifest else {}).items() if name in names}
-    ranges = {name: spec.value_range for name, spec in recorded.items() if spec.value_range is not None}
-    for name, bounds in (getattr(options, "input_range", None) or {}).items():  # the options' win
-        ranges[names[0] if name == FIRST else name] = bounds
     specs = []
     for index, info in enumerate(graph):
         dims = tuple(info.shape)
@@ -148,11 +144,9 @@ def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, found: Onnx
                                f"bench at: give --input-shape {prefix}{example} with N filled in.")
             given = (dims[0] if isinstance(dims[0], int) else 1, *rest)
         specs.append((info.name, dims, info.dtype, tuple(given)))
-    resolved = resolve([(name, dims, dtype) for name, dims, dtype, _ in specs],
-                       shapes={name: given for name, _, _, given in specs},
-                       dtypes=getattr(options, "input_dtype", None), ranges=ranges or None)
-    return tuple(replace(spec, layout=known.layout) if (known := recorded.get(spec.name)) is not None and known.layout
-                 else spec for spec in resolved)
+    return resolve_inputs([(name, dims, dtype) for name, dims, dtype, _ in specs], read_manifest(path),
+                          shapes={name: given for name, _, _, given in specs},
+                          dtypes=getattr(options, "input_dtype", None), ranges=getattr(options, "input_range", None))
 
 
 def bench_reference(spec: str, options: ModelOptions,

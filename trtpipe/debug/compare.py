@@ -18,7 +18,6 @@ batch's exposed outputs fit in ``--memory`` per model, and each chunk keeps only
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,16 @@ import numpy as np
 import onnx
 
 from trtpipe import console
-from trtpipe.debug.match import Matching, Skipped, TensorPair, graph_inputs, match_tensors
+from trtpipe.artifact.inputs import resolve_inputs
+from trtpipe.debug.match import Matching, Skipped, TensorPair, match_tensors
 from trtpipe.debug.options import DebugOptions
 from trtpipe.debug.report import DebugReport, ErrorStats, LayerRow, mark_jumps
 from trtpipe.errors import BadInput
 from trtpipe.files import require_file, sha256_file
-from trtpipe.inputs import Batch, InputSpec, named, random_batch, resolve, take
+from trtpipe.inputs import Batch, InputSpec, named, random_batch, take
 from trtpipe.manifest import ArtifactManifest, read_manifest
 from trtpipe.models.data_spec import DataKind, DataSpec
-from trtpipe.onnx_info import detect_precision, load_onnx
+from trtpipe.onnx_info import detect_precision, graph_inputs, input_signature, load_onnx
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
 from trtpipe.runtime.onnxruntime.probe import probe_session, with_outputs
@@ -117,10 +117,6 @@ def _shape_of(value: onnx.ValueInfoProto) -> tuple[int | None, ...]:
     return tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims)
 
 
-def _dtype_of(value: onnx.ValueInfoProto) -> str:
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)).name
-
-
 def input_specs(model: onnx.ModelProto, reference: onnx.ModelProto, options: DebugOptions,
                 manifest: ArtifactManifest | None) -> tuple[InputSpec, ...]:
     """The reference's inputs as :class:`InputSpec`, sized by --input-shape, else by the shapes and ranges the
@@ -136,19 +132,7 @@ def input_specs(model: onnx.ModelProto, reference: onnx.ModelProto, options: Deb
                                           for a, b in zip(mine, other, strict=False)):
             raise BadInput(f"Input '{name}' has shape {format_shape(mine)} in the model and {format_shape(other)} in "
                            "the reference: shapes differ, so they are not the same network.")
-    recorded = _recorded_specs(manifest, list(theirs))
-    fixed = {n: s.fixed_shape for n, s in recorded.items()}
-    shapes = options.input_shape or {n: shape for n, shape in fixed.items() if shape is not None}
-    ranges = {n: s.value_range for n, s in recorded.items() if s.value_range is not None}
-    graph = [(name, _shape_of(value), _dtype_of(value)) for name, value in theirs.items()]
-    specs = resolve(graph, shapes=shapes or None, ranges=ranges or None)
-    return tuple(replace(s, layout=recorded[s.name].layout) if s.name in recorded and recorded[s.name].layout
-                 else s for s in specs)
-
-
-def _recorded_specs(manifest: ArtifactManifest | None, names: list[str]) -> dict[str, InputSpec]:
-    recorded = manifest.input_specs if manifest is not None else {}  # an entry of another layout: the graph's then
-    return {name: spec for name, spec in recorded.items() if name in names}
+    return resolve_inputs(input_signature(reference), manifest, shapes=options.input_shape, recorded_shapes=True)
 
 
 def _dataset(options: DebugOptions, specs: tuple[InputSpec, ...], reference_sha: str,

@@ -23,7 +23,7 @@ from enum import StrEnum
 
 import onnx
 
-from trtpipe.onnx_info import topologically_sorted
+from trtpipe.onnx_info import graph_inputs, topologically_sorted
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 # Activations ONNX Runtime's QDQ quantizer folds into the Q/DQ after them (onnxruntime/quantization/registry.py
@@ -66,12 +66,6 @@ class Matching:
     unmatched: int  # float tensors of the model with no counterpart in the reference (Casts, new Q/DQ, gains...)
     upstream: dict[str, tuple[str, ...]]  # a pair's tensor -> the nearest paired tensors it is computed from
     reference_inputs: tuple[str, ...]  # the reference's graph inputs: their values are the feeds themselves
-
-
-def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    """The inputs a caller feeds (initializers listed as inputs by old exporters are not)."""
-    initializers = {i.name for i in model.graph.initializer}
-    return [i for i in model.graph.input if i.name not in initializers]
 
 
 def tensor_types(model: onnx.ModelProto) -> dict[str, int]:

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from trtpipe.inputs import Batch, named
+from trtpipe.onnx_info import graph_inputs
 from trtpipe.runtime.onnxruntime.probe import probe_session
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE}
@@ -26,8 +27,7 @@ def float_activations(model: onnx.ModelProto) -> list[str]:
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v.type.tensor_type.elem_type for v in
              [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]}
-    initializers = {i.name for i in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in initializers and types.get(i.name) in FLOAT_TYPES]
+    names = [i.name for i in graph_inputs(model) if types.get(i.name) in FLOAT_TYPES]
     for node in model.graph.node:
         names += [o for o in node.output if o and types.get(o) in FLOAT_TYPES and node.op_type != "Constant"]
     return list(dict.fromkeys(names))

@@ -16,14 +16,14 @@ import onnx
 from onnx import numpy_helper
 
 from trtpipe.errors import BadInput
+from trtpipe.onnx_info import graph_inputs
 
 BATCH = "batch"
 
 
 def make_batch_dynamic(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` whose inputs and outputs take any batch; BadInput saying why where the graph cannot."""
-    initializers = {t.name for t in model.graph.initializer}
-    inputs = [v for v in model.graph.input if v.name not in initializers]
+    inputs = graph_inputs(model)
     fixed = [v for v in inputs if _first_dim(v) is not None]
     if not fixed:
         raise BadInput("The model's batch is already dynamic: --dynamic-batch has nothing to do.")
@@ -32,7 +32,7 @@ def make_batch_dynamic(model: onnx.ModelProto) -> onnx.ModelProto:
         raise BadInput(f"--dynamic-batch makes a batch-1 model dynamic; this one's first axes are {sizes}.")
     dynamic = onnx.ModelProto()
     dynamic.CopyFrom(model)
-    for value in [*(v for v in dynamic.graph.input if v.name not in initializers), *dynamic.graph.output]:
+    for value in [*graph_inputs(dynamic), *dynamic.graph.output]:
         dims = value.type.tensor_type.shape.dim
         if dims and dims[0].HasField("dim_value") and dims[0].dim_value == 1:
             dims[0].ClearField("dim_value")

@@ -16,12 +16,13 @@ import numpy as np
 import onnx
 
 from trtpipe import console
+from trtpipe.artifact.inputs import resolve_inputs
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
-from trtpipe.inputs import InputSpec, random_batch, resolve, take
+from trtpipe.inputs import InputSpec, random_batch, take
 from trtpipe.manifest import ArtifactManifest, commit_artifact, read_manifest
 from trtpipe.manifest_records import CpuRecord, DataDescription, DataRecord, JudgedOn, MadeFrom, RecordedPreprocessing
-from trtpipe.onnx_info import detect_precision, load_onnx, name_nodes, op_counts, topologically_sorted
+from trtpipe.onnx_info import detect_precision, input_signature, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.int8.recipes import recipe_for
 from trtpipe.optimize.opset import upgrade_for_precision
@@ -30,7 +31,6 @@ from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.loader import graph_pass, precision_pass
 from trtpipe.optimize.records import Int8Record
 from trtpipe.options import to_plain
-from trtpipe.shapes import FIRST
 from trtpipe.vocab import CpuClass, Precision, Target, Task
 
 
@@ -301,34 +301,14 @@ def _preprocessing(options: OptimizeOptions, source: Path,
 def input_specs(model: onnx.ModelProto, options: OptimizeOptions,
                 manifest: ArtifactManifest | None) -> tuple[tuple[InputSpec, ...], int | None]:
     """The graph's inputs as :class:`InputSpec` (name, dims, dtype from the graph), with what the options declare
-    laid over them and, where the options say nothing, the ranges and layouts convert recorded in the manifest;
-    and the static batch size (None: dynamic). A dynamic axis stays dynamic in the written artifact: only
-    calibration and accuracy runs take a size (from --input-shape or the data)."""
-    initializers = {i.name for i in model.graph.initializer}
-    graph = []
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        tensor = value.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim)
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
-        graph.append((value.name, dims, dtype))
-    names = [name for name, _, _ in graph]
-    recorded = _recorded_inputs(manifest, names)
-    ranges = {name: r.value_range for name, r in recorded.items() if r.value_range is not None}
-    for name, bounds in (options.input_range or {}).items():  # the options' win over the manifest's
-        ranges[names[0] if name == FIRST and names else name] = bounds
-    specs = resolve(graph, shapes=options.input_shape, dtypes=options.input_dtype, ranges=ranges or None)
-    specs = tuple(replace(spec, layout=known.layout) if (known := recorded.get(spec.name)) is not None and known.layout
-                  else spec for spec in specs)
+    laid over them and, where the options say nothing, the ranges and layouts convert recorded in the manifest
+    (:func:`trtpipe.artifact.inputs.resolve_inputs`); and the static batch size (None: dynamic). A dynamic axis stays
+    dynamic in the written artifact: only calibration and accuracy runs take a size (from --input-shape or the data)."""
+    graph = input_signature(model)
+    specs = resolve_inputs(graph, manifest, shapes=options.input_shape, dtypes=options.input_dtype,
+                           ranges=options.input_range)
     batch = graph[0][1][0] if graph and graph[0][1] else None
     return specs, batch
-
-
-def _recorded_inputs(manifest: ArtifactManifest | None, names: list[str]) -> dict[str, InputSpec]:
-    """The inputs convert recorded (``details.input_specs``: range and layout), by name, for inputs the graph has."""
-    recorded = manifest.input_specs if manifest is not None else {}
-    return {name: spec for name, spec in recorded.items() if name in names}
 
 
 Decoder = Callable[[Sequence[np.ndarray]], list[Any]]

@@ -18,6 +18,7 @@ import onnx
 
 from trtpipe import console
 from trtpipe.inputs import Batch, named
+from trtpipe.onnx_info import graph_inputs
 from trtpipe.optimize.kernels import kernel_count
 from trtpipe.optimize.loads import ONNXRUNTIME, check_loads, runtimes_for
 from trtpipe.optimize.speed_check import paired_speedup
@@ -51,7 +52,7 @@ def _speed_vs_fp32(path: Path, fp32: onnx.ModelProto, sample: Batch) -> dict[str
     if fp32.ByteSize() >= PROTOBUF_LIMIT:
         console.note("No speed check against the FP32 file: over 2 GB, it cannot be handed to ONNX Runtime in memory")
         return {"skipped": "FP32 model over 2 GB"}
-    inputs = [i.name for i in fp32.graph.input if i.name not in {t.name for t in fp32.graph.initializer}]
+    inputs = [i.name for i in graph_inputs(fp32)]
     feed = {name: np.ascontiguousarray(array) for name, array in named(sample, inputs).items()}
     check = paired_speedup(path, fp32, feed, threads=min(MAX_THREADS, os.cpu_count() or 1))
     line = check.line("The INT8 file", "the FP32 file")

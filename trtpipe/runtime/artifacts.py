@@ -188,7 +188,7 @@ def _faithful(description: ArtifactDescription) -> ArtifactDescription:
 
 
 def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    initializers = {t.name for t in model.graph.initializer}
+    from trtpipe.onnx_info import graph_inputs
 
     def info(value: Any) -> TensorInfo:
         tensor = value.type.tensor_type
@@ -196,5 +196,5 @@ def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[Ten
         dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
         return TensorInfo(value.name, entry.numpy if entry else str(tensor.elem_type), dims)
 
-    return (tuple(info(v) for v in model.graph.input if v.name not in initializers),
+    return (tuple(info(v) for v in graph_inputs(model)),
             tuple(info(v) for v in model.graph.output))

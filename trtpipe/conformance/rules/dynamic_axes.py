@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trtpipe.conformance.findings import Finding, Rule, Severity
 from trtpipe.graph_index import GraphIndex
+from trtpipe.onnx_info import graph_inputs
 from trtpipe.vocab import Target
 
 RULE = Rule("dynamic-axes", "only the batch axis is dynamic, or the build gives --shapes for the others",
@@ -13,10 +14,7 @@ RULE = Rule("dynamic-axes", "only the batch axis is dynamic, or the build gives 
 
 def check(graph: GraphIndex) -> list[Finding]:
     findings = []
-    initializers = set(graph.constants)
-    for value in graph.model.graph.input:
-        if value.name in initializers:
-            continue
+    for value in graph_inputs(graph.model):
         dims = value.type.tensor_type.shape.dim
         free = [i for i, d in enumerate(dims) if not d.HasField("dim_value") and i != 0]
         if free:

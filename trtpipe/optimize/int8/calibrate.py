@@ -19,6 +19,7 @@ import onnx
 
 from trtpipe import console
 from trtpipe.inputs import Batch, concat, count, named, take
+from trtpipe.onnx_info import graph_inputs
 from trtpipe.optimize.activations import RunningStats, float_activations, observe
 from trtpipe.vocab import CalibMethod
 
@@ -83,8 +84,7 @@ def _onnxruntime_ranges(model: onnx.ModelProto, batches: list[Batch], method: Ca
         onnx.save(model, str(model_path))
         calibrator = create_calibrator(model_path, None, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                                        calibrate_method=ort_method, extra_options=extra)
-        initializers = {i.name for i in model.graph.initializer}
-        input_names = [i.name for i in model.graph.input if i.name not in initializers]
+        input_names = [i.name for i in graph_inputs(model)]
         # ORT's histogram collectors stack per-batch outputs, so every batch must have the same size.
         samples = concat(batches)
         total = count(samples)

@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from trtpipe.onnx_info import graph_inputs
 from trtpipe.runtime.onnxruntime.float_weights import dequantize_constant
 
 FP16, FP32 = TensorProto.FLOAT16, TensorProto.FLOAT
@@ -60,7 +61,7 @@ def round_fp16_tensors(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     rewritten.CopyFrom(model)
     graph = rewritten.graph
     initializers = {t.name: t for t in graph.initializer}
-    nodes = _fp16_inputs_read_as_fp32(graph, initializers)
+    nodes = _fp16_inputs_read_as_fp32(graph)
     renamed = {n.input[0]: n.output[0] for n in nodes}  # an FP16 input -> its FP32 copy
     _fp16_initializers_as_fp32(graph)
     rounded, folded_from = 0, set()
@@ -88,13 +89,12 @@ def round_fp16_tensors(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     return rewritten, rounded
 
 
-def _fp16_inputs_read_as_fp32(graph: onnx.GraphProto,
-                              initializers: dict[str, onnx.TensorProto]) -> list[onnx.NodeProto]:
+def _fp16_inputs_read_as_fp32(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     """A Cast to FP32 for each FP16 graph input (--no-keep-io-fp32): read once into FP32, exactly, so the nodes
     that read it compute in FP32; the input keeps its FP16 type."""
     nodes: list[onnx.NodeProto] = []
-    for value in graph.input:
-        if value.type.tensor_type.elem_type == FP16 and value.name not in initializers:
+    for value in graph_inputs(graph):
+        if value.type.tensor_type.elem_type == FP16:
             nodes.append(helper.make_node("Cast", [value.name], [value.name + _FLOAT], to=FP32,
                                           name=value.name + _FLOAT))
     return nodes

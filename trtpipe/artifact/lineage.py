@@ -1,0 +1,86 @@
+"""Where an artifact came from, as far as trtpipe's records tell: its lineage, checked by hash at every link.
+
+convert records the SHA-256 of the PyTorch weights in the ONNX file's manifest (``source.weights_sha256``);
+optimize records the FP32 ONNX it read (``input``: path and hash), whose manifest is followed in turn. The chain
+is followed here, once, for every caller (bench's weight check, the reference line of every report,
+:class:`trtpipe.artifact.Artifact`); what a mismatch means for a comparison stays with bench
+(``trtpipe.bench.identity``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtpipe.files import sha256_file
+from trtpipe.manifest import ArtifactManifest, read_manifest
+
+MAX_CHAIN = 8  # optimize reads convert's FP32 ONNX: two links in practice; the bound only stops a cycle
+
+
+def recorded_weights(artifact: Path) -> str | None:
+    """The SHA-256 of the PyTorch weights the ONNX file ``artifact`` was made from, as its manifests tell, or None
+    where the chain breaks: no manifest (or one describing another file), or an optimize input that is gone or
+    changed since (none of the places it can be has the hash optimize recorded)."""
+    return followed_weights(Path(artifact), read_manifest(artifact))
+
+
+def converted_from(onnx_file: Path) -> dict[str, Any] | None:
+    """What convert recorded of the PyTorch model the ONNX file was made from (its ``source``: name, source,
+    source_kind, weights_sha256...), following optimize's inputs back to it; None for a file from elsewhere or
+    a chain that breaks."""
+    return lineage_of(Path(onnx_file), read_manifest(Path(onnx_file))).source
+
+
+def followed_weights(artifact: Path, manifest: ArtifactManifest | None) -> str | None:
+    """The PyTorch weights' SHA-256 at the start of ``artifact``'s chain (``manifest``: its own, already read), or
+    None where there is no manifest or the chain does not reach convert's record."""
+    source = None if manifest is None else lineage_of(artifact, manifest).source
+    return None if source is None else str(source["weights_sha256"])
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where an ONNX file came from, as far as trtpipe's manifests tell."""
+
+    hashes: tuple[str, ...]  # its own SHA-256, then that of each file optimize read on the way back
+    source: dict[str, Any] | None = None  # convert's record of the PyTorch model, where the chain reaches it
+    made_from: Path | None = None  # the file optimize made it from (None: convert's output, or from elsewhere)
+    complete: bool = True  # the chain reached its start (convert's output, or a file without a manifest)
+
+
+def lineage_of(artifact: Path, manifest: ArtifactManifest | None) -> Lineage:
+    """``artifact``'s chain, from its ``manifest``: through optimize's recorded inputs back to convert's output or
+    to a file that has no manifest (an ONNX from elsewhere that optimize started from); incomplete where a file on
+    the way is gone or changed."""
+    hashes = [manifest.sha256 if manifest is not None else sha256_file(artifact)]
+    made_from = None
+    for _ in range(MAX_CHAIN):
+        if manifest is None:
+            return Lineage(tuple(hashes), made_from=made_from)
+        source = manifest.source_model
+        if source is not None and source.weights_sha256 is not None:
+            return Lineage(tuple(hashes), source.record, made_from)
+        given = manifest.made_from
+        if given is None or given.sha256 is None:
+            return Lineage(tuple(hashes), made_from=made_from, complete=False)
+        recorded, sha256 = Path(given.path), given.sha256
+        hashes.append(sha256)
+        made_from = made_from or recorded
+        upstream, manifest = _upstream(artifact, recorded, sha256)
+        if manifest is None:  # the file optimize read has no manifest (an ONNX from elsewhere), or it is gone
+            present = any(c.is_file() and sha256_file(c) == sha256 for c in (recorded, artifact.parent / recorded.name))
+            return Lineage(tuple(hashes), made_from=made_from, complete=present)
+        artifact = upstream
+    return Lineage(tuple(hashes), made_from=made_from, complete=False)
+
+
+def _upstream(artifact: Path, recorded: Path, sha256: object) -> tuple[Path, ArtifactManifest | None]:
+    """The file optimize read and its manifest: at the path it recorded (relative to where optimize ran) or, where
+    that is gone or another file now, beside ``artifact`` (the two were moved together); the hash decides."""
+    for candidate in (recorded, artifact.parent / recorded.name):
+        manifest = read_manifest(candidate) if candidate.is_file() else None
+        if manifest is not None and manifest.sha256 == sha256:
+            return candidate, manifest
+    return recorded, None
