@@ -227,3 +227,14 @@ def test_typed_values_are_converted_only_at_the_edge() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in enums:
                 found.append(f"{relative}:{node.lineno}: {node.func.id}(...)")
     assert not found, "typed values converted again downstream:\n" + "\n".join(found)
+
+
+MAX_MODULE_LINES = 500  # issue #51's bound: a module longer than this holds two jobs; split it along its seam
+
+
+def test_no_module_is_over_500_lines() -> None:
+    lengths = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
+               for path in SOURCE.rglob("*.py")}
+    assert lengths, "no module found under trtpipe/"
+    over = {name: lines for name, lines in lengths.items() if lines > MAX_MODULE_LINES}
+    assert not over, f"modules over {MAX_MODULE_LINES} lines (split each along its seam): {over}"

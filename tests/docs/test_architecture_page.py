@@ -65,3 +65,52 @@ def test_the_table_reads_in_layer_order() -> None:
     rows = re.findall(r"^\| `([^`]+)` \|", table, flags=re.M)
     order = [position[name.removesuffix("/").removesuffix(".py")] for name in rows]
     assert order == sorted(order), "docs/architecture.md's module table is not in layer order, top first"
+
+
+RECIPES = ("a backend", "a pass", "an INT8 step", "a model source", "a task measure")
+
+
+def _recipes() -> dict[str, str]:
+    """The "How to add..." section's recipes: title -> text."""
+    section = PAGE.split("\n## How to add...\n", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"^### How to add (.+)$", section, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def _field(text: str, name: str) -> str:
+    """A recipe's ``Files:``, ``Table:`` or ``Checked by:`` paragraph, up to the next field."""
+    match = re.search(rf"^{name}: (.*?)(?=^\w[\w ]*: |\Z)", text, flags=re.M | re.S)
+    assert match, f"no '{name}:' in the recipe"
+    return match.group(1)
+
+
+def _exists(path: str) -> bool:
+    """A path the page names; one with a placeholder (``<engine>``) exists where the folder it goes in does."""
+    if "<" in path:
+        return (ROOT / path.split("<", 1)[0]).is_dir()
+    return (ROOT / path.rstrip("/")).exists()
+
+
+def test_the_five_recipes_name_files_a_table_and_a_walking_test_that_exist() -> None:
+    recipes = _recipes()
+    assert tuple(recipes) == RECIPES, f"docs/architecture.md's recipes: {list(recipes)}, expected {list(RECIPES)}"
+    for title, text in recipes.items():
+        files = re.findall(r"`(trtpipe/[^`]+)`", _field(text, "Files"))
+        assert 1 <= len(files) <= 2, f"how to add {title}: names {files}, not one or two files"
+        assert all(_exists(f) for f in files), f"how to add {title}: {files} do not all exist"
+        table, registry = re.fullmatch(r"`(\w+)` in `(trtpipe/[\w/.]+\.py)`\.\s*", _field(text, "Table")).groups()
+        assert registry in files, f"how to add {title}: the table's file {registry} is not among the files touched"
+        assert re.search(rf"^{table}\b.*=", (ROOT / registry).read_text(), flags=re.M), f"{registry} has no {table}"
+        test = re.match(r"`(tests/[\w/]+\.py)`", _field(text, "Checked by")).group(1)
+        source = (ROOT / test).read_text()
+        assert re.search(r"^def test_", source, flags=re.M), f"how to add {title}: {test} holds no test"
+        assert table in source, f"how to add {title}: {test} does not walk {table}"
+
+
+def test_a_recipe_that_names_a_missing_file_is_caught() -> None:
+    """The checks above can fail: a made-up file, a placeholder in a folder that is not there, three files."""
+    assert not _exists("trtpipe/tasks/not_a_module.py")
+    assert not _exists("trtpipe/no_such_room/<name>.py")
+    assert _exists("trtpipe/tasks/<task>.py") and _exists("trtpipe/runtime/registry.py")
+    text = "Files: `trtpipe/a.py`, `trtpipe/b.py` and\n`trtpipe/c.py`.\nTable: `X` in `trtpipe/a.py`.\n"
+    assert len(re.findall(r"`(trtpipe/[^`]+)`", _field(text, "Files"))) == 3

@@ -76,7 +76,7 @@ def test_a_budget_is_judged_by_the_drop_s_bounds() -> None:
     same, far = reference.copy(), reference + 2.0 * rng.standard_normal(reference.shape)
     assert judge_budget(compare(reference, same), 1.0).decision == WITHIN
     over = judge_budget(compare(reference, far), 5.0)
-    assert over.decision == OVER and "its lower bound" in over.line
+    assert over.decision == OVER and "the interval's lower bound" in over.line
 
 
 def test_a_perfect_detector_on_32_crops_states_an_interval_that_holds_the_unseen_figure() -> None:

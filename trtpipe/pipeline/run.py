@@ -20,44 +20,20 @@ from trtpipe import console
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.compile.options import CompileOptions
 from trtpipe.convert.options import ConvertOptions
-from trtpipe.errors import BadInput, MissingDependency
+from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file, write_json_atomic
 from trtpipe.models.registry import factory_spec
 from trtpipe.options import to_plain
-from trtpipe.pipeline.cache import RunManifest, StageRecord, data_identity, stage_key
+from trtpipe.pipeline.cache import RunManifest, StageRecord, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
 from trtpipe.pipeline.select import Choice, Limit, batch_advice, choose, outside_limits
-from trtpipe.vocab import REPOSITORY_VERSION, ArtifactKind, Device, Precision, __version__
+from trtpipe.pipeline.stages import artifact_path, build_stages, optimize_stage, place_onnx, run_stage
+from trtpipe.vocab import ArtifactKind, Device, Precision, __version__
 
 if TYPE_CHECKING:
     from trtpipe.bench.reference import OnnxReference
-    from trtpipe.engine.options import EngineOptions
     from trtpipe.models.loader import LoadedModel
     from trtpipe.optimize.options import OptimizeOptions
-
-
-def _artifact_path(repository: Path, name: str, kind: ArtifactKind = ArtifactKind.ONNX) -> Path:
-    folder = repository / name / REPOSITORY_VERSION
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / kind.repository_file
-
-
-def _stage(manifest: RunManifest, stage: str, key: str, run: Callable[[], list[Path]], *,
-           force: str | None = None) -> list[Path]:
-    """Run a stage, or reuse what it made last time with the same key; ``force``: why it runs regardless."""
-    cached = None if force else manifest.reusable(stage, key)
-    if force:
-        console.note(f"{stage}: running again ({force})")
-    if cached is not None:
-        console.note(f"{stage}: unchanged (key {key[:12]}), reusing {', '.join(cached) or 'its results'}")
-        manifest.record(StageRecord(stage, key, "cached", 0.0, cached))
-        return [Path(p) for p in cached]
-    console.err.rule(f"[bold]{stage}", style="cyan")
-    start = time.perf_counter()
-    produced = run()
-    seconds = time.perf_counter() - start
-    manifest.record(StageRecord(stage, key, "ran", round(seconds, 3), {str(p): sha256_file(p) for p in produced}))
-    return produced
 
 
 def _source_identity(pipeline: Pipeline, model: Callable[[], LoadedModel]) -> str | dict[str, str | None]:
@@ -140,11 +116,11 @@ class _PipelineRun:
 
     def convert(self) -> Path:
         pipeline = self.pipeline
-        onnx_path = _artifact_path(self.repository, pipeline.name)
+        onnx_path = artifact_path(self.repository, pipeline.name)
         if self.onnx is not None:  # nothing to convert: the file is placed in the repository as it is
             source = self.onnx.path
             key = stage_key(stage="source", onnx=sha256_file(source), output=str(onnx_path))
-            return _stage(self.manifest, "source", key, lambda: _place_onnx(source, onnx_path))[0]
+            return run_stage(self.manifest, "source", key, lambda: place_onnx(source, onnx_path))[0]
         model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline, self.model), "name": None}
         key = stage_key(stage="convert", model=model_options, options=to_plain(pipeline.convert),
                         versions=self.versions)
@@ -156,7 +132,7 @@ class _PipelineRun:
             warn_if_unseeded(self.model())  # such a model's stages are never reused: say why
             return [convert(self.model(), onnx_path, pipeline.convert).path]
 
-        return _stage(self.manifest, "convert", key, do_convert)[0]
+        return run_stage(self.manifest, "convert", key, do_convert)[0]
 
     def optimize(self, converted: Path) -> list[Path]:
         """One optimize stage per variant (a compile stage for an AOTInductor one); a variant this machine cannot
@@ -176,7 +152,7 @@ class _PipelineRun:
             options = variant.options
             if self.onnx is not None:  # no convert manifest carries [model]'s task and decoder: each variant does
                 options = _with_model_task(options, self.pipeline)
-            made.append(_optimize_stage(self.manifest, self.pipeline, variant.name, options, converted, converted_sha,
+            made.append(optimize_stage(self.manifest, self.pipeline, variant.name, options, converted, converted_sha,
                                         self.versions))
         return made
 
@@ -186,7 +162,7 @@ class _PipelineRun:
         from trtpipe.hardware import cpu_model
 
         pipeline = self.pipeline
-        output = _artifact_path(self.repository, f"{pipeline.name}_{name}", ArtifactKind.AOTI)
+        output = artifact_path(self.repository, f"{pipeline.name}_{name}", ArtifactKind.AOTI)
         model_options = to_plain(pipeline.model) | {"source": _source_identity(pipeline, self.model), "name": None}
         key = stage_key(stage="compile", model=model_options, options=to_plain(options), versions=self.versions,
                         cpu=cpu_model(), gpu=_gpu_name() if options.device is Device.CUDA else None)
@@ -197,7 +173,7 @@ class _PipelineRun:
             result = compile_aoti(self.model(), output, options)
             return [result.path, result.manifest_path]  # a package is loaded only beside its manifest
 
-        return _stage(self.manifest, f"compile:{name}", key, do_compile)[0]
+        return run_stage(self.manifest, f"compile:{name}", key, do_compile)[0]
 
     def _not_compilable(self, variant: Variant) -> str | None:
         if isinstance(variant.options, CompileOptions) and self.onnx is not None:
@@ -208,7 +184,7 @@ class _PipelineRun:
     def build(self, onnx_files: list[Path]) -> list[Path]:
         """TensorRT engines, where TensorRT and a GPU exist (from the ONNX files among the artifacts)."""
         onnx_files = [f for f in onnx_files if ArtifactKind.for_path(f.name) is ArtifactKind.ONNX]
-        return _build_stages(self.manifest, self.pipeline, onnx_files)
+        return build_stages(self.manifest, self.pipeline, onnx_files)
 
     def bench(self, artifacts: list[Path]) -> tuple[Path, list[BenchRow]]:
         from trtpipe.hardware import cpu_model
@@ -230,7 +206,7 @@ class _PipelineRun:
             write_reports(report, bench_path, self.reports / "bench.md")
             return [bench_path]
 
-        _stage(self.manifest, "bench", key, do_bench, force="--rebench" if self.rebench else None)
+        run_stage(self.manifest, "bench", key, do_bench, force="--rebench" if self.rebench else None)
         results = json.loads(bench_path.read_text())
         return bench_path, [BenchRow.from_dict(r) for r in results["results"]]
 
@@ -299,7 +275,7 @@ class _PipelineRun:
             console.success(f"Report: {html_path} and {markdown_path}")
             return [html_path, markdown_path]
 
-        _stage(self.manifest, "report", key, do_report)
+        run_stage(self.manifest, "report", key, do_report)
 
     def export_triton(self, artifacts: list[Path], selection: _Selection) -> None:
         """A Triton repository of every artifact; the chosen pair runs there on the runtime it was chosen on."""
@@ -320,7 +296,7 @@ class _PipelineRun:
                 chosen_runtime[artifact_name(Path(choice.artifact))] = choice.runtime
             return [p for p in export(named, triton, self.pipeline.serve, runtimes=chosen_runtime) if p.is_file()]
 
-        _stage(self.manifest, "export-triton", key, do_export)
+        run_stage(self.manifest, "export-triton", key, do_export)
 
     def finish(self, selection: _Selection) -> dict[str, Any]:
         """Write the run manifest and say what ran; returns its content."""
@@ -389,33 +365,6 @@ def _with_model_task(options: OptimizeOptions, pipeline: Pipeline) -> OptimizeOp
     return replace(options, task=options.task or model.task, postprocess=options.postprocess or model.postprocess)
 
 
-def _place_onnx(source: Path, output: Path) -> list[Path]:
-    """An ONNX source in the repository, as it is: the file, its external weights and its manifest (convert's
-    record of the PyTorch model, when it has one), each written under a temporary name and renamed into place."""
-    import shutil
-
-    from trtpipe.files import atomic_path, staged_path
-    from trtpipe.manifest import commit_artifact, manifest_path, read_manifest
-    from trtpipe.onnx_info import external_data_files, load_onnx
-
-    if source.resolve() == output.resolve():  # run from the repository it writes to
-        return [output]
-    files = [(source, output)] + [(source.parent / name, output.parent / name)
-                                  for name in external_data_files(load_onnx(source, load_weights=False))]
-    for origin, destination in files[1:]:
-        with atomic_path(destination) as tmp:
-            shutil.copyfile(origin, tmp)
-    manifest = read_manifest(source)
-    with staged_path(output) as tmp:
-        shutil.copyfile(source, tmp)
-        if manifest is not None:  # the model and its manifest as one commit (another run may write this path)
-            commit_artifact(tmp, output, replace(manifest, path=output.name))
-        else:  # a manifest left there by an earlier source would describe another file
-            manifest_path(output).unlink(missing_ok=True)
-            tmp.replace(output)
-    return [destination for _, destination in files]
-
-
 def _unavailable(variant: Variant) -> str | None:
     """Why a variant cannot be made useful on this machine, or None: BF16 needs BF16 hardware and OpenVINO; an
     AOTInductor variant needs its device, and kernels there for its precision."""
@@ -434,58 +383,6 @@ def _unavailable(variant: Variant) -> str | None:
     except ImportError:
         return "BF16 kernels come from OpenVINO, which is not installed (pip install 'trtpipe[openvino]')"
     return None
-
-
-def _optimize_stage(manifest: RunManifest, pipeline: Pipeline, name: str, options: OptimizeOptions, converted: Path,
-                    converted_sha: str, versions: dict[str, str]) -> Path:
-    from trtpipe.optimize.stage import optimize
-
-    output = _artifact_path(pipeline.output.repository, f"{pipeline.name}_{name}")
-    from trtpipe.hardware import cpu_class
-
-    # The CPU class INT8 is made for defaults to this machine's: another machine's cached file is not this one's.
-    key = stage_key(stage="optimize", onnx=converted_sha, options=to_plain(options),
-                    calib=data_identity(options.calib), eval=data_identity(options.eval), versions=versions,
-                    cpu_class=str(options.cpu_class or cpu_class()))
-    return _stage(manifest, f"optimize:{name}", key,
-                  lambda: [optimize(converted, output, options).path])[0]
-
-
-def _build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Path]) -> list[Path]:
-    if not pipeline.build_enabled:
-        manifest.record(StageRecord("build", "", "skipped", note="disabled in the pipeline file"))
-        return []
-    from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
-
-    try:
-        trt = import_tensorrt("Building TensorRT engines")
-        gpu_name, capability = require_cuda_gpu("Building TensorRT engines")
-    except MissingDependency as missing:
-        console.note(f"build: skipped — {missing.message}")
-        manifest.record(StageRecord("build", "", "skipped", note=missing.message))
-        return []
-    from trtpipe.engine.build import build_engine
-    from trtpipe.runtime.artifacts import artifact_name, describe_artifact
-
-    repository = pipeline.output.repository
-    engines = []
-    for onnx_path in onnx_files:
-        if describe_artifact(onnx_path).pinned_runtime:  # a BF16 file is OpenVINO's
-            continue
-        name = f"{artifact_name(onnx_path)}_trt"
-        output = _artifact_path(repository, name, ArtifactKind.TENSORRT_ENGINE)
-        options = pipeline.build
-        if options.timing_cache is None:
-            options = replace(options, timing_cache=repository / ".trt-timing.cache")
-        key = stage_key(stage="build", onnx=sha256_file(onnx_path), options=to_plain(options),
-                        tensorrt=trt.__version__, gpu=gpu_name, capability=capability)
-
-        def do_build(onnx_path: Path = onnx_path, output: Path = output,
-                     options: EngineOptions = options) -> list[Path]:
-            return [build_engine(onnx_path, output, options).engine]
-
-        engines += _stage(manifest, f"build:{name}", key, do_build)
-    return engines
 
 
 def _variant_stage(variant: Variant) -> str:
