@@ -139,7 +139,8 @@ class LearnedStep(ABC):
                 console.success(f"{self.title} kept: {verdict.words}, a gain outside the noise")
             return Outcome(outcome.candidate, record, line)
         what = "made INT8 worse" if verdict.change == LOSS else "gained nothing the noise cannot explain"
-        console.warn(f"{self.title} {what} on {run.judge.source} ({verdict.words}); the model without it is kept")
+        say = console.warn if verdict.change == LOSS else console.note  # the rule at work, not a problem
+        say(f"{self.title} {what} on {run.judge.source} ({verdict.words}); the model without it is kept")
         return Outcome(before, record, line)
 
 
