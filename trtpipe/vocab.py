@@ -8,8 +8,10 @@ artifact kind is one entry here (plus the code that implements it), and every su
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -286,6 +288,14 @@ _ONNX_EXECUTION = {
     OnnxExecution.OPENVINO: (),
 }
 GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
+
+
+Provider = str | tuple[str, dict[str, Any]]  # an ONNX Runtime execution provider: its name, or (name, its options)
+
+
+def provider_names(providers: Iterable[Provider]) -> list[str]:
+    """ONNX Runtime execution providers by name."""
+    return [p if isinstance(p, str) else p[0] for p in providers]
 
 
 class HardwareCompat(StrEnum):

@@ -16,10 +16,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from trtpipe.errors import BadInput
-from trtpipe.vocab import GPU_PROVIDERS, CudnnSearch, GraphOptimization, PerformanceHint, Precision
+from trtpipe.vocab import (
+    GPU_PROVIDERS,
+    CudnnSearch,
+    GraphOptimization,
+    PerformanceHint,
+    Precision,
+    Provider,
+    provider_names,
+)
 
 # An ONNX Runtime execution provider: its name, or its name and its options.
-Provider = str | tuple[str, dict[str, Any]]
 Settings = TypeVar("Settings")
 
 
@@ -96,7 +103,7 @@ class RunOptions:
 
     @property
     def provider_names(self) -> list[str]:
-        return [p if isinstance(p, str) else p[0] for p in self.providers]
+        return provider_names(self.providers)
 
     @property
     def on_gpu(self) -> bool:

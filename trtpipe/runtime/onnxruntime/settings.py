@@ -4,12 +4,10 @@ backend's flags; ``RunOptions.only`` takes this backend's out of it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from trtpipe.vocab import GPU_PROVIDERS, CudnnSearch, GraphOptimization
+from trtpipe.vocab import GPU_PROVIDERS, CudnnSearch, GraphOptimization, Provider, provider_names
 
 # An ONNX Runtime execution provider: its name, or its name and its options.
-Provider = str | tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,7 @@ class OnnxRuntimeSettings:
 
     @property
     def provider_names(self) -> list[str]:
-        return [p if isinstance(p, str) else p[0] for p in self.providers]
+        return provider_names(self.providers)
 
     @property
     def on_gpu(self) -> bool:
