@@ -55,12 +55,12 @@ from typing import Any
 import numpy as np
 import onnx
 
+from trtpipe.artifact.records.manifest import read_manifest
 from trtpipe.bench.timing import measure
 from trtpipe.comparison import compare
 from trtpipe.convert.stage import convert
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.hardware import cpu_flags, cpu_model
-from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import LoadedModel, load_model
 from trtpipe.models.packaged import (
     LAYOUT_DETECTOR,

@@ -40,7 +40,7 @@ def test_temporaries_of_killed_runs_are_removed_by_the_next_write(tmp_path: Path
 
 
 def test_a_manifest_describing_another_file_is_not_trusted(tmp_path: Path) -> None:
-    from trtpipe.manifest import ArtifactManifest, read_manifest, write_manifest
+    from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest, write_manifest
     from trtpipe.vocab import Precision
 
     model = tmp_path / "model.onnx"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from trtpipe.artifact.records.manifest import ArtifactManifest, commit_artifact, manifest_path, read_manifest
 from trtpipe.errors import BadInput
 from trtpipe.files import lock_path, staged_path
-from trtpipe.manifest import ArtifactManifest, commit_artifact, manifest_path, read_manifest
 from trtpipe.vocab import Precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_a_manifest_of_another_layout_is_not_ours_to_judge(tmp_path: Path) -> No
 
 def test_an_onnx_file_and_a_package_of_one_model_keep_their_own_manifests() -> None:
     """trtpipe convert -o m.onnx and trtpipe compile -o m.pt2 in one folder: neither manifest replaces the other."""
-    from trtpipe.manifest import manifest_path
+    from trtpipe.artifact.records.manifest import manifest_path
 
     assert manifest_path(Path("out/m.onnx")) == Path("out/m.manifest.json")
     assert manifest_path(Path("out/m.pt2")) == Path("out/m.pt2.manifest.json")
@@ -196,8 +196,8 @@ def test_a_manifest_without_a_schema_version_is_ignored_with_one_line_saying_why
 def test_the_shared_sections_read_back_as_typed_records(tmp_path: Path) -> None:
     """What optimize and convert record for the next stage (its source file, the inputs, the options) reads back
     typed; an entry of another layout is left out rather than guessed at."""
+    from trtpipe.artifact.records.sections import MadeFrom
     from trtpipe.inputs import InputSpec, Layout
-    from trtpipe.manifest_records import MadeFrom
 
     output = tmp_path / "model.onnx"
     spec = InputSpec("image", (None, 3, 8, 8), "uint8", (0.0, 255.0), Layout.NCHW)

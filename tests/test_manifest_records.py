@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from tests.compile.packages import BATCH_RANGE, copy_package, digits_package
+from trtpipe.artifact.records.manifest import manifest_path, read_manifest
+from trtpipe.artifact.records.package import SECTION, AotiRecord, read_package
+from trtpipe.artifact.records.sections import DataRecord, VerificationRecord
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.compile.records import CompileRecord
 from trtpipe.convert.records import ConvertRecord
 from trtpipe.errors import BadInput
-from trtpipe.manifest import manifest_path, read_manifest
-from trtpipe.manifest_records import DataRecord, VerificationRecord
 from trtpipe.pipeline.select import fit_to_caveat
-from trtpipe.runtime.aoti.package import SECTION, AotiRecord, read_package
-from trtpipe.runtime.base import TensorInfo
 
 
 def _sections(path: Path) -> dict[str, Any]:

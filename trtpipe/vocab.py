@@ -44,6 +44,12 @@ class Precision(StrEnum):
     def optimize_choices(cls) -> tuple[str, ...]:
         return tuple(p.value for p in cls if p.optimizable)
 
+    @property
+    def pinned_runtime(self) -> BackendKind | None:
+        """The one runtime an ONNX file of this precision must run on, else None: a BF16 file keeps FP32
+        activations behind Casts, and only OpenVINO's BF16 kernels compute it as BF16."""
+        return _PINNED_RUNTIMES.get(self)
+
 
 @dataclass(frozen=True)
 class _PrecisionFacts:
@@ -249,6 +255,8 @@ class _ArtifactFacts:
     metadata: str
     runtimes: tuple[BackendKind, ...]
 
+
+_PINNED_RUNTIMES = {Precision.BF16: BackendKind.OPENVINO}
 
 _ARTIFACTS = {
     ArtifactKind.ONNX: _ArtifactFacts((".onnx",), BackendKind.ONNXRUNTIME, "model.onnx", "manifest",

@@ -15,10 +15,10 @@ from onnx import helper
 import trtpipe
 from tests.builders import constant, onnx_model, tensor
 from trtpipe.artifact import Artifact
+from trtpipe.artifact.records.manifest import ArtifactManifest, write_manifest
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
 from trtpipe.inputs import InputSpec, Layout, guess_layout
-from trtpipe.manifest import ArtifactManifest, write_manifest
 from trtpipe.onnx_info import graph_inputs, input_signature
 from trtpipe.shapes import FIRST
 from trtpipe.vocab import ArtifactKind, Precision

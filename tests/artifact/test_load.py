@@ -53,4 +53,4 @@ def test_embedding_an_artifact_loads_no_server_or_tool_code(digits_onnx: Path) -
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == []
-    assert trtpipe.load.__module__ == "trtpipe.artifact.load"
+    assert trtpipe.load.__module__ == "trtpipe.embedding"

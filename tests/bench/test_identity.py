@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import error_line
+from trtpipe.artifact.description import describe_artifact
+from trtpipe.artifact.records.engine import EngineSidecar
 from trtpipe.bench.identity import check_weights, recorded_weights
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
 from trtpipe.models.loader import load_model
-from trtpipe.runtime.artifacts import describe_artifact
-from trtpipe.runtime.tensorrt.sidecar import EngineSidecar
 from trtpipe.vocab import ArtifactKind
 
 FACTORIES = textwrap.dedent("""

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from tests.builders import nhwc_uint8_onnx, two_input_data, two_input_onnx
+from trtpipe.artifact.description import describe_artifact
 from trtpipe.bench.options import BenchOptions
 from trtpipe.bench.plan import trt_profile
 from trtpipe.inputs import InputSpec
-from trtpipe.runtime.artifacts import describe_artifact
 
 
 def _bench(run_cli, model: Path, artifact: Path, out: Path, *extra: str) -> dict:  # type: ignore[no-untyped-def, type-arg]

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trtpipe.artifact.description import describe_artifact
+from trtpipe.artifact.records.tuned import tuned_path
 from trtpipe.bench.tune import _differs, candidates, tune_artifact
 from trtpipe.errors import BadInput
-from trtpipe.runtime.artifacts import describe_artifact
-from trtpipe.runtime.onnxruntime.tuned import tuned_path
 from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
 
 
@@ -33,12 +33,12 @@ def test_the_probe_records_its_choice_and_every_later_run_uses_it(artifact: Path
     assert len(record["candidates"]) == 2 and all(c["p50_ms"] > 0 and c["rejected"] is None
                                                  for c in record["candidates"])
     fastest = min(record["candidates"], key=lambda c: c["p50_ms"])
-    assert record["settings"]["io_binding"] is fastest["settings"]["io_binding"] is run.settings.io_binding
-    assert describe_artifact(artifact).tuned[OnnxExecution.CPU].io_binding is run.settings.io_binding
+    assert record["settings"]["io_binding"] is fastest["settings"]["io_binding"] is run.settings["io_binding"]
+    assert describe_artifact(artifact).tuned[OnnxExecution.CPU]["io_binding"] is run.settings["io_binding"]
     with trtpipe.load(artifact) as model:
-        assert model.backend.io_binding is run.settings.io_binding
-    with trtpipe.load(artifact, io_binding=not run.settings.io_binding) as model:  # the caller's setting wins
-        assert model.backend.io_binding is not run.settings.io_binding
+        assert model.backend.io_binding is run.settings["io_binding"]
+    with trtpipe.load(artifact, io_binding=not run.settings["io_binding"]) as model:  # the caller's setting wins
+        assert model.backend.io_binding is not run.settings["io_binding"]
 
 
 def test_a_record_for_other_bytes_is_ignored_and_a_damaged_one_refused(artifact: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from trtpipe.manifest import manifest_path
+from trtpipe.artifact.records.manifest import manifest_path
 
 BATCH_RANGE = (1, 16)
 

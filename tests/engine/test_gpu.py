@@ -294,7 +294,7 @@ def test_onnxruntime_cuda_rows_are_tuned_device_resident_and_stand_against_pytor
     import shutil
 
     import trtpipe
-    from trtpipe.runtime.onnxruntime.tuned import read_tuned
+    from trtpipe.artifact.records.tuned import read_tuned
     from trtpipe.vocab import OnnxExecution
 
     _cuda_provider_or_skip()
@@ -317,8 +317,8 @@ def test_onnxruntime_cuda_rows_are_tuned_device_resident_and_stand_against_pytor
     from trtpipe.runtime.onnxruntime.providers import provider_list
 
     with trtpipe.load(artifact, providers=tuple(provider_list(OnnxExecution.CUDA))) as model:
-        assert model.backend.cuda_graph is tuned.settings.cuda_graph
-        assert model.backend.prefer_nhwc is tuned.settings.prefer_nhwc
+        assert model.backend.cuda_graph is tuned.settings["cuda_graph"]
+        assert model.backend.prefer_nhwc is tuned.settings["prefer_nhwc"]
         np.testing.assert_allclose(model.predict(np.zeros((3, 1, 32, 32), np.float32)).shape, (3, 10))
 
 

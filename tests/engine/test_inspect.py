@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import error_line
+from trtpipe.artifact.records.engine import EngineSidecar, commit_engine
 from trtpipe.engine.inspect import inspect_file, layer_table, short_format
 from trtpipe.engine.specs import ProfileShapes
 from trtpipe.errors import MissingDependency
-from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, commit_engine
 
 INT8_10X = "Thirty-two wide channel vectorized row major Int8 format"
 

@@ -6,9 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import error_line
-from trtpipe.errors import BadInput
-from trtpipe.files import sha256_file
-from trtpipe.runtime.tensorrt.sidecar import (
+from trtpipe.artifact.records.engine import (
     EngineSidecar,
     check_compatibility,
     check_engine_file,
@@ -16,6 +14,8 @@ from trtpipe.runtime.tensorrt.sidecar import (
     read_sidecar,
     sidecar_path,
 )
+from trtpipe.errors import BadInput
+from trtpipe.files import sha256_file
 
 
 def _sidecar(**changes: object) -> EngineSidecar:

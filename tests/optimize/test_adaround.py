@@ -90,7 +90,7 @@ def test_learned_rounding_beats_nearest(target: Target) -> None:
 
 
 def test_option_records_what_it_did(digits_onnx: Path, tmp_path: Path) -> None:
-    from trtpipe.manifest import read_manifest
+    from trtpipe.artifact.records.manifest import read_manifest
     from trtpipe.optimize.options import OptimizeOptions
     from trtpipe.optimize.stage import optimize
 

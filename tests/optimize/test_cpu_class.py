@@ -11,8 +11,8 @@ import pytest
 from onnx import numpy_helper
 
 from tests.conftest import error_line
+from trtpipe.artifact.records.manifest import read_manifest
 from trtpipe.hardware import cpu_class
-from trtpipe.manifest import read_manifest
 from trtpipe.optimize.int8.profiles import profile_for, unsafe_classes
 from trtpipe.vocab import CpuClass, Target
 

@@ -112,7 +112,7 @@ def test_int8_of_the_equalized_graph_is_closer_to_fp32(target: Target) -> None:
 
 
 def test_pass_records_what_it_did(digits_onnx: Path, tmp_path: Path) -> None:
-    from trtpipe.manifest import read_manifest
+    from trtpipe.artifact.records.manifest import read_manifest
     from trtpipe.optimize.options import OptimizeOptions
     from trtpipe.optimize.stage import optimize
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from tests.conftest import error_line
 from tests.pipeline.test_select import ROWS
+from trtpipe.artifact.records.sections import DataRecord
 from trtpipe.inputs import InputSpec
-from trtpipe.manifest_records import DataRecord
 from trtpipe.models.data import load_split
 from trtpipe.optimize.data import Dataset, sample_fingerprints
 from trtpipe.optimize.held_out import MIN_CALIBRATION, MIN_HELD_OUT, fewest_to_split, held_out_count, hold_out

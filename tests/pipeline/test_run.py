@@ -155,9 +155,9 @@ def test_an_artifact_recorded_unsafe_on_this_cpu_is_left_out_of_bench_and_select
     recorded unsafe on this CPU's class is not benched or chosen, and the report says why."""
     from dataclasses import replace
 
+    from trtpipe.artifact.records.manifest import read_manifest, write_manifest
+    from trtpipe.artifact.records.sections import CpuRecord
     from trtpipe.hardware import cpu_class
-    from trtpipe.manifest import read_manifest, write_manifest
-    from trtpipe.manifest_records import CpuRecord
     from trtpipe.vocab import CpuClass
 
     here = cpu_class()

@@ -11,9 +11,9 @@ import pytest
 
 import trtpipe
 from tests.compile.packages import BATCH_RANGE, copy_package, digits_package
+from trtpipe.artifact.records.manifest import manifest_path
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
-from trtpipe.manifest import manifest_path
 from trtpipe.vocab import ArtifactKind, BackendKind, Device, Precision
 
 

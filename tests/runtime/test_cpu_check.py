@@ -15,11 +15,11 @@ from google.protobuf import text_format
 import trtpipe
 from tests.conftest import error_line
 from trtpipe import console
+from trtpipe.artifact.description import check_cpu, describe_artifact
+from trtpipe.artifact.records.manifest import read_manifest, write_manifest
+from trtpipe.artifact.records.sections import CpuRecord
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class
-from trtpipe.manifest import read_manifest, write_manifest
-from trtpipe.manifest_records import CpuRecord
-from trtpipe.runtime.artifacts import check_cpu, describe_artifact
 from trtpipe.vocab import CpuClass
 
 FIGURE = {"agreement": 0.995, "agreement_name": "top-1 agreement", "cosine": 0.9998, "samples": 64}

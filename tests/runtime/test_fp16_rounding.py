@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.manifest import ArtifactManifest, write_manifest
+from trtpipe.artifact.records.manifest import ArtifactManifest, write_manifest
 from trtpipe.runtime import RunOptions, describe_artifact, open_artifact
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
@@ -55,11 +55,11 @@ def test_the_tensorrt_target_simulation_rounds_fp16(tmp_path: Path) -> None:
     onnx.save(_sum_then_difference(), str(path))
     write_manifest(path, ArtifactManifest.describe(path, Precision.INT8, target=Target.TENSORRT))
     description = describe_artifact(path)
-    assert description.simulated and description.run.round_fp16 and "FP16 rounded" in (description.note or "")
+    assert description.simulated and description.run["round_fp16"] and "FP16 rounded" in (description.note or "")
     with open_artifact(description) as backend:
         faithful = backend.run({"x": X, "y": Y})[0]
     assert np.isinf(faithful[0]) and faithful[1] == 0 and faithful[2] == 0.5
-    assert not describe_artifact(path).natively().run.round_fp16  # a GPU provider rounds FP16 itself
+    assert not describe_artifact(path).natively().run.get("round_fp16")  # a GPU provider rounds FP16 itself
 
 
 def test_optimize_measures_tensorrt_candidates_with_fp16_rounded() -> None:

@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from trtpipe.runtime.base import TensorInfo
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.serve.http.json_body import SMALL_ARRAY, parse_infer_request
 from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError, encode_infer_response
 

@@ -107,15 +107,15 @@ def test_an_onnx_file_tuned_for_onnxruntime_cuda_is_exported_to_run_as_tuned(dig
                                                                             run_cli) -> None:
     """The settings bench's probe recorded beside the file (model.tuned.json) reach Triton: the onnxruntime backend's
     CUDA accelerator parameters on a GPU instance, or the record copied beside the file for the Python backend."""
-    from trtpipe.runtime.onnxruntime.tuned import TunedRun, write_tuned
+    from trtpipe.artifact.records.tuned import TunedRun, tunable_settings, write_tuned
     from trtpipe.runtime.options import RunOptions
     from trtpipe.vocab import CudnnSearch, OnnxExecution
 
     artifact = tmp_path / "tuned" / "model.onnx"
     artifact.parent.mkdir()
     shutil.copy(digits_onnx, artifact)
-    write_tuned(artifact, TunedRun(OnnxExecution.CUDA, RunOptions(io_binding=True, cuda_graph=True, prefer_nhwc=True,
-                                                                  cudnn_search=CudnnSearch.HEURISTIC),
+    write_tuned(artifact, TunedRun(OnnxExecution.CUDA, tunable_settings(RunOptions(
+        io_binding=True, cuda_graph=True, prefer_nhwc=True, cudnn_search=CudnnSearch.HEURISTIC)),
                                    "NVIDIA H100 80GB HBM3", "1.32.0", 8))
     native = tmp_path / "native"
     assert run_cli("export-triton", artifact, "--name", "digits", "-o", native).exit_code == 0

@@ -1,9 +1,13 @@
 """One deployable file and everything trtpipe records of it, opened from its path: ``Artifact.open(path)``.
 
-The records keep their formats and their readers (``NAME.manifest.json`` in trtpipe.manifest, an engine's sidecar in
-runtime/tensorrt/sidecar.py, ``model.tuned.json`` in runtime/onnxruntime/tuned.py); this type is the one door to
-them, so a caller asks the artifact rather than knowing which file beside it holds what. Its input specs are
-resolved once (trtpipe.artifact.inputs) and its lineage followed once (trtpipe.artifact.lineage).
+Its records keep their formats on disk, each read and written in the room's ``records/`` and nowhere else
+(``NAME.manifest.json``: records/manifest.py with its typed sections in records/sections.py; an engine's sidecar:
+records/engine.py; an AOTInductor package's section: records/package.py; ``model.tuned.json``: records/tuned.py;
+an INT8 calibration cache: records/calibration.py). This type is the one door to them, so a caller asks the
+artifact rather than knowing which file beside it holds what. Its description says how it must run
+(trtpipe.artifact.description), its input specs are resolved once (trtpipe.artifact.inputs) and its lineage
+followed once (trtpipe.artifact.lineage). The runtime opens it on a backend:
+``trtpipe.runtime.open_artifact(artifact, options, runtime=...)``, or ``trtpipe.load(path)`` to embed it.
 """
 
 from __future__ import annotations
@@ -13,22 +17,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtpipe.artifact.description import ArtifactDescription, artifact_kind, describe_artifact
 from trtpipe.artifact.inputs import resolve_inputs
 from trtpipe.artifact.lineage import Lineage, lineage_of
+from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest
 from trtpipe.errors import BadInput
 from trtpipe.files import require_file
 from trtpipe.inputs import InputSpec
-from trtpipe.manifest import ArtifactManifest, read_manifest
-from trtpipe.runtime.registry import artifact_kind
 from trtpipe.vocab import ArtifactKind, OnnxExecution
 
 if TYPE_CHECKING:
-    from trtpipe.runtime.artifacts import ArtifactDescription
-    from trtpipe.runtime.base import Backend
-    from trtpipe.runtime.onnxruntime.tuned import TunedRun
-    from trtpipe.runtime.options import RunOptions
-    from trtpipe.runtime.tensorrt.sidecar import EngineSidecar
-    from trtpipe.vocab import BackendKind
+    from trtpipe.artifact.records.engine import EngineSidecar
+    from trtpipe.artifact.records.tuned import TunedRun
 
 
 class Artifact:
@@ -59,7 +59,7 @@ class Artifact:
         """A TensorRT engine's sidecar (what it was built for and from); BadInput for another kind or none beside it."""
         if self.kind is not ArtifactKind.TENSORRT_ENGINE:
             raise BadInput(f"{self.path} is a {self.kind.value} artifact: only a TensorRT engine has a sidecar.")
-        from trtpipe.runtime.tensorrt.sidecar import read_sidecar
+        from trtpipe.artifact.records.engine import read_sidecar
 
         return read_sidecar(self.path)
 
@@ -68,7 +68,7 @@ class Artifact:
         """The ONNX Runtime settings bench tuned for this file, by execution ({} where none, or for another kind)."""
         if self.kind is not ArtifactKind.ONNX:
             return {}
-        from trtpipe.runtime.onnxruntime.tuned import read_tuned
+        from trtpipe.artifact.records.tuned import read_tuned
 
         return read_tuned(self.path, self.manifest.sha256 if self.manifest is not None else None)
 
@@ -78,11 +78,14 @@ class Artifact:
         model (trtpipe.artifact.lineage); bench refuses a comparison across two lineages."""
         return lineage_of(self.path, self.manifest)
 
-    def describe(self) -> ArtifactDescription:
-        """What runs it and how (precision, target, tensors): runtime/artifacts.py's description."""
-        from trtpipe.runtime.artifacts import describe_artifact
-
+    @cached_property
+    def description(self) -> ArtifactDescription:
+        """What runs it and how (precision, target, tensors, the settings it needs): trtpipe.artifact.description."""
         return describe_artifact(self.path)
+
+    def describe(self) -> ArtifactDescription:
+        """Its description (read once: :attr:`description`)."""
+        return self.description
 
     def input_specs(self, *, shapes: Mapping[str, tuple[int, ...]] | None = None,
                     dtypes: Mapping[str, str] | None = None, ranges: Mapping[str, tuple[float, float]] | None = None,
@@ -92,14 +95,7 @@ class Artifact:
         if self.kind is not ArtifactKind.ONNX:
             raise BadInput(f"{self.path} is a {self.kind.value} artifact: its inputs are its description's "
                            "(Artifact.describe()), not an ONNX graph's.")
-        from trtpipe.onnx_info import input_signature, load_onnx
-
-        graph = input_signature(load_onnx(self.path, load_weights=False))
+        graph = [(t.name, tuple(d if isinstance(d, int) and d > 0 else None for d in t.shape), t.dtype)
+                 for t in self.description.inputs]
         return resolve_inputs(graph, self.manifest, shapes=shapes, dtypes=dtypes, ranges=ranges,
                               recorded_shapes=recorded_shapes)
-
-    def backend(self, options: RunOptions | None = None, *, runtime: BackendKind | None = None) -> Backend:
-        """The artifact opened on the backend its description calls for (or ``runtime``, where that runs it)."""
-        from trtpipe.runtime.registry import open_artifact
-
-        return open_artifact(self.describe(), options, runtime=runtime)

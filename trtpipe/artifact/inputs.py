@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from trtpipe.artifact.records.manifest import ArtifactManifest
 from trtpipe.inputs import InputSpec, resolve
-from trtpipe.manifest import ArtifactManifest
 from trtpipe.shapes import FIRST
 
 Graph = Sequence[tuple[str, tuple[int | str | None, ...], str]]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest
 from trtpipe.files import sha256_file
-from trtpipe.manifest import ArtifactManifest, read_manifest
 
 MAX_CHAIN = 8  # optimize reads convert's FP32 ONNX: two links in practice; the bound only stops a cycle
 

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtpipe import console
+from trtpipe.artifact.description import ArtifactDescription
 from trtpipe.artifact.lineage import Lineage, followed_weights, lineage_of
 from trtpipe.artifact.lineage import converted_from as converted_from  # re-exported: bench's callers
 from trtpipe.artifact.lineage import recorded_weights as recorded_weights
+from trtpipe.artifact.records.manifest import read_manifest
 from trtpipe.errors import BadInput
-from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import LoadedModel, load_model
 from trtpipe.models.registry import factory_spec
-from trtpipe.runtime.artifacts import ArtifactDescription
 from trtpipe.vocab import ArtifactKind
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from trtpipe import console
+from trtpipe.artifact.description import ArtifactDescription
 from trtpipe.bench.agreement import Agreement
 from trtpipe.bench.layers import EngineFacts
 from trtpipe.bench.memory import MemoryProbe
@@ -20,7 +21,6 @@ from trtpipe.bench.rounds import Schedule, Timed, later_rounds
 from trtpipe.bench.rows import BenchRow
 from trtpipe.bench.samples import Samples, fed
 from trtpipe.bench.stability import median_over_rounds, row_instability
-from trtpipe.runtime.artifacts import ArtifactDescription
 from trtpipe.runtime.base import Backend
 
 

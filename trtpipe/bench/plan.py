@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe import console
+from trtpipe.artifact.description import ArtifactDescription, artifact_name, check_cpu, describe_artifact
 from trtpipe.bench.agreement import AGREEMENT_CHUNK
 from trtpipe.bench.options import BenchOptions
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class, has_bf16
 from trtpipe.inputs import InputSpec
-from trtpipe.runtime.artifacts import ArtifactDescription, artifact_name, check_cpu, describe_artifact
 from trtpipe.runtime.registry import entry
 from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision, Target
 

@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe.artifact.description import artifact_name, describe_artifact
 from trtpipe.artifact.inputs import resolve_inputs
+from trtpipe.artifact.records.manifest import read_manifest
 from trtpipe.bench.identity import converted_from
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
 from trtpipe.inputs import Batch, InputSpec, check_declared, random_batch
-from trtpipe.manifest import read_manifest
 from trtpipe.models.loader import EvaluationData, LoadedModel
 from trtpipe.models.options import ModelOptions
 from trtpipe.models.sources import OnnxFound, onnx_source
-from trtpipe.runtime.artifacts import artifact_name, describe_artifact
 from trtpipe.shapes import FIRST, declared_for, format_shape
 from trtpipe.vocab import ArtifactKind, Precision, Task
 

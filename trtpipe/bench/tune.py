@@ -4,7 +4,7 @@ Each candidate (on the CUDA provider: CUDA graph on/off x ``prefer_nhwc`` on/off
 search, all with IO binding; on the CPU provider: IO binding on/off) is opened, its outputs on the probe batch
 are compared with the plain run's (a candidate that computes something else is rejected whatever its speed), and
 it is timed in short rounds, device-resident on a GPU. The fastest accepted candidate is written to
-``model.tuned.json`` (:mod:`trtpipe.runtime.onnxruntime.tuned`), which ``trtpipe.load``, ``serve``, ``bench`` and
+``model.tuned.json`` (:mod:`trtpipe.artifact.records.tuned`), which ``trtpipe.load``, ``serve``, ``bench`` and
 the Triton export then read, so the artifact runs the same way everywhere.
 
 Candidates are opened one at a time and each is closed before the next opens: eight sessions with their arenas,
@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from trtpipe import console
+from trtpipe.artifact.description import ArtifactDescription, describe_artifact
+from trtpipe.artifact.records.tuned import TUNABLE, TunedRun, tunable_settings, write_tuned
 from trtpipe.bench.timing import measure
 from trtpipe.errors import BadInput
 from trtpipe.inputs import Batch
-from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
-from trtpipe.runtime.onnxruntime.tuned import TUNABLE, TunedRun, tunable_settings, write_tuned
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_artifact
 from trtpipe.vocab import BackendKind, CudnnSearch, OnnxExecution, Precision
@@ -155,11 +155,11 @@ def _record_fastest(probe: list[_Candidate], live: list[_Candidate], description
 
     from trtpipe.bench.environment import device_name
 
-    run = TunedRun(execution, RunOptions(**{n: getattr(best.settings, n) for n in TUNABLE}),
+    run = TunedRun(execution, tunable_settings(best.settings),
                    device_name(execution.on_gpu), onnxruntime.__version__, _batch(checked),
                    tuple(c.record() for c in probe))
     write_tuned(Path(str(description.path)), run)
-    chosen = ", ".join(f"{name}={value}" for name, value in tunable_settings(run.settings).items()
+    chosen = ", ".join(f"{name}={value}" for name, value in run.settings.items()
                        if value is not None)
     console.note(f"{Path(str(description.path)).name} on {execution}: {chosen} was the fastest of {len(live)} "
                  f"settings that matched the plain run ({float(np.median(best.samples)):.3f} ms at batch "

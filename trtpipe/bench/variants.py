@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from trtpipe import console
+from trtpipe.artifact.description import ArtifactDescription
 from trtpipe.bench.isolated import VariantSpec, host_memory_alone
 from trtpipe.bench.measure import Measure
 from trtpipe.bench.memory import MemoryProbe, module_mb
@@ -20,10 +21,9 @@ from trtpipe.bench.reference import REFERENCE, OnnxReference
 from trtpipe.bench.rows import BenchRow
 from trtpipe.errors import BadInput
 from trtpipe.models.loader import LoadedModel
-from trtpipe.runtime.artifacts import ArtifactDescription
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import open_artifact
+from trtpipe.runtime.registry import open_artifact, settings_for
 from trtpipe.runtime.torch.backend import TorchBackend
 from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision
 
@@ -152,7 +152,7 @@ class Variants:
                 asked = replace(asked, providers=tuple(provider_list(execution, trt_profile=profile,
                                                                      trt_workspace=self.options.workspace)))
                 description = self._tuned(description, execution, asked)
-        return description, runtime, description.settings_for(runtime, asked)
+        return description, runtime, settings_for(description, runtime, asked)
 
     def _tuned(self, description: ArtifactDescription, execution: OnnxExecution,
                asked: RunOptions) -> ArtifactDescription:

@@ -318,8 +318,8 @@ def serve(repository: Path, options: ServeOptions) -> None:
 def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, ...], repository: Path | None,
                   options: ServeOptions) -> None:
     """Write a Triton Inference Server repository (config.pbtxt + model) for ARTIFACTS."""
+    from trtpipe.artifact.description import artifact_name
     from trtpipe.errors import BadInput
-    from trtpipe.runtime.artifacts import artifact_name
     from trtpipe.serve.repository.triton import artifacts_from_repository, export
 
     if repository:

@@ -3,8 +3,8 @@
 
 The JSON keys are the ones earlier manifests carried (``source``, ``aotinductor``, ``compile``, ``versions``,
 ``inputs``, ``input_specs``, ``outputs``, ``verification``). The ``aotinductor`` section is the runtime's own record
-(:class:`trtpipe.runtime.aoti.package.AotiRecord`), which loading reads; the schema version of the whole layout is
-``trtpipe.manifest.MANIFEST_SCHEMA``.
+(:class:`trtpipe.artifact.records.package.AotiRecord`), which loading reads; the schema version of the whole layout is
+``trtpipe.artifact.records.manifest.MANIFEST_SCHEMA``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trtpipe.artifact.records.manifest import ArtifactManifest
+from trtpipe.artifact.records.package import SECTION, AotiRecord, tensor_infos
+from trtpipe.artifact.records.sections import SourceModel, VerificationRecord
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.inputs import InputSpec
-from trtpipe.manifest import ArtifactManifest
-from trtpipe.manifest_records import SourceModel, VerificationRecord
-from trtpipe.runtime.aoti.package import SECTION, AotiRecord, tensor_infos
-from trtpipe.runtime.base import TensorInfo
 
 # What a section that is not the record it should be raises while it is read (then the whole record reads as None).
 _MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)

@@ -16,6 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trtpipe import console
+from trtpipe.artifact.records.manifest import ArtifactManifest, commit_artifact
+from trtpipe.artifact.records.package import AotiPackage, AotiRecord
+from trtpipe.artifact.records.sections import SourceModel
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.compile.devices import unsupported
 from trtpipe.compile.export import Compiled, compile_package, example_batch
 from trtpipe.compile.options import CompileOptions
@@ -23,12 +27,8 @@ from trtpipe.compile.records import CompileRecord, CompileRunRecord
 from trtpipe.compile.verify import Verification, tolerance_of, verify_package
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
-from trtpipe.manifest import ArtifactManifest, commit_artifact
-from trtpipe.manifest_records import SourceModel
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
-from trtpipe.runtime.aoti.package import AotiPackage, AotiRecord
-from trtpipe.runtime.base import TensorInfo
 from trtpipe.vocab import ArtifactKind, Device, Precision
 
 
@@ -98,8 +98,8 @@ def _package(loaded: LoadedModel, options: CompileOptions, staged: Path) -> Aoti
 
 def _verify(loaded: LoadedModel, options: CompileOptions, package: AotiPackage) -> Verification:
     """The staged package, opened as trtpipe.load opens one, against PyTorch FP32 eager on the CPU."""
+    from trtpipe.artifact.description import ArtifactDescription
     from trtpipe.runtime.aoti.backend import AotiBackend
-    from trtpipe.runtime.artifacts import ArtifactDescription
     from trtpipe.runtime.torch.backend import TorchBackend
 
     description = ArtifactDescription(package.path, ArtifactKind.AOTI, options.precision, inputs=package.record.inputs,

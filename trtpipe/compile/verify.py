@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe.artifact.records.sections import VerificationRecord
 from trtpipe.comparison import Comparison, Tolerance, compare, merge
 from trtpipe.compile.options import CompileOptions
 from trtpipe.inputs import Batch, count, random_batch, take
-from trtpipe.manifest_records import VerificationRecord
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.vocab import Precision

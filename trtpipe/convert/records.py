@@ -4,7 +4,7 @@
 The JSON keys are the ones earlier manifests carried (``source``, ``export``, ``versions``, ``inputs``,
 ``input_specs``, ``outputs``, ``dynamic_axes``, ``verification``, at the top level for people reading the file), so
 a manifest written before these records reads back as the same record. The schema version of the whole layout is
-``trtpipe.manifest.MANIFEST_SCHEMA``.
+``trtpipe.artifact.records.manifest.MANIFEST_SCHEMA``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trtpipe.artifact.records.manifest import ArtifactManifest
+from trtpipe.artifact.records.package import tensor_infos
+from trtpipe.artifact.records.sections import SourceModel, VerificationRecord
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.convert.export import ExportResult
 from trtpipe.inputs import InputSpec
-from trtpipe.manifest import ArtifactManifest
-from trtpipe.manifest_records import SourceModel, VerificationRecord
-from trtpipe.runtime.aoti.package import tensor_infos
-from trtpipe.runtime.base import TensorInfo
 
 # What a section that is not the record it should be raises while it is read (then the whole record reads as None).
 _MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)

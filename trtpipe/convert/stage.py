@@ -6,6 +6,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trtpipe import console
+from trtpipe.artifact.records.manifest import ArtifactManifest, commit_artifact
+from trtpipe.artifact.records.sections import SourceModel
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.comparison import Tolerance
 from trtpipe.convert.checks import one_line_failures, runs_checked
 from trtpipe.convert.export import ExportResult, export_onnx
@@ -14,10 +17,7 @@ from trtpipe.convert.records import ConvertRecord, ExportRecord
 from trtpipe.convert.verify import VerificationReport, tolerance_of, verify_backends
 from trtpipe.errors import VerificationFailed
 from trtpipe.files import require_parent_dir, staged_path
-from trtpipe.manifest import ArtifactManifest, commit_artifact
-from trtpipe.manifest_records import SourceModel
 from trtpipe.models.loader import LoadedModel
-from trtpipe.runtime.base import TensorInfo
 from trtpipe.vocab import BackendKind, Precision
 
 
@@ -79,8 +79,8 @@ def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None 
 def _verify_file(
     loaded: LoadedModel, path: Path, dynamic_batch: bool | None, tolerance: Tolerance, runtime: BackendKind
 ) -> tuple[VerificationReport, list[TensorInfo], list[TensorInfo]]:
+    from trtpipe.artifact.description import describe_model
     from trtpipe.onnx_info import load_onnx
-    from trtpipe.runtime.artifacts import describe_model
     from trtpipe.runtime.registry import backend_class
     from trtpipe.runtime.torch.backend import TorchBackend
 

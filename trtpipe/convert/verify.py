@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe.artifact.records.sections import VerificationRecord
 from trtpipe.comparison import Comparison, OutputFigures, Tolerance, compare, merge
 from trtpipe.convert.options import ConvertOptions
 from trtpipe.inputs import Batch, random_batch
-from trtpipe.manifest_records import VerificationRecord
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.vocab import Task

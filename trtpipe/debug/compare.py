@@ -26,13 +26,13 @@ import onnx
 
 from trtpipe import console
 from trtpipe.artifact.inputs import resolve_inputs
+from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest
 from trtpipe.debug.match import Matching, Skipped, TensorPair, match_tensors
 from trtpipe.debug.options import DebugOptions
 from trtpipe.debug.report import DebugReport, ErrorStats, LayerRow, mark_jumps
 from trtpipe.errors import BadInput
 from trtpipe.files import require_file, sha256_file
 from trtpipe.inputs import Batch, InputSpec, named, random_batch, take
-from trtpipe.manifest import ArtifactManifest, read_manifest
 from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.onnx_info import detect_precision, graph_inputs, input_signature, load_onnx
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset

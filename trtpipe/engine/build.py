@@ -13,6 +13,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
+from trtpipe.artifact.description import ArtifactDescription, describe_artifact
+from trtpipe.artifact.records.engine import EngineSidecar, commit_engine
 from trtpipe.engine.layers import check_precision, precision_counts, summarise
 from trtpipe.engine.options import EngineOptions
 from trtpipe.engine.specs import InputInfo, ProfileShapes, plan_profile, plan_profiles, profile_text
@@ -23,9 +25,7 @@ from trtpipe.files import (
     sha256_file,
     write_json_atomic,
 )
-from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
-from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, commit_engine
 from trtpipe.runtime.tensorrt.versions import build_features, require
 from trtpipe.vocab import Precision
 

@@ -218,7 +218,7 @@ def inspect_file(path: Path, *, trust_engine: bool = False) -> EngineLayers:
 def trusted_sidecar(engine: Path, *, trust_engine: bool) -> Any:
     """The engine's sidecar when it matches the engine (trtpipe built it), else None when the user vouches for
     the engine; BadInput otherwise, before anything is deserialized."""
-    from trtpipe.runtime.tensorrt.sidecar import check_engine_file, read_sidecar, sidecar_path
+    from trtpipe.artifact.records.engine import check_engine_file, read_sidecar, sidecar_path
 
     advice = (f"TensorRT engines are executable and must only be deserialized from trusted sources, so trtpipe opens "
               f"only engines it built; pass --trust-engine if you built {engine.name} or got it over a trusted "
@@ -241,10 +241,10 @@ def trusted_sidecar(engine: Path, *, trust_engine: bool) -> Any:
 def engine_information(engine: Path, *, trust_engine: bool = False) -> Any:
     """The engine inspector's JSON for ``engine``, deserialized with TensorRT (imported here)."""
     sidecar = trusted_sidecar(engine, trust_engine=trust_engine)
+    from trtpipe.artifact.records.engine import check_compatibility
     from trtpipe.engine.builder import describe
     from trtpipe.engine.specs import ProfileShapes
     from trtpipe.runtime.tensorrt.loader import MESSAGES, import_tensorrt_runtime, require_cuda_gpu
-    from trtpipe.runtime.tensorrt.sidecar import check_compatibility
     from trtpipe.runtime.tensorrt.versions import TrtFeature, require
 
     trt, lean = import_tensorrt_runtime(PURPOSE)

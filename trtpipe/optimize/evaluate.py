@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from trtpipe.artifact.description import TRT_SIMULATION
 from trtpipe.inputs import Batch, named
-from trtpipe.runtime.artifacts import TRT_SIMULATION
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import GraphOptimization
@@ -19,7 +19,7 @@ def run_settings(optimization: GraphOptimization) -> RunOptions:
     and so its FP16 tensors are rounded as a GPU rounds them too, exactly as the written file's own simulation runs
     (TRT_SIMULATION, which bench and select use): the figures optimize prints and gates on are that simulation's."""
     if optimization is GraphOptimization.DISABLE:
-        return TRT_SIMULATION
+        return RunOptions.from_keywords(TRT_SIMULATION)
     return RunOptions(optimization=optimization)
 
 

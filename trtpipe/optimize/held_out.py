@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from trtpipe import console
+from trtpipe.artifact.records.sections import JudgedOn
 from trtpipe.errors import BadInput
 from trtpipe.inputs import InputSpec, random_batch
-from trtpipe.manifest_records import JudgedOn
 from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.options import OptimizeOptions

@@ -1,9 +1,10 @@
 """What each optimize pass did, as a typed record: the pass hands it to ``PassContext.record`` and the stage writes
 ``to_dict()`` into the artifact's manifest as the section ``section`` names (``details.fusion``, ``details.int8``...).
 
-These classes are the manifest's schema for the passes' sections (its version is ``trtpipe.manifest.MANIFEST_SCHEMA``);
-the JSON keys are the ones earlier manifests carried, so a reader of the file sees no change. Code that needs what a
-pass did reads the record (``PassContext.recorded(Int8Record)``), not the dictionary.
+These classes are the manifest's schema for the passes' sections (its version is
+``trtpipe.artifact.records.manifest.MANIFEST_SCHEMA``); the JSON keys are the ones earlier manifests carried, so a
+reader of the file sees no change. Code that needs what a pass did reads the record
+(``PassContext.recorded(Int8Record)``), not the dictionary.
 """
 
 from __future__ import annotations

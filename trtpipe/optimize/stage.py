@@ -17,11 +17,18 @@ import onnx
 
 from trtpipe import console
 from trtpipe.artifact.inputs import resolve_inputs
+from trtpipe.artifact.records.manifest import ArtifactManifest, commit_artifact, read_manifest
+from trtpipe.artifact.records.sections import (
+    CpuRecord,
+    DataDescription,
+    DataRecord,
+    JudgedOn,
+    MadeFrom,
+    RecordedPreprocessing,
+)
 from trtpipe.errors import BadInput, VerificationFailed
 from trtpipe.files import require_parent_dir, sha256_file, staged_path
 from trtpipe.inputs import InputSpec, random_batch, take
-from trtpipe.manifest import ArtifactManifest, commit_artifact, read_manifest
-from trtpipe.manifest_records import CpuRecord, DataDescription, DataRecord, JudgedOn, MadeFrom, RecordedPreprocessing
 from trtpipe.onnx_info import detect_precision, input_signature, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.int8.recipes import recipe_for

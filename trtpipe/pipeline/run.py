@@ -213,8 +213,8 @@ class _PipelineRun:
     def _runnable_here(self, artifacts: list[Path]) -> list[Path]:
         """The artifacts this CPU may run: a CPU-target INT8 file recorded unsafe on this CPU's class (8-bit weights
         without VNNI) is left out of bench and selection with one line, unless [bench] allow_cpu_mismatch."""
+        from trtpipe.artifact.description import check_cpu, describe_artifact
         from trtpipe.hardware import cpu_class
-        from trtpipe.runtime.artifacts import check_cpu, describe_artifact
 
         here, kept = cpu_class(), []
         for path in artifacts:
@@ -287,7 +287,7 @@ class _PipelineRun:
                         serve=to_plain(self.pipeline.serve), chosen=choice.__dict__ if choice else None)
 
         def do_export() -> list[Path]:
-            from trtpipe.runtime.artifacts import artifact_name
+            from trtpipe.artifact.description import artifact_name
             from trtpipe.serve.repository.triton import export
 
             named = {artifact_name(a): a for a in artifacts}
@@ -340,8 +340,8 @@ def over_budget(pipeline: Pipeline) -> str:
 def _onnx_source(pipeline: Pipeline) -> OnnxReference | None:
     """The FP32 ONNX file (or packaged model) ``[model] source`` names, as bench's reference; None for a PyTorch
     model. A quantised file is refused: variants are made from, and judged against, FP32."""
+    from trtpipe.artifact.description import describe_artifact
     from trtpipe.bench.reference import onnx_reference
-    from trtpipe.runtime.artifacts import describe_artifact
 
     source = str(pipeline.model.source)
     where = f"{pipeline.path}: " if pipeline.path else ""
@@ -399,7 +399,7 @@ def _gpu_name() -> str:
 def _fit_to(rows: list[BenchRow]) -> dict[str, str]:
     """Variant -> why its accuracy figure is on data it was fit to, from each artifact's optimize manifest (select
     then prefers a variant judged on data it was not fit to, and says so)."""
-    from trtpipe.manifest import read_manifest
+    from trtpipe.artifact.records.manifest import read_manifest
     from trtpipe.pipeline.select import fit_to_caveat
 
     caveats: dict[str, str] = {}

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from trtpipe.artifact.records.sections import DataRecord
 from trtpipe.bench.rows import BenchRow
 from trtpipe.errors import BadInput
 from trtpipe.intervals import Interval, trials_to_resolve
-from trtpipe.manifest_records import DataRecord
 from trtpipe.vocab import BackendKind, Device
 
 

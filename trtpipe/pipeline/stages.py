@@ -53,8 +53,8 @@ def place_onnx(source: Path, output: Path) -> list[Path]:
     record of the PyTorch model, when it has one), each written under a temporary name and renamed into place."""
     import shutil
 
+    from trtpipe.artifact.records.manifest import commit_artifact, manifest_path, read_manifest
     from trtpipe.files import atomic_path, staged_path
-    from trtpipe.manifest import commit_artifact, manifest_path, read_manifest
     from trtpipe.onnx_info import external_data_files, load_onnx
 
     if source.resolve() == output.resolve():  # run from the repository it writes to
@@ -103,8 +103,8 @@ def build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pat
         console.note(f"build: skipped — {missing.message}")
         manifest.record(StageRecord("build", "", "skipped", note=missing.message))
         return []
+    from trtpipe.artifact.description import artifact_name, describe_artifact
     from trtpipe.engine.build import build_engine
-    from trtpipe.runtime.artifacts import artifact_name, describe_artifact
 
     repository = pipeline.output.repository
     engines = []

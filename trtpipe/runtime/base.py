@@ -10,40 +10,16 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
 
 import numpy as np
 
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput
 from trtpipe.inputs import Batch, count, take
 from trtpipe.runtime.options import RunOptions
-from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision
-
-Dim = int | str | None  # a str or None marks a dynamic dimension
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    dtype: str  # numpy dtype name: float32, float16, int64...
-    shape: tuple[Dim, ...]
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
-
-    def check(self, array: np.ndarray) -> None:
-        """Raise BadInput naming this tensor when ``array`` does not fit it."""
-        if array.dtype != np.dtype(self.dtype):
-            raise BadInput(f"Input '{self.name}' has dtype {array.dtype}; the model expects {self.dtype}.")
-        if array.ndim != len(self.shape) or any(
-            isinstance(want, int) and want != got for want, got in zip(self.shape, array.shape, strict=False)
-        ):
-            raise BadInput(f"Input '{self.name}' has shape {format_shape(array.shape)}; the model expects "
-                           f"{format_shape(self.shape)} ('?' is free).")
-
 
 Inputs = np.ndarray | Mapping[str, np.ndarray] | Sequence[np.ndarray]
 

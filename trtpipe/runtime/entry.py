@@ -1,21 +1,21 @@
 """What a backend folder declares about itself, so nothing outside it needs to know: its settings type, the
-artifact kinds it runs, the Python package it needs, the ONNX executions bench names it by, its Triton facts and
-its describe hook. Each ``runtime/<engine>/__init__.py`` exports one ``ENTRY``; ``registry.py`` lists them, one line
-each. Standard library and the vocabulary only: listing backends never imports an engine.
+artifact kinds it runs, the Python package it needs, the ONNX executions bench names it by and its Triton facts.
+Each ``runtime/<engine>/__init__.py`` exports one ``ENTRY``; ``registry.py`` lists them, one line each. Standard
+library and the vocabulary only: listing backends never imports an engine. (What an artifact is comes from the
+record of its kind, in the artifact room: trtpipe.artifact.description.)
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
 
 if TYPE_CHECKING:
-    from trtpipe.runtime.artifacts import ArtifactDescription
+    from trtpipe.artifact.description import ArtifactDescription
 
 
 def settings_names(settings: type) -> frozenset[str]:
@@ -39,7 +39,7 @@ class TritonFacts:
 
 @dataclass(frozen=True)
 class BackendEntry:
-    """One backend as the registry lists it; its class and describe hook are imported only when used."""
+    """One backend as the registry lists it; its class is imported only when an artifact is opened on it."""
 
     kind: BackendKind
     implementation: str  # "module:Class", imported when an artifact is opened on it
@@ -48,14 +48,6 @@ class BackendEntry:
     library: str = ""  # the Python package it runs on
     executions: tuple[OnnxExecution, ...] = ()  # how bench names its ways of running an ONNX file
     triton: TritonFacts | None = None
-    # "module:function" describing an artifact file of a kind this backend owns (an engine from its sidecar), for
-    # the kinds it owns the metadata of; ONNX files are described from their manifest by runtime/artifacts.py.
-    describe: dict[ArtifactKind, str] = field(default_factory=dict)
-
-    def describer(self, kind: ArtifactKind) -> Callable[[Path], ArtifactDescription] | None:
-        """The hook that describes a ``kind`` file, imported now; None where this backend has none for it."""
-        target = self.describe.get(kind)
-        return None if target is None else _imported(target)
 
     def opener(self) -> Any:
         """The backend class, imported now."""

@@ -20,6 +20,7 @@ from trtpipe.vocab import (
     GPU_PROVIDERS,
     CudnnSearch,
     GraphOptimization,
+    OnnxExecution,
     PerformanceHint,
     Precision,
     Provider,
@@ -104,6 +105,12 @@ class RunOptions:
     @property
     def provider_names(self) -> list[str]:
         return provider_names(self.providers)
+
+    @property
+    def execution(self) -> OnnxExecution:
+        """The way of running an ONNX file that these providers make (the first provider decides)."""
+        first = self.provider_names[0] if self.providers else "CPUExecutionProvider"
+        return next((e for e in OnnxExecution if e.providers and e.providers[0] == first), OnnxExecution.CPU)
 
     @property
     def on_gpu(self) -> bool:

@@ -16,12 +16,12 @@ from trtpipe.runtime import aoti, onnxruntime, openvino, tensorrt, torch
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.entry import BackendEntry, TritonFacts
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import ArtifactKind, BackendKind
+from trtpipe.vocab import BackendKind
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from trtpipe.runtime.artifacts import ArtifactDescription
+    from trtpipe.artifact.artifact import Artifact
+    from trtpipe.artifact.description import ArtifactDescription
 
 # The backends, one line each: what each folder's ENTRY declares.
 BACKENDS: dict[BackendKind, BackendEntry] = {
@@ -55,31 +55,31 @@ def triton_facts(kind: BackendKind) -> TritonFacts:
     return BACKENDS[kind].triton or TritonFacts()
 
 
-def describer(kind: ArtifactKind) -> Callable[[Path], ArtifactDescription] | None:
-    """The describe hook of the backend folder that owns ``kind``'s metadata (an engine's sidecar, a package's
-    manifest), or None: an ONNX file is described from its manifest or graph (runtime/artifacts.py)."""
-    return next((hook for e in BACKENDS.values() if (hook := e.describer(kind)) is not None), None)
-
-
-def artifact_kind(path: Path) -> ArtifactKind:
-    """The kind of an artifact file, judged by its suffix."""
-    kind = ArtifactKind.for_path(Path(path).name)
-    if kind is None:
-        raise BadInput(f"Cannot run {path}: trtpipe runs {', '.join(ArtifactKind.all_suffixes())} artifacts; give "
-                       "the PyTorch model as MODEL instead.")
-    return kind
-
-
-def open_artifact(artifact: Path | ArtifactDescription, options: RunOptions | None = None, *,
+def open_artifact(artifact: Path | ArtifactDescription | Artifact, options: RunOptions | None = None, *,
                   runtime: BackendKind | None = None) -> Backend:
     """Open an artifact with the backend its description calls for, or with ``runtime`` where that can run it (an
     ONNX file on OpenVINO), with the caller's settings over the ones the artifact needs to run faithfully."""
-    from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
+    from trtpipe.artifact.artifact import Artifact
+    from trtpipe.artifact.description import ArtifactDescription, describe_artifact
 
+    if isinstance(artifact, Artifact):
+        artifact = artifact.describe()
     description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
     backend = runtime or description.backend
     if backend not in description.kind.runtimes:
         raise BadInput(f"{description.path} cannot run on {backend}: a {description.kind} artifact runs on "
                        f"{', '.join(map(str, description.kind.runtimes))}.")
-    settings = description.settings_for(backend, options or RunOptions())
+    settings = settings_for(description, backend, options or RunOptions())
     return backend_class(backend)(description, settings.only(BACKENDS[backend].settings, backend))
+
+
+def settings_for(description: ArtifactDescription, backend: BackendKind, asked: RunOptions) -> RunOptions:
+    """What ``backend`` is opened with: the caller's settings over the ones the artifact needs, where it runs on
+    its own runtime on the CPU (a GPU provider runs Q/DQ itself; another runtime has other settings), and over the
+    settings its probe chose for that way of running it (model.tuned.json), where that way is this backend's."""
+    if backend is not description.backend:
+        return asked
+    execution = asked.execution
+    tuned = description.tuned.get(execution) if execution.backend is backend else None
+    required = RunOptions() if asked.on_gpu else RunOptions.from_keywords(description.run)
+    return asked.over(RunOptions.from_keywords(tuned).over(required) if tuned is not None else required)

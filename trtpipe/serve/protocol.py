@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from trtpipe.runtime.base import TensorInfo
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import DTYPES
 

@@ -43,8 +43,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trtpipe.artifact.records.sections import CpuRecord
 from trtpipe.errors import BadInput
-from trtpipe.manifest_records import CpuRecord
 from trtpipe.vocab import CpuClass, GraphOptimization, Precision, Target
 
 

@@ -9,7 +9,6 @@ from trtpipe.vocab import ArtifactKind, BackendKind
 # Triton has no AOTInductor platform (""): its export runs the package through the Python backend.
 ENTRY = BackendEntry(
     BackendKind.AOTI, "trtpipe.runtime.aoti.backend:AotiBackend", AotiSettings, runs=(ArtifactKind.AOTI,),
-    library=str(BackendKind.TORCH), triton=TritonFacts("", "KIND_CPU"),
-    describe={ArtifactKind.AOTI: "trtpipe.runtime.aoti.describe:describe"})
+    library=str(BackendKind.TORCH), triton=TritonFacts("", "KIND_CPU"))
 
 __all__ = ["ENTRY", "AotiSettings"]

@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from trtpipe.artifact.description import ArtifactDescription, describe_artifact
+from trtpipe.artifact.records.package import AotiPackage
 from trtpipe.errors import BadInput
 from trtpipe.runtime.aoti.graphs import CudaGraphs
-from trtpipe.runtime.aoti.package import AotiPackage, load_checked
+from trtpipe.runtime.aoti.package import load_checked
 from trtpipe.runtime.aoti.settings import AotiSettings
-from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.torch.backend import flatten_outputs, to_device, to_host

@@ -4,7 +4,7 @@ On the CUDA provider it runs at its best by default: inputs and outputs bound on
 no-copy latency can be measured and a server copies once; with ``cuda_graph``, one captured CUDA graph per batch
 shape (a graph that cannot be captured, e.g. a node placed on the CPU, falls back to plain launches with one
 warning); ``prefer_nhwc`` and the cuDNN search mode as the caller or the artifact's tuned settings say
-(:mod:`trtpipe.runtime.onnxruntime.tuned`). ONNX Runtime's own log lines stay out of the terminal unless
+(:mod:`trtpipe.artifact.records.tuned`). ONNX Runtime's own log lines stay out of the terminal unless
 ``TRTPIPE_ORT_LOG`` names a level (verbose, info, warning, error).
 """
 
@@ -19,9 +19,10 @@ import numpy as np
 import onnx
 
 from trtpipe import console
+from trtpipe.artifact.description import ArtifactDescription, describe_artifact, describe_model
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput
-from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact, describe_model
-from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.base import Backend
 from trtpipe.runtime.onnxruntime.binding import BoundSession
 from trtpipe.runtime.onnxruntime.float_weights import fold_float_convolution_weights, needs_folding
 from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors

@@ -8,16 +8,17 @@ from typing import TYPE_CHECKING
 from trtpipe.vocab import OnnxExecution
 
 if TYPE_CHECKING:
-    from trtpipe.runtime.artifacts import ArtifactDescription
+    from trtpipe.artifact.description import ArtifactDescription
 
 
 def accelerator_options(description: ArtifactDescription) -> tuple[tuple[str, str], ...]:
     """The CUDA provider options an artifact's probe chose (prefer_nhwc, cuDNN search), as Triton parameters."""
     from trtpipe.runtime.onnxruntime.providers import cuda_provider_options
+    from trtpipe.runtime.options import RunOptions
 
     tuned = description.tuned.get(OnnxExecution.CUDA)
     if tuned is None:
         return ()
-    chosen = cuda_provider_options(tuned)
+    chosen = cuda_provider_options(RunOptions.from_keywords(tuned))
     return tuple((key, str(chosen[key])) for key in ("prefer_nhwc", "cudnn_conv_algo_search",
                                                      "cudnn_conv_use_max_workspace") if key in chosen)

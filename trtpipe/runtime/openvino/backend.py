@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe.artifact.description import ArtifactDescription, describe_artifact
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput, MissingDependency
-from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
-from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.base import Backend
 from trtpipe.runtime.openvino.settings import OpenVinoSettings
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import BackendKind, Device, PerformanceHint, Precision, Target

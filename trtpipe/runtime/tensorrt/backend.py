@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe.artifact.description import ArtifactDescription, describe_artifact
+from trtpipe.artifact.records.engine import EngineSidecar, check_compatibility
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput, TrtpipeError
-from trtpipe.runtime.artifacts import ArtifactDescription, describe_artifact
-from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.tensorrt.graphs import BoundState, GraphCache, Launch
 from trtpipe.runtime.tensorrt.layer_times import LayerTimes
@@ -40,7 +42,6 @@ from trtpipe.runtime.tensorrt.loader import (
 )
 from trtpipe.runtime.tensorrt.profiles import EngineProfile, choose_profile, covered_max_batch, profiles_from_table
 from trtpipe.runtime.tensorrt.settings import TensorRTSettings
-from trtpipe.runtime.tensorrt.sidecar import EngineSidecar, check_compatibility
 from trtpipe.runtime.tensorrt.versions import RUN_FEATURES, TrtFeature, require
 from trtpipe.vocab import BackendKind, Device, Precision, dtype
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from trtpipe.artifact.records.engine import sidecar_path
 from trtpipe.errors import BadInput, MissingDependency
-from trtpipe.runtime.tensorrt.sidecar import sidecar_path
 
 INSTALL_TENSORRT = ("pip install 'trtpipe[gpu]' with NVIDIA's Python package index as an extra index "
                     "(TensorRT's library wheels are published only there; see NVIDIA's TensorRT install guide)")

@@ -18,9 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput
 from trtpipe.inputs import InputSpec
-from trtpipe.runtime.base import Backend, TensorInfo
+from trtpipe.runtime.base import Backend
 from trtpipe.runtime.torch.settings import TorchSettings
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trtpipe.artifact.load import Model
+    from trtpipe.embedding import Model
 
 
 def batches_on_axis_0(model: Model) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from trtpipe import console
-from trtpipe.artifact.load import Model
+from trtpipe.embedding import Model
 from trtpipe.serve.batching.footprint import MemoryBudget, UsageMeter, free_mib, memory_word, mib
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.runtime.base import TensorInfo
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.serve.protocol import InferRequest, ProtocolError, RawData, TensorData, count_mismatch, infer_request
 
 # Typed contents field of InferTensorContents for each KServe datatype (FP16 travels as raw bytes only), and the

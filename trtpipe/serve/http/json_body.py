@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from trtpipe.runtime.base import TensorInfo
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.serve.protocol import (
     HEADER_LENGTH,
     InferRequest,

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtpipe import console
-from trtpipe.artifact.load import Model, open_model
+from trtpipe.artifact.description import check_cpu
+from trtpipe.embedding import Model, open_model
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class
 from trtpipe.runtime import describe_artifact
-from trtpipe.runtime.artifacts import check_cpu
 from trtpipe.serve.batching.axis import batch_axis_change, batches_on_axis_0
 from trtpipe.serve.batching.batcher import BatchingOptions, MicroBatcher
 from trtpipe.serve.batching.footprint import InstancesDoNotFit, MemoryBudget

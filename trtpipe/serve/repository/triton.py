@@ -153,7 +153,7 @@ def config_pbtxt(model: TritonModel) -> str:
 
 def triton_model(name: str, artifact: Path, options: ServeOptions) -> TritonModel:
     """An artifact's description (tensors and, for an engine, its profile) as a TritonModel."""
-    from trtpipe.runtime.artifacts import describe_artifact
+    from trtpipe.artifact.description import describe_artifact
 
     description = describe_artifact(artifact)
     kind, max_batch_size = description.kind, options.max_batch_size
@@ -244,9 +244,9 @@ def _version_files(artifact: Path, model: TritonModel) -> dict[str, Path]:
     """{file name in the version folder: source}: the artifact under Triton's default name and its manifest (for
     either backend: it records what the artifact was made and measured for); for the Python backend also model.py
     and an engine's sidecar, which with the manifest tell trtpipe's runtime how to run it."""
-    from trtpipe.manifest import manifest_path
-    from trtpipe.runtime.onnxruntime.tuned import tuned_path
-    from trtpipe.runtime.tensorrt.sidecar import sidecar_path
+    from trtpipe.artifact.records.engine import sidecar_path
+    from trtpipe.artifact.records.manifest import manifest_path
+    from trtpipe.artifact.records.tuned import tuned_path
     target = Path(model.kind.repository_file)
     files = {target.name: artifact}
     if model.kind is not ArtifactKind.TENSORRT_ENGINE and manifest_path(artifact).is_file():

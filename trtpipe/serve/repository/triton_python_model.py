@@ -2,7 +2,7 @@
 export-triton --backend python``.
 
 Triton's Python backend imports this file in a stub process of its own, never trtpipe: it opens the artifact as
-``trtpipe serve`` does (``trtpipe.artifact.load``, ``serve/repository/serving.py``), so it runs on the runtime it was
+``trtpipe serve`` does (``trtpipe.embedding``, ``serve/repository/serving.py``), so it runs on the runtime it was
 made for (ONNX Runtime, OpenVINO, TensorRT), with the same faithful-execution rules (read from the manifest or
 sidecar copied beside it). Triton's dynamic batcher hands ``execute`` several requests at once: they run as one
 batch and the outputs are split back, so batching pays off here as it does in the native backends.
@@ -25,10 +25,10 @@ for _entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
 import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
-from trtpipe.artifact.load import open_model  # noqa: E402
+from trtpipe.artifact.description import check_cpu  # noqa: E402
+from trtpipe.embedding import open_model  # noqa: E402
 from trtpipe.hardware import cpu_class  # noqa: E402
 from trtpipe.runtime import describe_artifact  # noqa: E402
-from trtpipe.runtime.artifacts import check_cpu  # noqa: E402
 from trtpipe.serve.repository.serving import serving_options, serving_runtime  # noqa: E402
 from trtpipe.serve.repository.triton import (  # noqa: E402
     ARTIFACT_PARAMETER,

@@ -5,7 +5,7 @@ measured for); the others are the shared sections of ``details`` (:class:`MadeFr
 :class:`RecordedOptions`, :class:`VerificationRecord`, :class:`DataRecord` and their parts). Each record's
 ``to_dict`` writes the JSON earlier manifests carried and its ``from_dict`` reads it back, a section that is absent
 or not such a record reading as None. The manifest itself (reading, writing, committing, the schema and its checks)
-is trtpipe.manifest, whose typed accessors hand out these records.
+is trtpipe.artifact.records.manifest, whose typed accessors hand out these records.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from typing import Any
 from trtpipe import console
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file, write_json_atomic
-from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import OnnxExecution
 
 TUNED_SCHEMA = "trtpipe.tuned/1"
@@ -35,20 +34,21 @@ class TunedRun:
     """What a probe chose for one way of running an artifact."""
 
     execution: OnnxExecution
-    settings: RunOptions
+    settings: dict[str, Any]  # the TUNABLE run settings it chose, by name, as JSON values
     device: str  # the device it was measured on (a GPU's name, or the CPU's model)
     onnxruntime: str
     batch: int
     candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"settings": tunable_settings(self.settings),
+        return {"settings": dict(self.settings),
                 "device": self.device, "runtime_version": self.onnxruntime, "batch": self.batch,
                 "candidates": list(self.candidates)}
 
 
-def tunable_settings(settings: RunOptions) -> dict[str, Any]:
-    """The settings a probe chooses, as JSON values (a record's ``settings``, and each candidate's)."""
+def tunable_settings(settings: object) -> dict[str, Any]:
+    """The settings a probe chooses, read from run settings (trtpipe.runtime.options.RunOptions), as JSON values (a
+    record's ``settings``, and each candidate's)."""
     return {name: str(value) if isinstance(value, str) else value
             for name in TUNABLE for value in [getattr(settings, name)]}
 
@@ -79,7 +79,7 @@ def _run(execution: OnnxExecution, entry: dict[str, Any]) -> TunedRun:
     unknown = sorted(set(settings) - set(TUNABLE))
     if unknown:
         raise ValueError(f"unknown setting {', '.join(unknown)}")
-    return TunedRun(execution, RunOptions(**settings), str(entry.get("device", "")),
+    return TunedRun(execution, settings, str(entry.get("device", "")),
                     str(entry.get("runtime_version", "")), int(entry.get("batch", 0)),
                     tuple(entry.get("candidates", ())))
 
@@ -100,9 +100,3 @@ def write_tuned(artifact: Path, run: TunedRun) -> Path:
     write_json_atomic(path, {"schema": TUNED_SCHEMA, "artifact": Path(artifact).name, "artifact_sha256": digest,
                              "executions": executions})
     return path
-
-
-def execution_of(options: RunOptions) -> OnnxExecution:
-    """The way of running that a run's providers make (the first provider decides)."""
-    first = options.provider_names[0] if options.providers else "CPUExecutionProvider"
-    return next((e for e in OnnxExecution if e.providers and e.providers[0] == first), OnnxExecution.CPU)

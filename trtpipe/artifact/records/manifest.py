@@ -2,13 +2,13 @@
 
 ``model.onnx`` -> ``model.manifest.json``. The typed part says what the artifact is (kind, precision, INT8 target,
 task where known, hash, size, the nodes deliberately kept in FP32, how long it took to make); ``details`` holds each
-stage's own account (export and verification for convert; options, data, and each pass's record for optimize),
-kept at the top level of the JSON for people reading it. The sections one stage reads back from another's manifest
-have typed records in trtpipe.manifest_records (:class:`MadeFrom`, :class:`SourceModel`, :class:`RecordedOptions`,
+stage's own account (export and verification for convert; options, data, and each pass's record for optimize), kept
+at the top level of the JSON for people reading it. The sections one stage reads back from another's manifest have
+typed records in sections.py beside this file (:class:`MadeFrom`, :class:`SourceModel`, :class:`RecordedOptions`,
 :class:`VerificationRecord`, :class:`DataRecord`), handed out by accessors here (``ArtifactManifest.made_from``...,
 ``ArtifactManifest.input_specs``); each stage's own sections are records beside the stage (trtpipe.convert.records,
-trtpipe.compile.records, the passes' records in optimize) and the ``aotinductor`` section is the runtime's
-(trtpipe.runtime.aoti.package.AotiRecord). Each record's ``to_dict`` writes the JSON earlier manifests carried, so
+trtpipe.compile.records, the passes' records in optimize) and the ``aotinductor`` section is an AOTInductor
+package's (records/package.py: AotiRecord). Each record's ``to_dict`` writes the JSON earlier manifests carried, so
 they read back as the same record; a shared section that is absent or not such a record reads as None.
 ``schema`` versions the whole layout: a manifest without it (an older trtpipe's) or with another is not trusted,
 and the reader is told so in one line (``on_other_layout``).
@@ -29,9 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtpipe.errors import BadInput
-from trtpipe.files import commit_lock, commit_pair, sha256_bytes, sha256_file, write_json_atomic
-from trtpipe.manifest_records import (
+from trtpipe.artifact.records.sections import (
     CpuRecord,
     DataRecord,
     MadeFrom,
@@ -39,13 +37,15 @@ from trtpipe.manifest_records import (
     SourceModel,
     VerificationRecord,
 )
+from trtpipe.errors import BadInput
+from trtpipe.files import commit_lock, commit_pair, sha256_bytes, sha256_file, write_json_atomic
 from trtpipe.vocab import ArtifactKind, CpuClass, Device, Precision, Target, Task, __version__
 
 if TYPE_CHECKING:
     from trtpipe.inputs import InputSpec
 
 # The layout's version: the "artifact" object and the typed records (``details``' shared sections,
-# trtpipe.manifest_records, and the optimize passes' records, trtpipe.optimize.records). A manifest without one
+# trtpipe.artifact.records.sections, and the optimize passes' records, trtpipe.optimize.records). A manifest without one
 # predates the typed manifest.
 MANIFEST_SCHEMA = "trtpipe.manifest/2"
 

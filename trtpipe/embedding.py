@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from trtpipe.artifact.description import artifact_name, check_cpu
 from trtpipe.errors import BadInput
 from trtpipe.runtime import ArtifactDescription, Backend, RunOptions, TensorInfo, describe_artifact, open_artifact
-from trtpipe.runtime.artifacts import artifact_name, check_cpu
 from trtpipe.vocab import ArtifactKind, BackendKind, Device, Precision
 
 
@@ -91,7 +91,7 @@ def load(source: str | Path, *, runtime: str | None = None, allow_cpu_mismatch: 
     the only input or {input name: value}, as :func:`trtpipe.models.loader.load_model` reads them) and
     ``trust_checkpoint``.
 
-    A cpu/openvino INT8 artifact is checked against this CPU's class (:func:`trtpipe.runtime.artifacts.check_cpu`):
+    A cpu/openvino INT8 artifact is checked against this CPU's class (:func:`trtpipe.artifact.description.check_cpu`):
     one that is unsafe here (8-bit weights on a CPU without VNNI) is refused unless ``allow_cpu_mismatch``; one
     measured only on a stronger class loads with a warning.
     """

@@ -1,5 +1,7 @@
-"""What an artifact is, read once from the manifest or sidecar trtpipe wrote beside it: the one typed description
-that engine build, every backend, bench and serve use (precision, INT8 target, task, IO, how it must run).
+"""What an artifact is, read once from the record trtpipe wrote beside it (an ONNX file's manifest, an engine's
+sidecar, a package's manifest: trtpipe.artifact.records) or from its graph: the one typed description that engine
+build, every backend, bench and serve use (precision, INT8 target, task, IO, how it must run). The room decides
+this by the artifact's kind; no backend is asked, so every backend can be opened from a description.
 
 One place decides how an artifact must run to be faithful: an INT8 ONNX made for TensorRT runs on ONNX Runtime
 CPU with graph optimisation off, so its Q/DQ execute as float ops (TensorRT's arithmetic; x86 integer kernels
@@ -12,31 +14,34 @@ FP32 activations in the graph (BF16 weights behind Casts): OpenVINO runs it in B
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
+from trtpipe.artifact.records.engine import EngineSidecar, check_engine_file, read_sidecar
+from trtpipe.artifact.records.manifest import read_manifest
+from trtpipe.artifact.records.package import AotiPackage, read_package
+from trtpipe.artifact.records.sections import CpuRecord
+from trtpipe.artifact.records.tuned import read_tuned
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput
-from trtpipe.manifest import read_manifest
-from trtpipe.manifest_records import CpuRecord
-from trtpipe.runtime.base import TensorInfo
-from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import artifact_kind, describer
 from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, OnnxExecution, Precision, Target, Task, dtype
 
 if TYPE_CHECKING:
     import onnx
 
-    from trtpipe.runtime.aoti.package import AotiPackage
-    from trtpipe.runtime.tensorrt.sidecar import EngineSidecar
     from trtpipe.vocab import CpuClass
+
+# Run settings by name (the fields of trtpipe.runtime.options.RunOptions): what an artifact needs to be run
+# faithfully, and what a probe chose for it; the runtime turns them into a backend's settings when it opens it.
+Settings = Mapping[str, Any]
 
 TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated on the CPU (Q/DQ as float ops, FP16 rounded per op as on a "
                        "GPU): accuracy is the graph's arithmetic, latency is not TensorRT's")
-TRT_SIMULATION = RunOptions(optimization=GraphOptimization.DISABLE, round_fp16=True)
-_BF16_RUN = RunOptions(inference_precision=Precision.BF16)
+TRT_SIMULATION: Settings = {"optimization": GraphOptimization.DISABLE, "round_fp16": True}
+_BF16_RUN: Settings = {"inference_precision": Precision.BF16}
 
 
 def artifact_name(path: Path) -> str:
@@ -57,7 +62,7 @@ class ArtifactDescription:
     inputs: tuple[TensorInfo, ...] = ()
     outputs: tuple[TensorInfo, ...] = ()
     runtime: BackendKind | None = None  # the one runtime it must run on (a BF16 file: OpenVINO), else None
-    run: RunOptions = field(default_factory=RunOptions)  # settings its default runtime needs to be faithful
+    run: Settings = field(default_factory=dict)  # settings its default runtime needs to be faithful
     simulated: bool = False  # runs here only to measure another runtime's arithmetic (its latency means nothing)
     note: str | None = None
     size_bytes: int = 0
@@ -65,7 +70,7 @@ class ArtifactDescription:
     fp32_nodes: tuple[str, ...] = ()  # nodes kept in FP32 on purpose
     engine: EngineSidecar | None = None  # a TensorRT engine's sidecar (what it was built for)
     # ONNX Runtime settings a probe chose for each way of running it (model.tuned.json; tuned.py)
-    tuned: Mapping[OnnxExecution, RunOptions] = field(default_factory=dict)
+    tuned: Mapping[OnnxExecution, Settings] = field(default_factory=dict)
     package: AotiPackage | None = None  # an AOTInductor package: what its manifest says it was compiled for
     cpu: CpuRecord | None = None  # cpu/openvino INT8: the CPU class it was made and measured for (check_cpu)
 
@@ -82,19 +87,16 @@ class ArtifactDescription:
     def natively(self) -> ArtifactDescription:
         """The same artifact run by something that executes its Q/DQ itself (a GPU provider, OpenVINO): nothing
         is simulated and no setting is imposed."""
-        return dataclasses.replace(self, run=RunOptions(), simulated=False, note=None)
+        return dataclasses.replace(self, run={}, simulated=False, note=None)
 
-    def settings_for(self, backend: BackendKind, asked: RunOptions) -> RunOptions:
-        """What ``backend`` is opened with: the caller's settings over the ones this artifact needs, where it runs
-        on its own runtime on the CPU (a GPU provider runs Q/DQ itself; another runtime has other settings), and
-        over the settings its probe chose for that way of running it (model.tuned.json)."""
-        if backend is not self.backend:
-            return asked
-        from trtpipe.runtime.onnxruntime.tuned import execution_of
 
-        tuned = self.tuned.get(execution_of(asked)) if backend is BackendKind.ONNXRUNTIME else None
-        required = RunOptions() if asked.on_gpu else self.run
-        return asked.over(tuned.over(required) if tuned is not None else required)
+def artifact_kind(path: Path) -> ArtifactKind:
+    """The kind of an artifact file, judged by its suffix."""
+    kind = ArtifactKind.for_path(Path(path).name)
+    if kind is None:
+        raise BadInput(f"Cannot run {path}: trtpipe runs {', '.join(ArtifactKind.all_suffixes())} artifacts; give "
+                       "the PyTorch model as MODEL instead.")
+    return kind
 
 
 def describe_artifact(path: Path) -> ArtifactDescription:
@@ -108,7 +110,7 @@ def describe_artifact(path: Path) -> ArtifactDescription:
     kind = artifact_kind(path)
     if not path.is_file():
         raise BadInput(f"Artifact {path} does not exist.")
-    own = describer(kind)  # an engine from its sidecar, a package from its manifest: their backend's folder
+    own = _FROM_RECORD.get(kind)  # an engine from its sidecar, a package from its manifest
     if own is not None:
         return own(path)
     from trtpipe.onnx_info import load_onnx
@@ -161,10 +163,8 @@ def check_cpu(description: ArtifactDescription, here: CpuClass, *, allow: bool =
     return message
 
 
-def _tuned(path: Path, sha256: str | None) -> dict[OnnxExecution, RunOptions]:
+def _tuned(path: Path, sha256: str | None) -> dict[OnnxExecution, Settings]:
     """The run settings recorded beside an ONNX file by a probe, per way of running it."""
-    from trtpipe.runtime.onnxruntime.tuned import read_tuned
-
     return {execution: run.settings for execution, run in read_tuned(path, sha256).items()}
 
 
@@ -180,8 +180,9 @@ def describe_model(model: onnx.ModelProto, path: Path | None = None) -> Artifact
 
 def _faithful(description: ArtifactDescription) -> ArtifactDescription:
     """The run settings an ONNX description's precision and target call for."""
-    if description.precision is Precision.BF16:
-        return dataclasses.replace(description, runtime=BackendKind.OPENVINO, run=_BF16_RUN)
+    pinned = description.precision.pinned_runtime
+    if pinned is not None:
+        return dataclasses.replace(description, runtime=pinned, run=_BF16_RUN)
     if description.precision is Precision.INT8 and description.target is Target.TENSORRT:
         return dataclasses.replace(description, run=TRT_SIMULATION, simulated=True, note=TRT_SIMULATION_NOTE)
     return description
@@ -198,3 +199,41 @@ def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[Ten
 
     return (tuple(info(v) for v in graph_inputs(model)),
             tuple(info(v) for v in model.graph.output))
+
+
+def _engine(path: Path) -> ArtifactDescription:
+    """A TensorRT engine's description, from its sidecar checked against the file; BadInput where the sidecar is
+    missing or describes another file."""
+    sidecar = read_sidecar(path)
+    check_engine_file(path, sidecar)
+    return ArtifactDescription(
+        path, ArtifactKind.TENSORRT_ENGINE, sidecar.precision, None, None, _sidecar_io(sidecar.inputs),
+        _sidecar_io(sidecar.outputs), size_bytes=path.stat().st_size, build_seconds=sidecar.build_seconds,
+        engine=sidecar)
+
+
+def _sidecar_io(tensors: list[dict[str, Any]]) -> tuple[TensorInfo, ...]:
+    """A sidecar records TensorRT's type names (FLOAT, HALF, INT8...); the vocabulary's table knows them."""
+
+    def info(tensor: dict[str, Any]) -> TensorInfo:
+        entry = dtype(tensorrt=str(tensor.get("dtype", "")))
+        shape = tuple(None if not isinstance(d, int) or d < 0 else d for d in tensor.get("shape", []))
+        return TensorInfo(str(tensor.get("name", "")), entry.numpy if entry else str(tensor.get("dtype")), shape)
+
+    return tuple(info(t) for t in tensors)
+
+
+def _package(path: Path) -> ArtifactDescription:
+    """An AOTInductor package's description, from the manifest it must have: refused in one line without one
+    that describes exactly the package's bytes (it is native code)."""
+    manifest, package = read_package(path)
+    return ArtifactDescription(path, ArtifactKind.AOTI, manifest.precision, None, manifest.task, package.record.inputs,
+                               package.record.outputs, size_bytes=manifest.size_bytes, build_seconds=manifest.seconds,
+                               package=package)
+
+
+# The kinds described from a record of their own rather than a graph: an engine's sidecar, a package's manifest.
+_FROM_RECORD: dict[ArtifactKind, Callable[[Path], ArtifactDescription]] = {
+    ArtifactKind.TENSORRT_ENGINE: _engine,
+    ArtifactKind.AOTI: _package,
+}
