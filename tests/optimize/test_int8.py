@@ -102,6 +102,19 @@ def test_calibration_cache_is_reused_only_when_inputs_match(digits_onnx: Path, t
     assert changed.exit_code == 0 and "Reusing calibration ranges" not in changed.output
 
 
+def test_a_damaged_calibration_cache_is_refused_in_one_line(digits_onnx: Path, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                            run_cli) -> None:
+    """Not overwritten (``--calib-cache`` may name another file by mistake), not a traceback: one line, the fix."""
+    cache = tmp_path / "notes.txt"
+    cache.write_text("my notes, not ranges\n")
+    result = run_cli("optimize", digits_onnx, "-o", tmp_path / "q.onnx", "--precision", "int8", "--target", "cpu",
+                     "--calib", "digits", "--calib-cache", cache)
+    line = error_line(result.output)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert f"{cache} is not a trtpipe calibration cache" in line and "--calib-cache" in line
+    assert cache.read_text() == "my notes, not ranges\n" and not (tmp_path / "q.onnx").exists()
+
+
 def _histogram(values: np.ndarray) -> RunningStats:
     stats = RunningStats()
     stats.update(values)

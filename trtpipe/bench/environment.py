@@ -7,10 +7,11 @@ from importlib import metadata
 from typing import Any
 
 from trtpipe.hardware import cpu_flags, cpu_model, usable_cores
-from trtpipe.vocab import BackendKind
+from trtpipe.runtime.registry import gpu_run_settings, optional_packages
 
-# Optional packages whose versions decide some rows: the OpenVINO and TensorRT runtimes, the NNCF peer.
-OPTIONAL_PACKAGES = (str(BackendKind.OPENVINO), "nncf", str(BackendKind.TENSORRT))
+# Optional packages whose versions decide some rows: the optional runtimes (OpenVINO, TensorRT) and their peers' tools
+# (NNCF), as their registry entries declare them.
+OPTIONAL_PACKAGES = optional_packages()
 
 
 def collect(threads: int) -> dict[str, Any]:
@@ -39,10 +40,9 @@ def collect(threads: int) -> dict[str, Any]:
 
 
 def _gpu_settings() -> tuple[str, ...]:
-    """How the rows on a GPU are run where it matters for a comparison (the PyTorch rows' tuning, the copies)."""
-    from trtpipe.runtime.torch.backend import CUDA_SETTINGS
-
-    return CUDA_SETTINGS
+    """How the rows on a GPU are run where it matters for a comparison (the PyTorch rows' tuning, the copies), as the
+    backends that declare it say."""
+    return gpu_run_settings()
 
 
 def _optional_versions() -> dict[str, str]:

@@ -16,7 +16,7 @@ from trtpipe.bench.options import BenchOptions
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class, has_bf16
 from trtpipe.inputs import InputSpec
-from trtpipe.runtime.registry import entry
+from trtpipe.runtime.registry import check_execution, entry
 from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision, Target
 
 
@@ -55,11 +55,9 @@ def executions(options: BenchOptions, descriptions: list[ArtifactDescription]) -
         console.warn("OpenVINO rows skipped: OpenVINO is not installed (pip install 'trtpipe[openvino]').")
         asked.remove(OnnxExecution.OPENVINO)
     if any(d.kind is ArtifactKind.ONNX for d in descriptions):
-        from trtpipe.runtime.onnxruntime.providers import check_providers, provider_list
-
         for execution in asked:
             if execution.on_gpu:
-                check_providers(provider_list(execution))
+                check_execution(execution)
     return asked
 
 

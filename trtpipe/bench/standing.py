@@ -18,7 +18,8 @@ from typing import Any
 
 from trtpipe.bench.stability import MIN_ROUNDS, Ratio, format_interval, format_ratio
 from trtpipe.intervals import Interval
-from trtpipe.vocab import BackendKind, Device
+from trtpipe.runtime.registry import is_eager
+from trtpipe.vocab import Device
 
 
 def peer_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -109,7 +110,7 @@ def pytorch_standing(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 and r.get("p50_ms", 0) > 0]
         for transfers in (False, True):
             same = [r for r in rows if bool(r.get("includes_transfers", True)) is transfers]
-            torch_rows = [r for r in same if r["backend"] == BackendKind.TORCH]
+            torch_rows = [r for r in same if is_eager(r["backend"])]
             ours = [r for r in same if r.get("artifact") and not r.get("peer")]
             if torch_rows and ours:
                 best, fastest = min(ours, key=lambda r: r["p50_ms"]), min(torch_rows, key=lambda r: r["p50_ms"])

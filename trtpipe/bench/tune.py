@@ -32,8 +32,8 @@ from trtpipe.bench.timing import measure
 from trtpipe.errors import BadInput
 from trtpipe.inputs import Batch
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import open_artifact
-from trtpipe.vocab import BackendKind, CudnnSearch, OnnxExecution, Precision
+from trtpipe.runtime.registry import entry, execution_settings, open_artifact
+from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
 
 PROBE_ROUNDS = 3
 PROBE_SECONDS = 0.3  # per candidate and round
@@ -100,12 +100,12 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
 
 
 def _tunable_description(artifact: Path | ArtifactDescription) -> ArtifactDescription:
-    """The artifact's description; refused unless it is a file (the choice is recorded beside it) that runs on
-    ONNX Runtime."""
+    """The artifact's description; refused unless it is a file (the choice is recorded beside it) that runs on a
+    backend with settings to choose between for some way of running it (ONNX Runtime's)."""
     description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
     if description.path is None:
         raise BadInput("Only an artifact file can be tuned (its settings are recorded beside it).")
-    if description.pinned_runtime or description.backend is not BackendKind.ONNXRUNTIME:
+    if description.pinned_runtime or not any(candidates(e) for e in entry(description.backend).executions):
         raise BadInput(f"{description.path} does not run on ONNX Runtime: there is nothing to tune.")
     return description
 
@@ -115,9 +115,7 @@ def _base_settings(base: RunOptions | None, execution: OnnxExecution) -> RunOpti
     GPU provider for a GPU execution."""
     base = base or RunOptions()
     if execution.on_gpu and not base.on_gpu:
-        from trtpipe.runtime.onnxruntime.providers import provider_list
-
-        base = dataclasses.replace(base, providers=tuple(provider_list(execution)))
+        base = execution_settings(execution, base)
     return base
 
 
@@ -158,12 +156,12 @@ def _record_fastest(probe: list[_Candidate], live: list[_Candidate], description
     run = TunedRun(execution, tunable_settings(best.settings),
                    device_name(execution.on_gpu), onnxruntime.__version__, _batch(checked),
                    tuple(c.record() for c in probe))
-    write_tuned(Path(str(description.path)), run)
+    written = write_tuned(Path(str(description.path)), run)
     chosen = ", ".join(f"{name}={value}" for name, value in run.settings.items()
                        if value is not None)
     console.note(f"{Path(str(description.path)).name} on {execution}: {chosen} was the fastest of {len(live)} "
                  f"settings that matched the plain run ({float(np.median(best.samples)):.3f} ms at batch "
-                 f"{run.batch}); recorded in {Path(str(description.path)).with_suffix('.tuned.json').name}.")
+                 f"{run.batch}); recorded in {written.name}.")
     return run
 
 

@@ -23,8 +23,7 @@ from trtpipe.errors import BadInput
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import open_artifact, settings_for
-from trtpipe.runtime.torch.backend import TorchBackend
+from trtpipe.runtime.registry import execution_settings, open_artifact, open_module, settings_for
 from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision
 
 
@@ -56,7 +55,7 @@ class Variants:
             return
         device = self.options.device
         with MemoryProbe(device) as memory:
-            reference = TorchBackend(self.loaded.module, self.loaded.inputs, device=device, threads=self.threads)
+            reference = open_module(self.loaded.module, self.loaded.inputs, device=device, threads=self.threads)
             set_tf32(device, enabled=False)  # the baseline is true FP32
         rows, self.measure.agreement.reference_outputs = self.measure.variant(
             reference, "pytorch-fp32", memory, extra_host_mb=self.torch_weights_mb)
@@ -66,7 +65,7 @@ class Variants:
         if device is Device.CUDA:
             self._tf32(reference, memory)
 
-    def _tf32(self, reference: TorchBackend, memory: MemoryProbe) -> None:
+    def _tf32(self, reference: Backend, memory: MemoryProbe) -> None:
         """PyTorch eager with TF32 matmuls and convolutions, on the reference's module (a GPU only)."""
         def tf32_mode(enabled: bool) -> None:
             set_tf32(self.options.device, enabled=enabled)
@@ -89,13 +88,11 @@ class Variants:
         execution = OnnxExecution.CUDA if self.options.device is Device.CUDA else OnnxExecution.CPU
         alone = None
         if execution.on_gpu:
-            from trtpipe.runtime.onnxruntime.providers import provider_list
-
-            settings = replace(settings, providers=tuple(provider_list(execution)))
+            settings = execution_settings(execution, settings)
         else:
-            alone = self._host_memory_alone(BackendKind.ONNXRUNTIME, path, settings, "reference")
+            alone = self._host_memory_alone(execution.backend, path, settings, "reference")
         with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
-            backend = self._hold(open_artifact(path, settings, runtime=BackendKind.ONNXRUNTIME), own)
+            backend = self._hold(open_artifact(path, settings, runtime=execution.backend), own)
             rows, self.measure.agreement.reference_outputs = self.measure.variant(
                 backend, f"{execution}-fp32 ({self.loaded.name}, reference)", memory, host_alone=alone)
         for row in rows:
@@ -115,8 +112,8 @@ class Variants:
             return
         label, keywords = setup
         with MemoryProbe(device) as memory, contextlib.ExitStack() as own:
-            backend = self._hold(TorchBackend(self.loaded.module, self.loaded.inputs, device=device,
-                                              threads=self.threads, **keywords), own)
+            backend = self._hold(open_module(self.loaded.module, self.loaded.inputs, device=device,
+                                             threads=self.threads, **keywords), own)
             rows = self.measure.variant(backend, label, memory, extra_host_mb=self.torch_weights_mb)[0]
         for row in rows:
             row.baseline = baseline
@@ -146,11 +143,8 @@ class Variants:
         if description.kind is ArtifactKind.ONNX and not description.pinned_runtime:
             runtime = execution.backend
             if execution.on_gpu:
-                from trtpipe.runtime.onnxruntime.providers import provider_list
-
                 profile = trt_profile(description, self.loaded.inputs, self.options)
-                asked = replace(asked, providers=tuple(provider_list(execution, trt_profile=profile,
-                                                                     trt_workspace=self.options.workspace)))
+                asked = execution_settings(execution, asked, trt_profile=profile, workspace=self.options.workspace)
                 description = self._tuned(description, execution, asked)
         return description, runtime, settings_for(description, runtime, asked)
 

@@ -36,8 +36,7 @@ from trtpipe.inputs import Batch, InputSpec, named, random_batch, take
 from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.onnx_info import detect_precision, graph_inputs, input_signature, load_onnx
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
-from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
-from trtpipe.runtime.onnxruntime.probe import probe_session, with_outputs
+from trtpipe.runtime.registry import probe_session
 from trtpipe.shapes import format_shape
 from trtpipe.vocab import ChannelOrder, Precision
 
@@ -196,9 +195,11 @@ def _static_batch(model: onnx.ModelProto) -> int | None:
 
 # -- running both models ---------------------------------------------------------------------------------------
 
-def _session(model: onnx.ModelProto, path: Path) -> Any:
+def _session(model: onnx.ModelProto, path: Path, exposing: list[str], *, round_fp16: bool = False) -> Any:
+    """The probe session over ``model`` with ``exposing`` as extra outputs (``round_fp16``: FP16 tensors rounded where
+    they are written, as a GPU computes them); a model the runtime cannot run so is refused in one line."""
     try:
-        return probe_session(model)
+        return probe_session(model, exposing=exposing, round_fp16=round_fp16)
     except Exception as error:  # ONNX Runtime raises its own Fail/InvalidGraph/NotImplemented types
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise BadInput(f"ONNX Runtime cannot run {path} with its intermediate tensors exposed: {reason}") from None
@@ -276,8 +277,8 @@ def _run(model: onnx.ModelProto, reference: onnx.ModelProto, matching: Matching,
         ours = list(dict.fromkeys(p.tensor for p in part))
         theirs = list(dict.fromkeys(p.reference for p in part if p.reference not in fed))
         with console.step(f"Running both models, tensors {number}/{len(parts)}..."):
-            model_session = _session(round_fp16_tensors(with_outputs(model, ours))[0], paths[0])
-            reference_session = _session(with_outputs(reference, theirs), paths[1]) if theirs else None
+            model_session = _session(model, paths[0], ours, round_fp16=True)
+            reference_session = _session(reference, paths[1], theirs) if theirs else None
             for batch in batches:
                 values = dict(zip(ours, model_session.run(ours, _feeds(model_session, batch)), strict=True))
                 expected: dict[str, np.ndarray] = named(batch, list(matching.reference_inputs))

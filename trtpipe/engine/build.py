@@ -130,6 +130,14 @@ def build_engine(onnx_path: Path, output: Path, options: EngineOptions | None = 
     return BuildResult(output, sidecar, layer_info)
 
 
+def build_machine(purpose: str) -> tuple[str, str, str]:
+    """TensorRT's version, the GPU's name and its compute capability: what an engine built here is built with (a
+    pipeline's build stage keys its cache on them); MissingDependency where TensorRT or a CUDA GPU is absent."""
+    trt = import_tensorrt(purpose)
+    gpu_name, capability = require_cuda_gpu(purpose)
+    return str(trt.__version__), gpu_name, capability
+
+
 def _tensorrt_for_build(options: EngineOptions) -> tuple[ModuleType, str, str]:
     """TensorRT, the GPU's name and its compute capability; refused first where TensorRT is missing, lacks a
     feature the options ask for, or there is no CUDA GPU."""

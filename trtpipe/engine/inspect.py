@@ -29,12 +29,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from trtpipe import console
+from trtpipe.artifact.records.engine import is_sidecar, sidecar_engine
 from trtpipe.engine.layers import summarise, tensor_precision, tensor_type_text
 from trtpipe.errors import BadInput
 from trtpipe.files import require_file
 
 PURPOSE = "Inspecting a TensorRT engine"
-_SIDECAR_SCHEMA_PREFIX = "trtpipe.engine/"
 _REFORMAT = "Reformat"
 
 
@@ -198,9 +198,8 @@ def read_layer_info(path: Path) -> Any:
         raise BadInput(f"{path} is not TensorRT layer information (JSON nested too deeply).") from None
     except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise BadInput(f"{path} is not TensorRT layer information ({error}).") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if isinstance(schema, str) and schema.startswith(_SIDECAR_SCHEMA_PREFIX):
-        engine = Path(str(path).removesuffix(".json"))
+    if is_sidecar(data):
+        engine = sidecar_engine(Path(path))
         raise BadInput(f"{path} is the trtpipe sidecar of {engine.name}, which lists no layers: inspect "
                        f"{engine.name}.layers.json (written beside it by 'trtpipe build') or the engine itself.")
     return data

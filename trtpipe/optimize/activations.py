@@ -17,7 +17,7 @@ import onnx
 
 from trtpipe.inputs import Batch, named
 from trtpipe.onnx_info import graph_inputs
-from trtpipe.runtime.onnxruntime.probe import probe_session
+from trtpipe.runtime.registry import probe_session
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE}
 

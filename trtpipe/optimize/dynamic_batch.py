@@ -89,7 +89,7 @@ def _copy_batch_in_reshapes(model: onnx.ModelProto) -> int:
 
 def _check_rows(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> None:
     """Batch 2 of one random sample must give that sample's batch-1 output on both rows."""
-    from trtpipe.runtime.onnxruntime.probe import SILENT, probe_session
+    from trtpipe.runtime.registry import probe_session
     from trtpipe.vocab import dtype
 
     rng = np.random.default_rng(0)
@@ -100,7 +100,7 @@ def _check_rows(model: onnx.ModelProto, inputs: list[onnx.ValueInfoProto]) -> No
         kind = np.dtype(entry.numpy if entry else "float32")
         single[value.name] = (rng.random((1, *shape)) if kind.kind == "f" else np.zeros((1, *shape))).astype(kind)
     try:
-        session = probe_session(model, log_level=SILENT)  # its shape warnings are what this check makes one line
+        session = probe_session(model, silent=True)  # its shape warnings are what this check makes one line
         one = session.run(None, single)
         two = session.run(None, {name: np.concatenate([array, array]) for name, array in single.items()})
     except Exception as error:  # ORT's own exception types

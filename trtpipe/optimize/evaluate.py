@@ -7,8 +7,8 @@ import onnx
 
 from trtpipe.artifact.description import TRT_SIMULATION
 from trtpipe.inputs import Batch, named
-from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.options import RunOptions
+from trtpipe.runtime.registry import open_model
 from trtpipe.vocab import GraphOptimization
 
 EVAL_BATCH = 64
@@ -28,7 +28,7 @@ def outputs(model: onnx.ModelProto, images: Batch, *,
     """Every output of ``model`` over ``images`` (a batch: one array, or {input name: array}); a static batch size
     drops the remainder that does not fill a batch. A float input the model takes in another float type (FP16
     without --keep-io-fp32) is given the data in that type."""
-    with OnnxRuntimeBackend(model, run_settings(optimization)) as backend:
+    with open_model(model, run_settings(optimization)) as backend:
         wanted = {t.name: np.dtype(t.dtype) for t in backend.inputs}
         named_images = named(images, list(wanted))
         if any(a.dtype != wanted[n] and a.dtype.kind == wanted[n].kind == "f" for n, a in named_images.items()

@@ -25,6 +25,7 @@ from trtpipe.artifact.records.sections import DataRecord
 from trtpipe.bench.rows import BenchRow
 from trtpipe.errors import BadInput
 from trtpipe.intervals import Interval, trials_to_resolve
+from trtpipe.runtime.registry import is_eager
 from trtpipe.vocab import BackendKind, Device
 
 
@@ -307,7 +308,7 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
     drop = accuracy_drop_pp(row)
     if max_accuracy_drop is None and drop is not None:
         figures.append(drop_words(drop) + " against the reference")
-    reference = "PyTorch FP32" if any(r.is_reference and r.backend is BackendKind.TORCH for r in rows) \
+    reference = "PyTorch FP32" if any(r.is_reference and is_eager(r.backend) for r in rows) \
         else "the FP32 ONNX"
     faster_open = [(other, open_) for other, open_ in undecided if other.p50_ms < row.p50_ms]
     reason = (f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms, {row.speedup_vs_torch_fp32 or 0:.2f}x "

@@ -94,11 +94,10 @@ def build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pat
     if not pipeline.build_enabled:
         manifest.record(StageRecord("build", "", "skipped", note="disabled in the pipeline file"))
         return []
-    from trtpipe.runtime.tensorrt.loader import import_tensorrt, require_cuda_gpu
+    from trtpipe.engine.build import build_machine
 
     try:
-        trt = import_tensorrt("Building TensorRT engines")
-        gpu_name, capability = require_cuda_gpu("Building TensorRT engines")
+        version, gpu_name, capability = build_machine("Building TensorRT engines")
     except MissingDependency as missing:
         console.note(f"build: skipped — {missing.message}")
         manifest.record(StageRecord("build", "", "skipped", note=missing.message))
@@ -117,7 +116,7 @@ def build_stages(manifest: RunManifest, pipeline: Pipeline, onnx_files: list[Pat
         if options.timing_cache is None:
             options = replace(options, timing_cache=repository / ".trt-timing.cache")
         key = stage_key(stage="build", onnx=sha256_file(onnx_path), options=to_plain(options),
-                        tensorrt=trt.__version__, gpu=gpu_name, capability=capability)
+                        tensorrt=version, gpu=gpu_name, capability=capability)
 
         def do_build(onnx_path: Path = onnx_path, output: Path = output,
                      options: EngineOptions = options) -> list[Path]:

@@ -36,7 +36,7 @@ from trtpipe.report.marks import (
     Standing,
     accuracy_only,
 )
-from trtpipe.vocab import BackendKind
+from trtpipe.runtime.registry import is_eager
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
                      "hatch.color": "#777777", "hatch.linewidth": 0.6})
@@ -188,7 +188,7 @@ def latency_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
 
 def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     references = {r["variant"] for r in rows if r.get("reference")}
-    onnx = any(r.get("reference") and r.get("backend") != BackendKind.TORCH for r in rows)  # an FP32 ONNX as MODEL
+    onnx = any(r.get("reference") and not is_eager(r.get("backend")) for r in rows)  # an FP32 ONNX as MODEL
     reference = "the FP32 ONNX" if onnx else "PyTorch FP32"
     title = f"Speedup over {reference}"
     rows, note = _timed(rows)

@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    import onnx
+
     from trtpipe.artifact.description import ArtifactDescription
 
 
@@ -48,10 +52,28 @@ class BackendEntry:
     library: str = ""  # the Python package it runs on
     executions: tuple[OnnxExecution, ...] = ()  # how bench names its ways of running an ONNX file
     triton: TritonFacts | None = None
+    # The live training module run as it is (PyTorch eager): the reference row every artifact is measured against
+    # where the model came as a module, not an artifact file.
+    eager: bool = False
+    optional: bool = False  # an optional extra: its library's version is recorded where it is installed
+    peer_tools: tuple[str, ...] = ()  # packages of the peer quantizers whose files it runs (bench --peers)
+    gpu_settings: str = ""  # "module:NAME" of the words saying how its rows run on a GPU (bench's environment)
+    # Hooks of the backend that runs ONNX files (each None elsewhere):
+    # (an execution, a TensorRT provider profile, a workspace in bytes) -> the RunOptions keywords that run it
+    execution_settings: Callable[[OnnxExecution, tuple[str, str, str] | None, int | None], dict[str, Any]] | None \
+        = None
+    check_execution: Callable[[OnnxExecution], None] | None = None  # BadInput where it cannot run here
+    # (a model or its path, tensors to expose as outputs, silent, FP16 rounded as a GPU writes it) -> a session that
+    # runs the graph as written on the CPU, to read tensors inside it (calibration, AdaRound, ``trtpipe debug``)
+    probe: Callable[[onnx.ModelProto | Path | str, tuple[str, ...], bool, bool], Any] | None = None
 
     def opener(self) -> Any:
         """The backend class, imported now."""
         return _imported(self.implementation)
+
+    def gpu_words(self) -> tuple[str, ...]:
+        """How its rows run on a GPU, in words (``gpu_settings``, imported now); () where it declares none."""
+        return tuple(_imported(self.gpu_settings)) if self.gpu_settings else ()
 
 
 def _imported(target: str) -> Any:

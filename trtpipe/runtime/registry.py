@@ -8,17 +8,20 @@ names its modules or branches on its kind (``tests/runtime/test_backend_folders.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trtpipe.errors import BadInput
 from trtpipe.runtime import aoti, onnxruntime, openvino, tensorrt, torch
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.entry import BackendEntry, TritonFacts
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import BackendKind
+from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
 
 if TYPE_CHECKING:
+    import onnx
 
     from trtpipe.artifact.artifact import Artifact
     from trtpipe.artifact.description import ArtifactDescription
@@ -53,6 +56,72 @@ def backend_class(kind: BackendKind) -> ArtifactBackend:
 def triton_facts(kind: BackendKind) -> TritonFacts:
     """How Triton runs what ``kind`` runs (a backend without Triton facts: Triton's Python backend runs it)."""
     return BACKENDS[kind].triton or TritonFacts()
+
+
+def is_eager(backend: object) -> bool:
+    """Whether a row's backend (a BackendKind, or its name in a report's JSON; anything else: no) runs the live
+    training module as it is: the PyTorch FP32 reference, as opposed to an FP32 ONNX file as the reference."""
+    # A BackendKind is a str, equal to its name: the JSON's name finds the same entry, anything else none.
+    return isinstance(backend, str) and any(entry.eager for kind, entry in BACKENDS.items() if kind == backend)
+
+
+def optional_packages() -> tuple[str, ...]:
+    """The optional backends' libraries, each followed by the peer tools that quantize for it, in registry order:
+    the packages whose versions decide some bench rows where they are installed."""
+    return tuple(name for e in BACKENDS.values() if e.optional for name in (e.library, *e.peer_tools))
+
+
+def gpu_run_settings() -> tuple[str, ...]:
+    """How the backends that declare it run their rows on a GPU, in words (imports those backends' modules)."""
+    return tuple(words for e in BACKENDS.values() if e.gpu_settings for words in e.gpu_words())
+
+
+def _onnx_hooks() -> BackendEntry:
+    """The entry of the backend that runs ONNX files by default (ArtifactKind.ONNX's own)."""
+    return BACKENDS[ArtifactKind.ONNX.backend]
+
+
+def execution_settings(execution: OnnxExecution, base: RunOptions | None = None, *,
+                       trt_profile: tuple[str, str, str] | None = None,
+                       workspace: int | None = None) -> RunOptions:
+    """``base`` with the settings that run an ONNX file as ``execution`` (ONNX Runtime's providers for it, a
+    TensorRT provider with ``trt_profile`` and ``workspace``); as it is for an execution whose backend needs none."""
+    hook = BACKENDS[execution.backend].execution_settings
+    base = base or RunOptions()
+    return dataclasses.replace(base, **hook(execution, trt_profile, workspace)) if hook else base
+
+
+def check_execution(execution: OnnxExecution) -> None:
+    """BadInput in one line where what ``execution`` needs is not installed here (a GPU provider)."""
+    if (hook := BACKENDS[execution.backend].check_execution) is not None:
+        hook(execution)
+
+
+def probe_session(model_or_path: onnx.ModelProto | Path | str, *, exposing: Iterable[str] = (),
+                  silent: bool = False, round_fp16: bool = False) -> Any:
+    """A session that runs a graph exactly as written on the CPU, whose outputs are the graph's plus ``exposing``:
+    for reading tensors (calibration, AdaRound, bias correction, ``trtpipe debug``), not for serving. ``silent``
+    leaves failures to the caller's own line; ``round_fp16`` rounds every FP16 tensor where it is written, as a GPU
+    computes it. The runtime's errors propagate as its own types."""
+    probe = _onnx_hooks().probe
+    if probe is None:
+        raise TypeError(f"{_onnx_hooks().kind} declares no probe session")
+    return probe(model_or_path, tuple(exposing), silent, round_fp16)
+
+
+def open_module(module: Any, inputs: Any, **keywords: Any) -> Backend:
+    """A live training module (with its inputs in ``forward``'s order) opened on the eager backend, the one whose
+    entry says it runs the module as it is (PyTorch's), with that backend's own keywords (device, threads, ...)."""
+    eager = next(e for e in BACKENDS.values() if e.eager)
+    backend: Backend = eager.opener()(module, inputs, **keywords)
+    return backend
+
+
+def open_model(model: onnx.ModelProto, options: RunOptions | None = None) -> Backend:
+    """An ONNX model held in memory opened on ONNX's own backend with ``options`` as given (optimize's candidates,
+    which run without touching the disk)."""
+    backend: Backend = _onnx_hooks().opener()(model, options)
+    return backend
 
 
 def open_artifact(artifact: Path | ArtifactDescription | Artifact, options: RunOptions | None = None, *,

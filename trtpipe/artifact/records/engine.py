@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtpipe.artifact.records.commit import commit
 from trtpipe.errors import BadInput
-from trtpipe.files import commit_pair, sha256_bytes, sha256_file, staged_path
+from trtpipe.files import sha256_bytes, sha256_file
 from trtpipe.vocab import HardwareCompat, Precision
 
 SIDECAR_SCHEMA = "trtpipe.engine/1"
@@ -114,6 +115,18 @@ def sidecar_path(engine: Path) -> Path:
     return Path(f"{engine}.json")
 
 
+def sidecar_engine(sidecar: Path) -> Path:
+    """The engine a sidecar describes: ``model.plan.json`` -> ``model.plan`` (:func:`sidecar_path` undone)."""
+    return Path(str(sidecar).removesuffix(".json"))
+
+
+def is_sidecar(document: object) -> bool:
+    """Whether a parsed JSON document is a trtpipe engine sidecar, of this layout or another (``trtpipe inspect``
+    refuses one given as layer information)."""
+    schema = document.get("schema") if isinstance(document, dict) else None
+    return isinstance(schema, str) and schema.startswith(SIDECAR_SCHEMA.split("/")[0] + "/")
+
+
 def read_sidecar(engine: Path) -> EngineSidecar:
     path = sidecar_path(engine)
     if not path.is_file():
@@ -138,13 +151,10 @@ def commit_engine(engine: Path, engine_bytes: bytes, sidecar: EngineSidecar, *,
 
     The hash comes from the bytes this build made, never from the file at ``engine`` once renamed (another build
     may have replaced it by then); the two renames run under the engine's commit lock (see
-    :func:`trtpipe.files.commit_pair`, whose test seam ``between_renames`` is).
+    :func:`trtpipe.artifact.records.commit.commit`, whose test seam ``between_renames`` is).
     """
     sidecar = dataclasses.replace(sidecar, engine_sha256=sha256_bytes(engine_bytes))
-    data = (json.dumps(sidecar.to_dict(), indent=2) + "\n").encode("utf-8")
-    with staged_path(engine) as staged:
-        staged.write_bytes(engine_bytes)
-        commit_pair(staged, Path(engine), sidecar_path(engine), data, between_renames=between_renames)
+    commit(engine, engine_bytes, sidecar_path(engine), sidecar.to_dict(), between_renames=between_renames)
     return sidecar
 
 

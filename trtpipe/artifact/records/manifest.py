@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trtpipe.artifact.records.commit import commit
 from trtpipe.artifact.records.sections import (
     CpuRecord,
     DataRecord,
@@ -38,7 +39,7 @@ from trtpipe.artifact.records.sections import (
     VerificationRecord,
 )
 from trtpipe.errors import BadInput
-from trtpipe.files import commit_lock, commit_pair, sha256_bytes, sha256_file, write_json_atomic
+from trtpipe.files import commit_lock, sha256_bytes, sha256_file, write_json_atomic
 from trtpipe.vocab import ArtifactKind, CpuClass, Device, Precision, Target, Task, __version__
 
 if TYPE_CHECKING:
@@ -204,18 +205,16 @@ def commit_artifact(staged: Path, artifact: Path, manifest: ArtifactManifest, *,
     two renames rather than ordering alone: without it, two runs' renames interleave (A's model, B's model, B's
     manifest, A's manifest) and leave B's model beside A's manifest whichever file goes first; with it, the last
     run to commit owns both files. A run killed between the renames leaves a pair whose hashes differ, which
-    :func:`read_manifest` reports. ``between_renames`` is a seam for tests (see :func:`trtpipe.files.commit_pair`).
+    :func:`read_manifest` reports. ``between_renames`` is a seam for tests (see
+    :func:`trtpipe.artifact.records.commit.commit`, which this calls).
     """
     staged, artifact = Path(staged), Path(artifact)
     size = staged.stat().st_size
     if size != manifest.size_bytes:
         raise ValueError(f"the manifest describes {manifest.size_bytes} bytes, the staged file holds {size}: "
                          "describe it with content=staged")
-    manifest = replace(manifest, path=artifact.name)
-    path = manifest_path(artifact)
-    data = (json.dumps(manifest.to_dict(), indent=2, sort_keys=False, default=str) + "\n").encode("utf-8")
-    commit_pair(staged, artifact, path, data, between_renames=between_renames)
-    return path
+    return commit(artifact, staged, manifest_path(artifact), replace(manifest, path=artifact.name).to_dict(),
+                  between_renames=between_renames)
 
 
 def read_manifest(artifact: Path, *, on_mismatch: Callable[[str], None] | None = None,

@@ -26,7 +26,7 @@ from trtpipe.graph_index import GraphIndex
 from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds, producers_of
 from trtpipe.optimize.activations import feeds
-from trtpipe.runtime.onnxruntime.probe import probe_session
+from trtpipe.runtime.registry import probe_session
 
 ITERATIONS = 100
 BATCH = 8

@@ -20,7 +20,7 @@ from onnx import numpy_helper
 from trtpipe.inputs import Batch
 from trtpipe.onnx_info import producers_of
 from trtpipe.optimize.activations import feeds
-from trtpipe.runtime.onnxruntime.probe import probe_session
+from trtpipe.runtime.registry import probe_session
 
 WEIGHTED_WITH_BIAS = ("Conv", "ConvTranspose", "Gemm")
 

@@ -1,36 +1,34 @@
-"""Calibration ranges cached on disk, reused while the model and the data are unchanged.
+"""Calibration ranges reused from the range cache while the model, the data and the method are unchanged.
 
-Calibration is the slow part of INT8 (a pass over the data per method, two for mse); the key holds every
-input that changes the ranges, so a stale cache can never be used by mistake.
+Calibration is the slow part of INT8, so a rerun reads the ranges back instead; the cache's file (its path rule,
+key, atomic write and the refusal of a damaged one) is the artifact room's calibration record
+(trtpipe.artifact.records.calibration): this module only decides when to read it and when to calibrate.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from trtpipe.files import write_json_atomic
-from trtpipe.optimize.int8.calibrate import Ranges
+import onnx
 
-CACHE_SCHEMA = "trtpipe.calibration/1"
-
-
-def cache_key(model_sha256: str, data_sha256: str, method: str, symmetric: bool) -> dict[str, Any]:
-    return {"schema": CACHE_SCHEMA, "model_sha256": model_sha256, "data_sha256": data_sha256,
-            "method": method, "symmetric": symmetric}
+from trtpipe import console
+from trtpipe.artifact.records.calibration import CalibrationKey, Ranges, read_ranges, write_ranges
+from trtpipe.inputs import Batch
+from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.vocab import CalibMethod
 
 
-def load_ranges(path: Path, key: dict[str, Any]) -> Ranges | None:
-    """The cached ranges when ``path`` holds ones made under the same ``key``; None otherwise."""
-    try:
-        cached = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(cached, dict) or cached.get("key") != key:
-        return None
-    return {name: (float(low), float(high)) for name, (low, high) in cached["ranges"].items()}
-
-
-def save_ranges(path: Path, key: dict[str, Any], ranges: Ranges) -> None:
-    write_json_atomic(path, {"key": key, "ranges": {name: [low, high] for name, (low, high) in ranges.items()}})
+def cached_ranges(model: onnx.ModelProto, batches: Callable[[], list[Batch]], data_sha256: str,
+                  method: CalibMethod, *, symmetric: bool, cache: Path) -> Ranges:
+    """Each tensor's range of ``model``: read from ``cache`` when it was made under the same key, else calibrated
+    on ``batches()`` (only then are they made) and cached there."""
+    key = CalibrationKey(hashlib.sha256(model.SerializeToString()).hexdigest(), data_sha256, method, symmetric)
+    ranges = read_ranges(cache, key)
+    if ranges is not None:
+        console.note(f"Reusing calibration ranges from {cache} (model and data unchanged)")
+        return ranges
+    ranges = calibrate(model, batches(), method, symmetric=symmetric)
+    write_ranges(cache, key, ranges)
+    return ranges

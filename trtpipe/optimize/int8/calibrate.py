@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 
 from trtpipe import console
+from trtpipe.artifact.records.calibration import Ranges
 from trtpipe.inputs import Batch, concat, count, named, take
 from trtpipe.onnx_info import graph_inputs
 from trtpipe.optimize.activations import RunningStats, float_activations, observe
@@ -26,8 +27,6 @@ from trtpipe.vocab import CalibMethod
 HISTOGRAM_BINS = 2048
 STREAM_BATCHES = 1  # batches whose activations ONNX Runtime's calibrators hold at once
 MSE_CANDIDATES = 256
-
-Ranges = dict[str, tuple[float, float]]
 
 
 def calibrate(model: onnx.ModelProto, batches: list[Batch], method: CalibMethod, *, symmetric: bool) -> Ranges:

@@ -20,8 +20,8 @@ from onnx import TensorProto, helper
 from trtpipe.inputs import Batch, count, take
 from trtpipe.optimize.int8.fallback_units import Writers
 from trtpipe.optimize.int8.profiles import QuantProfile
-from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.options import RunOptions
+from trtpipe.runtime.registry import open_model
 
 
 class _ProbeBuilder:
@@ -238,7 +238,7 @@ def removed_errors(fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: Q
     if not builder.outputs:
         return [0.0] * len(units)
     sums: list[np.ndarray] | None = None
-    with OnnxRuntimeBackend(builder.model, RunOptions(optimization=profile.evaluation_optimization)) as backend:
+    with open_model(builder.model, RunOptions(optimization=profile.evaluation_optimization)) as backend:
         total = count(probe)
         size = batch or 1  # one sample a step: a large input's probe stays small in memory, and the bar moves
         for start in range(0, total - total % size, size):

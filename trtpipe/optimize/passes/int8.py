@@ -6,16 +6,16 @@ the pass's record."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import onnx
 
 from trtpipe import console
+from trtpipe.artifact.records.calibration import calibration_path
 from trtpipe.optimize.activations import channel_bounds
 from trtpipe.optimize.data import Dataset
-from trtpipe.optimize.int8.cache import cache_key, load_ranges, save_ranges
-from trtpipe.optimize.int8.calibrate import Ranges, calibrate
+from trtpipe.optimize.int8.cache import cached_ranges
+from trtpipe.optimize.int8.calibrate import Ranges
 from trtpipe.optimize.int8.placement import placement_record
 from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
@@ -85,15 +85,9 @@ def _calibration_ranges(fp32: onnx.ModelProto, calib: Dataset, profile: QuantPro
     (a rerun skips calibration), else calibrated and cached; narrowed per channel where a carried gain's
     pre-activation responds over per-channel intervals. Also the cache's path, for the record."""
     options = context.options
-    model_sha = hashlib.sha256(fp32.SerializeToString()).hexdigest()
-    key = cache_key(model_sha, calib.sha256, options.calib_method, profile.symmetric_activations)
-    cache = options.calib_cache or context.output.with_suffix(".calib.json")
-    ranges = load_ranges(cache, key)
-    if ranges is not None:
-        console.note(f"Reusing calibration ranges from {cache} (model and data unchanged)")
-    else:
-        ranges = calibrate(fp32, context.batches(calib), options.calib_method, symmetric=profile.symmetric_activations)
-        save_ranges(cache, key, ranges)
+    cache = calibration_path(context.output, options.calib_cache)
+    ranges = cached_ranges(fp32, lambda: context.batches(calib), calib.sha256, options.calib_method,
+                           symmetric=profile.symmetric_activations, cache=cache)
     intervals = channel_intervals(fp32)
     if intervals:  # per-channel responsive intervals (a carried gain's pre-activation): per-channel bounds needed
         ranges = narrowed_per_channel(ranges, intervals, channel_bounds(fp32, list(intervals), context.batches(calib)))

@@ -1,6 +1,7 @@
 """ONNX Runtime: ONNX artifacts on the CPU provider by default, any installed provider on request."""
 
 from trtpipe.runtime.entry import BackendEntry, TritonFacts
+from trtpipe.runtime.onnxruntime.hooks import check_execution, execution_settings, probe
 from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
 from trtpipe.runtime.onnxruntime.triton import accelerator_options
 from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
@@ -9,6 +10,7 @@ ENTRY = BackendEntry(
     BackendKind.ONNXRUNTIME, "trtpipe.runtime.onnxruntime.backend:OnnxRuntimeBackend", OnnxRuntimeSettings,
     runs=(ArtifactKind.ONNX,), library=str(BackendKind.ONNXRUNTIME),
     executions=(OnnxExecution.CPU, OnnxExecution.CUDA, OnnxExecution.TENSORRT),
-    triton=TritonFacts("onnxruntime_onnx", "KIND_CPU", accelerator_options=accelerator_options))
+    triton=TritonFacts("onnxruntime_onnx", "KIND_CPU", accelerator_options=accelerator_options),
+    execution_settings=execution_settings, check_execution=check_execution, probe=probe)
 
 __all__ = ["ENTRY", "OnnxRuntimeSettings"]

@@ -8,6 +8,7 @@ from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
 ENTRY = BackendEntry(
     BackendKind.OPENVINO, "trtpipe.runtime.openvino.backend:OpenVinoBackend", OpenVinoSettings,
     runs=(ArtifactKind.ONNX,), library=str(BackendKind.OPENVINO), executions=(OnnxExecution.OPENVINO,),
-    triton=TritonFacts("", "KIND_CPU", backend=str(BackendKind.OPENVINO), parameters=parameters))
+    triton=TritonFacts("", "KIND_CPU", backend=str(BackendKind.OPENVINO), parameters=parameters),
+    optional=True, peer_tools=("nncf",))
 
 __all__ = ["ENTRY", "OpenVinoSettings"]

@@ -8,6 +8,6 @@ from trtpipe.vocab import ArtifactKind, BackendKind
 ENTRY = BackendEntry(
     BackendKind.TENSORRT, "trtpipe.runtime.tensorrt.backend:TensorRTBackend", TensorRTSettings,
     runs=(ArtifactKind.TENSORRT_ENGINE,), library=str(BackendKind.TENSORRT),
-    triton=TritonFacts("tensorrt_plan", "KIND_GPU"))
+    triton=TritonFacts("tensorrt_plan", "KIND_GPU"), optional=True)
 
 __all__ = ["ENTRY", "TensorRTSettings"]

@@ -6,6 +6,7 @@ from trtpipe.runtime.torch.settings import TorchSettings
 from trtpipe.vocab import BackendKind
 
 ENTRY = BackendEntry(BackendKind.TORCH, "trtpipe.runtime.torch.backend:TorchBackend", TorchSettings,
-                     library=str(BackendKind.TORCH))
+                     library=str(BackendKind.TORCH), eager=True,
+                     gpu_settings="trtpipe.runtime.torch.backend:CUDA_SETTINGS")
 
 __all__ = ["ENTRY", "TorchSettings"]

@@ -3,7 +3,11 @@ runs on and the settings it asks of that runtime."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from trtpipe.runtime import ArtifactDescription, RunOptions
+from trtpipe.runtime.entry import settings_names
+from trtpipe.runtime.registry import entry, execution_settings
 from trtpipe.vocab import BackendKind, Device
 
 
@@ -16,15 +20,14 @@ def serving_runtime(description: ArtifactDescription, runtime: BackendKind | Non
 
 
 def serving_options(backend: BackendKind, threads: int | None, device: Device = Device.CPU) -> RunOptions:
-    """What a server asks of a backend: its threads, and, from ONNX Runtime, idle pool threads that sleep rather
-    than spin, leaving the CPU to the server's own threads between requests (the other runtimes have no spinning
-    pool to turn off). On ``cuda``, ONNX Runtime runs on its CUDA provider, whose memory arena is kept (a captured
-    CUDA graph replays into the buffers it was captured with)."""
-    onnxruntime = backend is BackendKind.ONNXRUNTIME
-    if onnxruntime and device is Device.CUDA:
-        from trtpipe.runtime.onnxruntime.providers import provider_list
-        from trtpipe.vocab import OnnxExecution
-
-        return RunOptions(threads=threads, spinning=False,
-                          providers=tuple(provider_list(OnnxExecution.CUDA)))
-    return RunOptions(threads=threads, spinning=not onnxruntime, release_memory=onnxruntime)
+    """What a server asks of a backend: its threads, and, of a backend that has them (ONNX Runtime), idle pool threads
+    that sleep rather than spin and the memory pool handed back after each run, leaving the CPU to the server's own
+    threads between requests (the other runtimes have no spinning pool to turn off). On ``cuda``, a backend with a GPU
+    way of running ONNX files (ONNX Runtime's CUDA provider) runs that way, with its memory arena kept (a captured CUDA
+    graph replays into the buffers it was captured with)."""
+    own = entry(backend)
+    gpu = next((e for e in own.executions if e.on_gpu), None) if device is Device.CUDA else None
+    wanted: dict[str, Any] = {"spinning": False, "release_memory": gpu is None}
+    has = settings_names(own.settings)
+    options = RunOptions(threads=threads, **{name: value for name, value in wanted.items() if name in has})
+    return execution_settings(gpu, options) if gpu is not None else options
