@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from onnx import helper
 
 from trtpipe.errors import BadInput
 from trtpipe.files import require_file
-from trtpipe.vocab import Precision
+from trtpipe.vocab import Precision, dtype
 
 QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
                  "MatMulInteger", "DynamicQuantizeLinear"}
@@ -48,6 +49,35 @@ def input_signature(model: onnx.GraphProto | onnx.ModelProto) -> list[tuple[str,
         dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim)
         found.append((value.name, dims, np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name))
     return found
+
+
+# A tensor as a graph declares it: (name, numpy dtype name, dims); a dim is its size, or where the graph leaves it
+# free the name it gives it (a str) or None. (The ONNX element type's number stands for a dtype numpy has not.)
+Tensor = tuple[str, str, tuple[int | str | None, ...]]
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """What describing an ONNX graph needs of it, read in one call: its precision (from its operators and weights)
+    and the tensors a caller feeds and gets back."""
+
+    precision: Precision
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+
+
+def graph_facts(model: onnx.ModelProto) -> GraphFacts:
+    """The precision, fed inputs (:func:`graph_inputs`) and outputs of ``model``: all that
+    :mod:`trtpipe.artifact.description` reads of a graph."""
+
+    def tensor(value: onnx.ValueInfoProto) -> Tensor:
+        typed = value.type.tensor_type
+        entry = dtype(onnx=typed.elem_type)
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in typed.shape.dim)
+        return value.name, entry.numpy if entry else str(typed.elem_type), dims
+
+    return GraphFacts(detect_precision(model), tuple(tensor(v) for v in graph_inputs(model)),
+                      tuple(tensor(v) for v in model.graph.output))
 
 
 def load_onnx(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:

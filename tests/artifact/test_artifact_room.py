@@ -87,6 +87,55 @@ def test_input_specs_lay_the_record_under_the_user_over_the_graph(recorded_onnx:
         artifact.input_specs(shapes={"x": (1, 4, 4, 4)})
 
 
+def test_input_specs_size_what_the_user_leaves_by_the_callers_rule(recorded_onnx: Path) -> None:
+    """bench brings only its sizing rule: it is asked, with the graph's own dims (a free axis keeps its name), for
+    each input the user does not size; the user's declaration wins, and one naming an input the model lacks is
+    refused before the rule is asked anything."""
+    artifact = Artifact.open(recorded_onnx)
+    asked: list[tuple[int, str, tuple[object, ...]]] = []
+
+    def size(index: int, name: str, dims: tuple[int | str | None, ...]) -> tuple[int, ...]:
+        asked.append((index, name, dims))
+        return (7, 3, 4, 4)
+
+    (spec,) = artifact.input_specs(size=size)
+    assert asked == [(0, "x", ("N", 3, 4, 4))] and spec.shape == (7, 3, 4, 4)
+    assert spec.value_range == (0.0, 255.0) and spec.layout is Layout.NHWC  # the record still lies under it
+    (spec,) = artifact.input_specs(shapes={FIRST: (5, 3, 4, 4)}, size=size)
+    assert spec.shape == (5, 3, 4, 4) and len(asked) == 1
+    with pytest.raises(BadInput, match="--input-shape names 'y'"):
+        artifact.input_specs(shapes={"y": (1,)}, size=size)
+    assert len(asked) == 1
+
+
+def test_an_artifact_names_itself_and_the_weights_its_lineage_starts_from(recorded_onnx: Path, tmp_path: Path) -> None:
+    artifact = Artifact.open(recorded_onnx)
+    assert artifact.name == "model" and artifact.weights_sha256 is None  # a manifest, but no convert record
+    versioned = tmp_path / "models" / "digits" / "3" / "model.onnx"
+    versioned.parent.mkdir(parents=True)
+    onnx.save(_old_exporter_model(), str(versioned))
+    assert Artifact.open(versioned).name == "digits" and Artifact.open(versioned).weights_sha256 is None
+    source = {"name": "tiny", "source": "tiny.py:make", "weights_sha256": "ab" * 32}
+    write_manifest(versioned, ArtifactManifest.describe(versioned, Precision.FP32, details={"source": source}))
+    opened = Artifact.open(versioned)
+    assert opened.weights_sha256 == "ab" * 32 and opened.lineage.source == source
+
+
+def test_a_graph_is_read_for_its_description_in_one_call(recorded_onnx: Path) -> None:
+    """graph_facts gives all a description reads of a graph; describe_artifact and describe_model agree on it."""
+    from trtpipe.artifact.description import describe_artifact, describe_model
+    from trtpipe.onnx_info import graph_facts
+
+    model = _old_exporter_model()
+    facts = graph_facts(model)
+    assert facts.precision is Precision.FP32
+    assert facts.inputs == (("x", "float32", ("N", 3, 4, 4)),) and facts.outputs == (("y", "float32", ("N", 3, 4, 4)),)
+    described = describe_model(model, recorded_onnx)
+    assert [(t.name, t.dtype, t.shape) for t in described.inputs] == list(facts.inputs)
+    (recorded_onnx.with_suffix(".manifest.json")).unlink()  # a file from elsewhere: described from its graph alone
+    assert describe_artifact(recorded_onnx) == described
+
+
 # -- each piece in its one home ------------------------------------------------------------------------------------
 
 def _is_graph_inputs(node: ast.expr) -> bool:

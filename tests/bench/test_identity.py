@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import error_line
+from trtpipe.artifact import Artifact
 from trtpipe.artifact.description import describe_artifact
 from trtpipe.artifact.records.engine import EngineSidecar
-from trtpipe.bench.identity import check_weights, recorded_weights
+from trtpipe.bench.identity import check_weights
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
 from trtpipe.models.loader import load_model
@@ -77,7 +78,7 @@ def test_seeded_factory_passes_through_the_optimize_chain_and_stale_weights_are_
     model, onnx, fused = f"{factories}/tiny.py:seeded", factories / "seeded.onnx", factories / "fused.onnx"
     assert run_cli("convert", model, "-o", onnx).exit_code == 0
     assert run_cli("optimize", onnx, "-o", fused).exit_code == 0  # fuses the BatchNorm: another file, same weights
-    assert recorded_weights(fused) == _weights(onnx) == load_model(model).weights_sha256()
+    assert Artifact.open(fused).weights_sha256 == _weights(onnx) == load_model(model).weights_sha256()
     result = run_cli("bench", model, onnx, fused, *QUICK)
     assert result.exit_code == 0, result.output
     assert "could not be matched" not in result.output
@@ -99,9 +100,9 @@ def test_optimized_file_moved_with_its_input_still_leads_back(factories: Path, r
     for path in factories.glob("*.*"):
         shutil.copy(path, moved / path.name)
     onnx.unlink()
-    assert recorded_weights(moved / "fused.onnx") == _weights(moved / "seeded.onnx")
+    assert Artifact.open(moved / "fused.onnx").weights_sha256 == _weights(moved / "seeded.onnx")
     (moved / "seeded.onnx").write_bytes(b"another file")
-    assert recorded_weights(moved / "fused.onnx") is None  # the hash optimize recorded decides
+    assert Artifact.open(moved / "fused.onnx").weights_sha256 is None  # the hash optimize recorded decides
 
 
 def test_onnx_from_elsewhere_is_benched_with_one_note(factories: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
@@ -165,13 +166,11 @@ def test_with_an_onnx_reference_an_artifact_of_another_onnx_is_refused(factories
 
 def test_an_onnx_reference_names_the_pytorch_model_it_was_converted_from(factories: Path, run_cli,  # type: ignore[no-untyped-def]
                                                                          tmp_path: Path) -> None:
-    from trtpipe.bench.identity import converted_from
-
     model, onnx = f"{factories}/tiny.py:seeded", factories / "seeded.onnx"
     assert run_cli("convert", model, "-o", onnx).exit_code == 0
     fused = factories / "fused.onnx"
     assert run_cli("optimize", onnx, "-o", fused).exit_code == 0
-    origin = converted_from(fused)  # followed back through optimize's input
+    origin = Artifact.open(fused).lineage.source  # followed back through optimize's input
     assert origin is not None and origin["source"] == model and origin["weights_sha256"] == _weights(onnx)
 
     # The PyTorch model loads with the recorded weights: it is the reference, the ONNX benched beside the others.
@@ -194,7 +193,7 @@ def test_an_onnx_reference_names_the_pytorch_model_it_was_converted_from(factori
     assert (f"latency vs the FP32 ONNX on ONNX Runtime CPU (converted from {model}, weights SHA-256 "
             f"{_weights(onnx)[:12]})") in (tmp_path / "bench.md").read_text()
     shutil.copy(onnx, tmp_path / "elsewhere.onnx")
-    assert converted_from(tmp_path / "elsewhere.onnx") is None
+    assert Artifact.open(tmp_path / "elsewhere.onnx").lineage.source is None
 
 
 def test_a_factory_named_relative_to_one_folder_is_found_from_another(factories: Path, run_cli,  # type: ignore[no-untyped-def]
@@ -210,3 +209,16 @@ def test_a_factory_named_relative_to_one_folder_is_found_from_another(factories:
     assert result.exit_code == 0, result.output
     assert f"converted from {factories / 'tiny.py'}:seeded" in result.output
     assert "benched against that PyTorch model" in result.output
+
+
+def test_identity_reads_lineage_from_the_artifact_room_and_imports_nothing_of_the_reference() -> None:
+    """bench.reference imports the judgement here; were this module to import the reference back (even for typing
+    only), the two would be a circle. The chain itself is read in the artifact room, not from manifests here."""
+    import ast
+
+    import trtpipe.bench.identity as identity
+
+    tree = ast.parse(Path(identity.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "trtpipe.bench.reference" not in imported
+    assert "trtpipe.artifact.records.manifest" not in imported and "trtpipe.artifact.artifact" in imported

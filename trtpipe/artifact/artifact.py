@@ -17,8 +17,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtpipe.artifact.description import ArtifactDescription, artifact_kind, describe_artifact
-from trtpipe.artifact.inputs import resolve_inputs
+from trtpipe.artifact.description import ArtifactDescription, artifact_kind, artifact_name, describe_artifact
+from trtpipe.artifact.inputs import Sizing, resolve_inputs
 from trtpipe.artifact.lineage import Lineage, lineage_of
 from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest
 from trtpipe.errors import BadInput
@@ -43,11 +43,16 @@ class Artifact:
     def open(cls, path: Path | str) -> Artifact:
         """The artifact at ``path``: BadInput (one line) where there is no file or trtpipe runs no file of its kind."""
         path = Path(path)
-        require_file(path, "artifact")
+        require_file(path, "Artifact")
         return cls(path, artifact_kind(path))
 
     def __repr__(self) -> str:
         return f"Artifact({str(self.path)!r}, {self.kind.value})"
+
+    @property
+    def name(self) -> str:
+        """The model's name, from its path (``models/<name>/<version>/model.onnx`` -> name, else the stem)."""
+        return artifact_name(self.path)
 
     @cached_property
     def manifest(self) -> ArtifactManifest | None:
@@ -78,6 +83,15 @@ class Artifact:
         model (trtpipe.artifact.lineage); bench refuses a comparison across two lineages."""
         return lineage_of(self.path, self.manifest)
 
+    @property
+    def weights_sha256(self) -> str | None:
+        """The SHA-256 of the PyTorch weights its lineage starts from, or None where no manifest leads back to
+        convert's record (a file without one is not hashed for its lineage: nothing could match it)."""
+        if self.manifest is None:
+            return None
+        source = self.lineage.source
+        return None if source is None else str(source["weights_sha256"])
+
     @cached_property
     def description(self) -> ArtifactDescription:
         """What runs it and how (precision, target, tensors, the settings it needs): trtpipe.artifact.description."""
@@ -89,13 +103,13 @@ class Artifact:
 
     def input_specs(self, *, shapes: Mapping[str, tuple[int, ...]] | None = None,
                     dtypes: Mapping[str, str] | None = None, ranges: Mapping[str, tuple[float, float]] | None = None,
-                    recorded_shapes: bool = False) -> tuple[InputSpec, ...]:
+                    recorded_shapes: bool = False, size: Sizing | None = None) -> tuple[InputSpec, ...]:
         """An ONNX file's inputs: the graph's, under its manifest's record, under the user's declarations
-        (:func:`trtpipe.artifact.inputs.resolve_inputs`). BadInput for another kind."""
+        (:func:`trtpipe.artifact.inputs.resolve_inputs`); ``size``: the caller's rule for an input the user does
+        not size (bench's: the size it runs at). BadInput for another kind."""
         if self.kind is not ArtifactKind.ONNX:
             raise BadInput(f"{self.path} is a {self.kind.value} artifact: its inputs are its description's "
                            "(Artifact.describe()), not an ONNX graph's.")
-        graph = [(t.name, tuple(d if isinstance(d, int) and d > 0 else None for d in t.shape), t.dtype)
-                 for t in self.description.inputs]
+        graph = [(t.name, tuple(t.shape), t.dtype) for t in self.description.inputs]
         return resolve_inputs(graph, self.manifest, shapes=shapes, dtypes=dtypes, ranges=ranges,
-                              recorded_shapes=recorded_shapes)
+                              recorded_shapes=recorded_shapes, size=size)

@@ -32,6 +32,7 @@ from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, OnnxExec
 if TYPE_CHECKING:
     import onnx
 
+    from trtpipe.onnx_info import GraphFacts
     from trtpipe.vocab import CpuClass
 
 # Run settings by name (the fields of trtpipe.runtime.options.RunOptions): what an artifact needs to be run
@@ -113,16 +114,18 @@ def describe_artifact(path: Path) -> ArtifactDescription:
     own = _FROM_RECORD.get(kind)  # an engine from its sidecar, a package from its manifest
     if own is not None:
         return own(path)
-    from trtpipe.onnx_info import load_onnx
+    from trtpipe.onnx_info import graph_facts, load_onnx
 
-    model = load_onnx(path, load_weights=False)  # trtpipe's external-data path checks come first
+    graph = graph_facts(load_onnx(path, load_weights=False))  # trtpipe's external-data path checks come first
     manifest = read_manifest(path, on_mismatch=console.warn, on_other_layout=console.warn)
-    if manifest is None:
-        return dataclasses.replace(describe_model(model, path), tuned=_tuned(path, None))
+    tuned = {execution: run.settings
+             for execution, run in read_tuned(path, manifest.sha256 if manifest is not None else None).items()}
+    if manifest is None:  # an ONNX from elsewhere: what its graph tells
+        return _faithful(_from_graph(graph, path, path.stat().st_size, tuned))
     return _faithful(ArtifactDescription(
-        path, kind, manifest.precision, manifest.target, manifest.task, *_graph_io(model),
+        path, kind, manifest.precision, manifest.target, manifest.task, *_graph_io(graph),
         size_bytes=path.stat().st_size, build_seconds=manifest.seconds, fp32_nodes=tuple(manifest.fp32_nodes),
-        tuned=_tuned(path, manifest.sha256), cpu=manifest.cpu))
+        tuned=tuned, cpu=manifest.cpu))
 
 
 def check_cpu(description: ArtifactDescription, here: CpuClass, *, allow: bool = False) -> str | None:
@@ -163,19 +166,20 @@ def check_cpu(description: ArtifactDescription, here: CpuClass, *, allow: bool =
     return message
 
 
-def _tuned(path: Path, sha256: str | None) -> dict[OnnxExecution, Settings]:
-    """The run settings recorded beside an ONNX file by a probe, per way of running it."""
-    return {execution: run.settings for execution, run in read_tuned(path, sha256).items()}
-
-
 def describe_model(model: onnx.ModelProto, path: Path | None = None) -> ArtifactDescription:
     """The description of an ONNX graph without a manifest (held in memory, or from elsewhere): its precision
     read from its operators and weights."""
-    from trtpipe.onnx_info import detect_precision
+    from trtpipe.onnx_info import graph_facts
 
     size = path.stat().st_size if path is not None else model.ByteSize()
-    return _faithful(ArtifactDescription(path, ArtifactKind.ONNX, detect_precision(model), None, None,
-                                         *_graph_io(model), size_bytes=size))
+    return _faithful(_from_graph(graph_facts(model), path, size))
+
+
+def _from_graph(graph: GraphFacts, path: Path | None, size: int,
+                tuned: Mapping[OnnxExecution, Settings] | None = None) -> ArtifactDescription:
+    """An ONNX graph's description from what its graph alone tells (no manifest)."""
+    return ArtifactDescription(path, ArtifactKind.ONNX, graph.precision, None, None, *_graph_io(graph),
+                               size_bytes=size, tuned=tuned or {})
 
 
 def _faithful(description: ArtifactDescription) -> ArtifactDescription:
@@ -188,17 +192,8 @@ def _faithful(description: ArtifactDescription) -> ArtifactDescription:
     return description
 
 
-def _graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    from trtpipe.onnx_info import graph_inputs
-
-    def info(value: Any) -> TensorInfo:
-        tensor = value.type.tensor_type
-        entry = dtype(onnx=tensor.elem_type)
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
-        return TensorInfo(value.name, entry.numpy if entry else str(tensor.elem_type), dims)
-
-    return (tuple(info(v) for v in graph_inputs(model)),
-            tuple(info(v) for v in model.graph.output))
+def _graph_io(graph: GraphFacts) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
+    return tuple(TensorInfo(*t) for t in graph.inputs), tuple(TensorInfo(*t) for t in graph.outputs)
 
 
 def _engine(path: Path) -> ArtifactDescription:

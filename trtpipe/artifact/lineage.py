@@ -2,9 +2,9 @@
 
 convert records the SHA-256 of the PyTorch weights in the ONNX file's manifest (``source.weights_sha256``);
 optimize records the FP32 ONNX it read (``input``: path and hash), whose manifest is followed in turn. The chain
-is followed here, once, for every caller (bench's weight check, the reference line of every report,
-:class:`trtpipe.artifact.Artifact`); what a mismatch means for a comparison stays with bench
-(``trtpipe.bench.identity``).
+is followed here, once, and handed out by :class:`trtpipe.artifact.Artifact` (``lineage``, ``weights_sha256``) to
+every caller (bench's weight check, the PyTorch model behind an ONNX reference, the reference line of every
+report); what a mismatch means for a comparison stays with bench (``trtpipe.bench.identity``).
 """
 
 from __future__ import annotations
@@ -17,27 +17,6 @@ from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest
 from trtpipe.files import sha256_file
 
 MAX_CHAIN = 8  # optimize reads convert's FP32 ONNX: two links in practice; the bound only stops a cycle
-
-
-def recorded_weights(artifact: Path) -> str | None:
-    """The SHA-256 of the PyTorch weights the ONNX file ``artifact`` was made from, as its manifests tell, or None
-    where the chain breaks: no manifest (or one describing another file), or an optimize input that is gone or
-    changed since (none of the places it can be has the hash optimize recorded)."""
-    return followed_weights(Path(artifact), read_manifest(artifact))
-
-
-def converted_from(onnx_file: Path) -> dict[str, Any] | None:
-    """What convert recorded of the PyTorch model the ONNX file was made from (its ``source``: name, source,
-    source_kind, weights_sha256...), following optimize's inputs back to it; None for a file from elsewhere or
-    a chain that breaks."""
-    return lineage_of(Path(onnx_file), read_manifest(Path(onnx_file))).source
-
-
-def followed_weights(artifact: Path, manifest: ArtifactManifest | None) -> str | None:
-    """The PyTorch weights' SHA-256 at the start of ``artifact``'s chain (``manifest``: its own, already read), or
-    None where there is no manifest or the chain does not reach convert's record."""
-    source = None if manifest is None else lineage_of(artifact, manifest).source
-    return None if source is None else str(source["weights_sha256"])
 
 
 @dataclass(frozen=True)

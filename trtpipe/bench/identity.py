@@ -5,39 +5,41 @@ convert records the SHA-256 of the PyTorch weights in the ONNX file's manifest (
 optimize records the FP32 ONNX it read (``input``: path and hash), whose manifest is followed in turn; a TensorRT
 engine's sidecar records the hash of the ONNX it was built from, matched with the ONNX files of the same bench. An
 artifact whose chain leads to other weights than the reference's is refused; one without a chain (an ONNX from
-elsewhere) is benched, with one line saying its weights could not be matched. The chain itself is followed in
-trtpipe.artifact.lineage (``recorded_weights`` and ``converted_from`` are re-exported here for bench's callers).
+elsewhere) is benched, with one line saying its weights could not be matched. The chain itself is the artifact
+room's (:attr:`trtpipe.artifact.Artifact.lineage`, followed in trtpipe.artifact.lineage); what a mismatch means for
+a comparison is judged here.
 
 With an FP32 ONNX file as the reference (bench.reference), the chain is matched with that file: an artifact is of
 the reference's model when its chain passes through the reference's own SHA-256 (or through a file the reference's
 own chain passes through, or back to the same PyTorch weights); one optimized from another ONNX is refused, naming
-both files. Where the reference came from ``trtpipe convert``, :func:`converted_from` tells the PyTorch model and
-weights behind it, and every report's reference line names them.
+both files. Where the reference came from ``trtpipe convert``, its lineage tells the PyTorch model and weights
+behind it, and every report's reference line names them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from trtpipe import console
+from trtpipe.artifact.artifact import Artifact
 from trtpipe.artifact.description import ArtifactDescription
-from trtpipe.artifact.lineage import Lineage, followed_weights, lineage_of
-from trtpipe.artifact.lineage import converted_from as converted_from  # re-exported: bench's callers
-from trtpipe.artifact.lineage import recorded_weights as recorded_weights
-from trtpipe.artifact.records.manifest import read_manifest
+from trtpipe.artifact.lineage import Lineage
 from trtpipe.errors import BadInput
 from trtpipe.models.loader import LoadedModel, load_model
 from trtpipe.models.registry import factory_spec
 from trtpipe.vocab import ArtifactKind
 
-if TYPE_CHECKING:
-    from trtpipe.bench.reference import OnnxReference
-
 SHOWN = 12  # characters of a hash shown in a message
 
 
-def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[ArtifactDescription]) -> None:
+class FileReference(Protocol):
+    """An FP32 ONNX file as bench's reference (bench.reference.OnnxReference): the artifact it is."""
+
+    @property
+    def artifact(self) -> Artifact: ...
+
+
+def check_weights(loaded: LoadedModel | FileReference, descriptions: list[ArtifactDescription]) -> None:
     """Refuse (BadInput, one line) an artifact made from other weights than ``loaded``'s, saying whether the
     factory is unseeded or the artifact is stale; note in one line the artifacts whose weights cannot be traced.
     With an FP32 ONNX reference, refuse an artifact made from another ONNX file (both named)."""
@@ -46,12 +48,10 @@ def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[Artifa
         return
     weights: dict[int, str | None] = {}
     by_onnx_hash: dict[str, str | None] = {}  # what an engine built from one of these ONNX files was made from
-    for index, description in enumerate(descriptions):
-        if description.kind in (ArtifactKind.ONNX, ArtifactKind.AOTI) and description.path is not None:
-            manifest = read_manifest(Path(description.path))
-            weights[index] = followed_weights(Path(description.path), manifest)
-            if manifest is not None:
-                by_onnx_hash[manifest.sha256] = weights[index]
+    for index, artifact in _recorded(descriptions).items():
+        weights[index] = artifact.weights_sha256
+        if artifact.manifest is not None:
+            by_onnx_hash[artifact.manifest.sha256] = weights[index]
     for index, description in enumerate(descriptions):
         if description.engine is not None and description.engine.onnx_sha256:
             weights[index] = by_onnx_hash.get(description.engine.onnx_sha256)
@@ -68,16 +68,22 @@ def check_weights(loaded: LoadedModel | OnnxReference, descriptions: list[Artifa
                      "same model).")
 
 
-def _check_onnx_reference(reference: OnnxReference, descriptions: list[ArtifactDescription]) -> None:
+def _recorded(descriptions: list[ArtifactDescription]) -> dict[int, Artifact]:
+    """The artifacts whose own manifest can lead back along a chain (ONNX files, AOTInductor packages), opened in
+    the artifact room, by their index among ``descriptions``."""
+    return {index: Artifact(description.path, description.kind) for index, description in enumerate(descriptions)
+            if description.kind in (ArtifactKind.ONNX, ArtifactKind.AOTI) and description.path is not None}
+
+
+def _check_onnx_reference(reference: FileReference, descriptions: list[ArtifactDescription]) -> None:
     """Each artifact's chain against the reference file's: the same file somewhere along both, or the same
     PyTorch weights at both starts, is the same model; two complete chains that share neither are refused."""
-    ours = lineage_of(Path(reference.path), read_manifest(Path(reference.path)))
+    ours = reference.artifact.lineage
     lineages: dict[int, Lineage] = {}
     by_onnx_hash: dict[str, Lineage] = {}
-    for index, description in enumerate(descriptions):
-        if description.kind in (ArtifactKind.ONNX, ArtifactKind.AOTI) and description.path is not None:
-            lineages[index] = lineage_of(Path(description.path), read_manifest(Path(description.path)))
-            by_onnx_hash[lineages[index].hashes[0]] = lineages[index]
+    for index, artifact in _recorded(descriptions).items():
+        lineages[index] = artifact.lineage
+        by_onnx_hash[lineages[index].hashes[0]] = lineages[index]
     untraced = []
     for index, description in enumerate(descriptions):
         lineage = lineages.get(index)
@@ -92,8 +98,8 @@ def _check_onnx_reference(reference: OnnxReference, descriptions: list[ArtifactD
             raise BadInput(_other_onnx(reference, ours, _name(description), lineage))
     if untraced:
         console.note(f"{', '.join(untraced)}: no trtpipe manifest leads back to the ONNX file it was made from, so "
-                     f"it could not be matched with the reference {reference.path} (speedup and agreement assume the "
-                     "same model).")
+                     f"it could not be matched with the reference {reference.artifact.path} (speedup and agreement "
+                     "assume the same model).")
 
 
 def _same_model(reference: Lineage, artifact: Lineage) -> bool | None:
@@ -108,16 +114,17 @@ def _same_model(reference: Lineage, artifact: Lineage) -> bool | None:
     return False
 
 
-def _other_onnx(reference: OnnxReference, ours: Lineage, artifact: str, theirs: Lineage) -> str:
+def _other_onnx(reference: FileReference, ours: Lineage, artifact: str, theirs: Lineage) -> str:
+    path = reference.artifact.path
     if theirs.made_from is None:  # both convert's outputs, of other weights
         assert theirs.source is not None and ours.source is not None
         return (f"{artifact} was converted from {theirs.source.get('source')} (weights "
-                f"{str(theirs.source['weights_sha256'])[:SHOWN]}), the reference {reference.path} from "
+                f"{str(theirs.source['weights_sha256'])[:SHOWN]}), the reference {path} from "
                 f"{ours.source.get('source')} (weights {str(ours.source['weights_sha256'])[:SHOWN]}): bench each "
                 "against the ONNX it was made from.")
     return (f"{artifact} was optimized from {theirs.made_from} ({theirs.hashes[1][:SHOWN]}), not from the reference "
-            f"{reference.path} ({ours.hashes[0][:SHOWN]}): bench it against {theirs.made_from}, or optimize "
-            f"{reference.path} again.")
+            f"{path} ({ours.hashes[0][:SHOWN]}): bench it against {theirs.made_from}, or optimize {path} "
+            "again.")
 
 
 def warn_if_unseeded(loaded: LoadedModel) -> None:

@@ -9,6 +9,10 @@ and natural inputs: the agreement samples are those, so its task figure means so
 The file may take several inputs, of any dtype (NHWC uint8 pixels a model normalises inside): each is an
 :class:`~trtpipe.inputs.InputSpec` of the graph's name and dtype, sized by ``--input-shape`` where the graph leaves
 an axis dynamic, and ranged by ``--input-range`` or what convert recorded in the file's manifest.
+
+The file is opened once, as an :class:`~trtpipe.artifact.Artifact`, and everything bench needs of it is asked of
+that one object: its description (precision, task, tensors), its input specs (bench brings only its sizing rule),
+its manifest and its lineage (the PyTorch model convert made it from).
 """
 
 from __future__ import annotations
@@ -20,17 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from trtpipe.artifact.description import artifact_name, describe_artifact
-from trtpipe.artifact.inputs import resolve_inputs
-from trtpipe.artifact.records.manifest import read_manifest
-from trtpipe.bench.identity import converted_from
+from trtpipe.artifact.artifact import Artifact
+from trtpipe.artifact.inputs import Dims, Sizing
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file
-from trtpipe.inputs import Batch, InputSpec, check_declared, random_batch
+from trtpipe.inputs import Batch, InputSpec, random_batch
 from trtpipe.models.loader import EvaluationData, LoadedModel
 from trtpipe.models.options import ModelOptions
 from trtpipe.models.sources import OnnxFound, onnx_source
-from trtpipe.shapes import FIRST, declared_for, format_shape
+from trtpipe.shapes import FIRST, format_shape
 from trtpipe.vocab import ArtifactKind, Precision, Task
 
 REFERENCE = "the FP32 ONNX on ONNX Runtime CPU"
@@ -40,7 +42,7 @@ REFERENCE = "the FP32 ONNX on ONNX Runtime CPU"
 class OnnxReference:
     """What bench needs of its model, for an FP32 ONNX file: its inputs, task, data and description."""
 
-    path: Path
+    artifact: Artifact  # the file, opened once: its description, manifest and lineage are read from it
     name: str
     inputs: tuple[InputSpec, ...]  # every input, each dimension fixed (the batch at 1 where the graph leaves it free)
     task: Task | None = None
@@ -50,6 +52,10 @@ class OnnxReference:
     source_kind: str = str(ArtifactKind.ONNX)
     dataset: str | None = None
     eval_samples: int = 16  # how many of a packaged model's natural inputs bench judges agreement on (--eval-samples)
+
+    @property
+    def path(self) -> Path:
+        return self.artifact.path
 
     @property
     def source(self) -> str:
@@ -77,7 +83,8 @@ class OnnxReference:
         return {"name": self.name, "source": self.source, "source_kind": self.source_kind,
                 "source_sha256": sha256_file(self.path), "input_shape": list(self.input_shape),
                 **({"inputs": [s.to_dict() for s in self.inputs]} if len(self.inputs) > 1 else {}),
-                "reference": REFERENCE, "packaged": self.packaged, "converted_from": converted_from(self.path)}
+                "reference": REFERENCE, "packaged": self.packaged,
+                "converted_from": self.artifact.lineage.source}
 
     def _natural(self, seed: int) -> EvaluationData | None:
         batch = self.origin.natural_batch(self.inputs[0], self.eval_samples, seed) if self.origin else None
@@ -102,13 +109,18 @@ def onnx_reference(spec: str, options: ModelOptions) -> OnnxReference | None:
     found = onnx_source(spec)
     if found is None:
         return None
-    path = found.path
-    described = describe_artifact(path)
+    artifact = Artifact.open(found.path)
+    described = artifact.description
     if described.precision is not Precision.FP32:
-        raise BadInput(f"MODEL {path} is {described.precision}: the reference must be the FP32 ONNX (give the file "
-                       "optimize started from, or the PyTorch model).")
+        raise BadInput(f"MODEL {artifact.path} is {described.precision}: the reference must be the FP32 ONNX (give "
+                       "the file optimize started from, or the PyTorch model).")
     found.check_inputs(len(described.inputs))
-    inputs = _inputs(path, described.inputs, options, found)
+    declared = options.input_shape
+    if declared is not None and not isinstance(declared, dict):  # a bare shape, as ModelOptions held it before
+        declared = {FIRST: tuple(declared)}
+    inputs = artifact.input_specs(shapes=declared, size=_bench_size(artifact.path, len(described.inputs), found),
+                                  dtypes=getattr(options, "input_dtype", None),
+                                  ranges=getattr(options, "input_range", None))
     task = options.task or found.task or described.task
     decoder = found.decoder()
     if task is Task.DETECT and len(described.outputs) > 1 and not options.postprocess and decoder is None:
@@ -117,36 +129,26 @@ def onnx_reference(spec: str, options: ModelOptions) -> OnnxReference | None:
         from trtpipe.models.user_code import load_postprocess
 
         decoder = load_postprocess(options.postprocess)
-    name = options.name or found.name or artifact_name(path)
-    return OnnxReference(path, name, inputs, task, decoder, found, eval_samples=options.eval_samples or 16)
+    name = options.name or found.name or artifact.name
+    return OnnxReference(artifact, name, inputs, task, decoder, found, eval_samples=options.eval_samples or 16)
 
 
-def _inputs(path: Path, graph: Sequence[Any], options: ModelOptions, found: OnnxFound) -> tuple[InputSpec, ...]:
-    """Every input of the file at ``path`` (``graph``: its TensorInfo), as bench runs it: names and dtypes from
-    the graph, shapes from ``--input-shape`` where the graph leaves an axis dynamic (else the size its source makes
-    it at, a packaged model's own; the batch: 1), ranges from ``--input-range``, else from what convert recorded in
-    the file's manifest."""
-    declared = options.input_shape
-    if declared is not None and not isinstance(declared, dict):  # a bare shape, as ModelOptions held it before
-        declared = {FIRST: tuple(declared)}
-    names = [t.name for t in graph]
-    check_declared(declared, names, "--input-shape")
-    specs = []
-    for index, info in enumerate(graph):
-        dims = tuple(info.shape)
-        given = declared_for(declared, info.name, index)
-        if given is None:
-            rest = found.sample_dims(index, dims) or dims[1:]
-            if any(not isinstance(d, int) for d in rest):
-                example = "x".join(str(d) if isinstance(d, int) else "N" for d in (1, *rest))
-                prefix = f"{info.name}:" if len(graph) > 1 else ""
-                raise BadInput(f"{path}'s input {info.name} is {format_shape(dims)}: its dynamic axes need a size to "
-                               f"bench at: give --input-shape {prefix}{example} with N filled in.")
-            given = (dims[0] if isinstance(dims[0], int) else 1, *rest)
-        specs.append((info.name, dims, info.dtype, tuple(given)))
-    return resolve_inputs([(name, dims, dtype) for name, dims, dtype, _ in specs], read_manifest(path),
-                          shapes={name: given for name, _, _, given in specs},
-                          dtypes=getattr(options, "input_dtype", None), ranges=getattr(options, "input_range", None))
+def _bench_size(path: Path, count: int, found: OnnxFound) -> Sizing:
+    """Bench's rule for an input ``--input-shape`` does not size (of ``count`` inputs of the file at ``path``):
+    the graph's dims where fixed, the size its source makes it at where it leaves one free (a packaged model's own),
+    the batch at 1; BadInput (the option to give, with an example) where a dynamic axis is left."""
+
+    def size(index: int, name: str, dims: Dims) -> tuple[int, ...]:
+        rest = found.sample_dims(index, dims) or dims[1:]
+        fixed = tuple(d for d in rest if isinstance(d, int))
+        if len(fixed) != len(rest):
+            example = "x".join(str(d) if isinstance(d, int) else "N" for d in (1, *rest))
+            prefix = f"{name}:" if count > 1 else ""
+            raise BadInput(f"{path}'s input {name} is {format_shape(dims)}: its dynamic axes need a size to bench "
+                           f"at: give --input-shape {prefix}{example} with N filled in.")
+        return (dims[0] if isinstance(dims[0], int) else 1, *fixed)
+
+    return size
 
 
 def bench_reference(spec: str, options: ModelOptions,
@@ -159,21 +161,23 @@ def bench_reference(spec: str, options: ModelOptions,
     reference = onnx_reference(spec, options)
     if reference is None or reference.packaged is not None:
         return reference, list(artifacts)
-    origin = pytorch_origin(reference.path, options)
+    origin = pytorch_origin(reference.artifact, options)
     if origin is None:
         return reference, list(artifacts)
     others = [a for a in artifacts if Path(a).resolve() != reference.path.resolve()]
     return origin, [reference.path, *others]
 
 
-def pytorch_origin(onnx_file: Path, options: ModelOptions) -> LoadedModel | None:
-    """The PyTorch model convert made ``onnx_file`` from, as its manifest records it (source, inputs, weights'
-    SHA-256), loaded; None, with a line saying why, where it cannot be loaded here or its weights are not those."""
+def pytorch_origin(artifact: Artifact, options: ModelOptions) -> LoadedModel | None:
+    """The PyTorch model convert made the ONNX ``artifact`` from, as its lineage records it (source, inputs,
+    weights' SHA-256), loaded; None, with a line saying why, where it cannot be loaded here or its weights are not
+    those."""
     from trtpipe import console
     from trtpipe.errors import TrtpipeError
     from trtpipe.models.loader import load_model
 
-    origin = converted_from(onnx_file)
+    onnx_file = artifact.path
+    origin = artifact.lineage.source
     if not origin or not origin.get("source") or not origin.get("weights_sha256"):
         return None
     source = str(origin.get("resolved_source") or origin["source"])  # absolute where convert read a file
@@ -183,7 +187,7 @@ def pytorch_origin(onnx_file: Path, options: ModelOptions) -> LoadedModel | None
                      f"{fallback}.")
         return None
     # Every input as convert recorded it beside the file (name, shape, dtype, range), else the source's record.
-    manifest = read_manifest(onnx_file)
+    manifest = artifact.manifest
     recorded = [replace(spec, shape=tuple(1 if d is None else d for d in spec.shape)).to_dict()
                 for spec in (manifest.input_specs.values() if manifest else [])]
     if len(recorded) == 1:
