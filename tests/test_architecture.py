@@ -207,8 +207,8 @@ def test_options_hold_the_vocabularys_types_from_every_edge() -> None:
 
 # Modules where a value enters from outside (the CLI's and the pipeline file's text, a Python caller's argument,
 # a JSON file or a child process's message): the only places a vocabulary enum is made from a plain value.
-_EDGES = {"vocab.py", "options.py", "runtime/options.py", "artifact/records/manifest.py", "artifact/records/sections.py",
-          "bench/rows.py", "bench/isolated.py", "bench/options.py", "embedding.py",
+_EDGES = {"vocab.py", "options.py", "runtime/options.py", "artifact/records/manifest.py",
+          "artifact/records/sections.py", "bench/rows.py", "bench/isolated.py", "bench/options.py", "embedding.py",
           "serve/repository/triton_python_model.py", "artifact/records/tuned.py", "artifact/records/engine.py"}
 
 

@@ -10,7 +10,6 @@ any service open an artifact through it, and embedding one needs no server code.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 from trtpipe.artifact.description import artifact_name, check_cpu
 from trtpipe.errors import BadInput
 from trtpipe.runtime import ArtifactDescription, Backend, RunOptions, TensorInfo, describe_artifact, open_artifact
+from trtpipe.runtime.registry import entry, execution_settings, gpu_execution, open_module
 from trtpipe.vocab import ArtifactKind, BackendKind, Device, Precision
 
 
@@ -112,13 +112,12 @@ def load(source: str | Path, *, runtime: str | None = None, allow_cpu_mismatch: 
             check_cpu(description, cpu_class(), allow=allow_cpu_mismatch)
         return open_model(description, options, runtime=chosen)
     from trtpipe.models.loader import load_model
-    from trtpipe.runtime.torch.backend import TorchBackend
 
     loader_options = {k: settings.pop(k) for k in ("arch", "input_shape", "input_dtype", "input_range",
                                                    "trust_checkpoint") if k in settings}
     device = _device(settings.pop("device", Device.CPU))
     loaded = load_model(str(source), **loader_options)
-    backend = TorchBackend(loaded.module, loaded.inputs, device=device, **settings)
+    backend = open_module(loaded.module, loaded.inputs, device=device, **settings)
     return Model(backend, loaded.name, str(source))
 
 
@@ -130,20 +129,20 @@ def _device(value: object) -> Device:
 
 def _on_device(description: ArtifactDescription, options: RunOptions, device: Device,
                runtime: BackendKind) -> RunOptions:
-    """``options`` for running ``description`` on ``device``: ONNX Runtime's CUDA provider for an ONNX file asked
-    onto the GPU without providers of its own; BadInput where the artifact or the settings run elsewhere."""
-    if runtime is BackendKind.ONNXRUNTIME:
+    """``options`` for running ``description`` on ``device``: where the backend's settings choose the device (ONNX
+    Runtime's providers), its GPU execution for an ONNX file asked onto the GPU without providers of its own;
+    BadInput where the artifact or the settings run elsewhere (the device its package or its backend's entry
+    names)."""
+    runs_on = entry(runtime).runs_on
+    if runs_on is None:
         if device is Device.CUDA and not options.providers:
-            from trtpipe.runtime.onnxruntime.providers import provider_list
-            from trtpipe.vocab import OnnxExecution
-
-            return replace(options, providers=tuple(provider_list(OnnxExecution.CUDA)))
+            return execution_settings(gpu_execution(runtime), options)
         if options.on_gpu is not (device is Device.CUDA):
             raise BadInput(f"device={device} and providers {', '.join(options.provider_names)} disagree: give one "
                            "of them.")
         return options
-    runs_on = description.package.device if description.package is not None else (
-        Device.CUDA if runtime is BackendKind.TENSORRT else Device.CPU)
+    if description.package is not None:
+        runs_on = description.package.device
     if device is not runs_on:
         raise BadInput(f"{description.path} runs on {runs_on} ({runtime}), not {device}: load it without device, or "
                        "make an artifact for that device.")

@@ -25,15 +25,10 @@ FOLDERS = {kind: PACKAGE / "runtime" / kind.value for kind in BackendKind}
 
 # file (relative to trtpipe/) -> the backends it still names outside their folder; only shrinks.
 KNOWN: dict[str, set[str]] = {
-    "embedding.py": {"onnxruntime", "tensorrt", "torch"},
     "bench/peers.py": {"onnxruntime", "openvino"},
     "bench/plan.py": {"tensorrt"},
     "bench/variants.py": {"tensorrt"},
     "compile/export.py": {"aoti"},
-    "compile/stage.py": {"aoti", "torch"},
-    "convert/checks.py": {"onnxruntime"},
-    "convert/export.py": {"torch"},
-    "convert/stage.py": {"torch"},
     "engine/build.py": {"tensorrt"},
     "engine/builder.py": {"tensorrt"},
     "engine/doctor.py": {"tensorrt"},
@@ -41,7 +36,6 @@ KNOWN: dict[str, set[str]] = {
     "runtime/aoti/__init__.py": {"torch"},
     "runtime/aoti/backend.py": {"torch"},
     "runtime/aoti/graphs.py": {"torch"},
-    "serve/service.py": {"onnxruntime"},
 }
 
 

@@ -5,6 +5,8 @@ backends' entries, and each is checked against what the backend itself does."""
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import onnx
 import pytest
@@ -18,13 +20,18 @@ from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import (
     BACKENDS,
     check_execution,
+    compute_capability,
     execution_settings,
+    failed_node,
+    gpu_execution,
     gpu_run_settings,
     is_eager,
+    module_output_names,
     open_model,
     open_module,
     optional_packages,
     probe_session,
+    refused_by_runtime,
 )
 from trtpipe.serve.repository.serving import serving_options
 from trtpipe.vocab import BackendKind, Device, OnnxExecution
@@ -108,3 +115,63 @@ def test_a_model_in_memory_and_a_live_module_open_on_their_entries_backends() ->
         x = np.ones((2, 3), np.float32)
         expected = module(torch.from_numpy(x)).detach().numpy()
         np.testing.assert_allclose(backend.run(x)[0], expected, rtol=1e-6)
+
+
+def test_where_a_backend_runs_is_its_entrys_fact_and_a_gpu_is_asked_for_by_its_executions() -> None:
+    """trtpipe.load's device check reads these: an engine runs on the GPU, ONNX Runtime's providers choose."""
+    assert {kind: entry.runs_on for kind, entry in BACKENDS.items()} == {
+        BackendKind.TORCH: Device.CPU, BackendKind.ONNXRUNTIME: None, BackendKind.OPENVINO: Device.CPU,
+        BackendKind.TENSORRT: Device.CUDA, BackendKind.AOTI: Device.CPU}
+    assert gpu_execution(BackendKind.ONNXRUNTIME) is OnnxExecution.CUDA
+    with pytest.raises(BadInput, match="openvino has no way to run on a GPU"):
+        gpu_execution(BackendKind.OPENVINO)
+
+
+def test_the_gpus_compute_capability_is_read_by_the_backend_that_records_it() -> None:
+    with pytest.raises(TypeError, match="onnxruntime declares no way to read a GPU's compute capability"):
+        compute_capability(BackendKind.ONNXRUNTIME)
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here: nothing to read")
+    major, minor = torch.cuda.get_device_capability()
+    assert compute_capability(BackendKind.AOTI) == f"{major}.{minor}"
+
+
+def test_a_modules_outputs_are_named_as_the_eager_backend_flattens_them() -> None:
+    pair = collections.namedtuple("pair", ["logits", "boxes"])
+    t = torch.zeros(1)
+    assert module_output_names(t) == ["output"]
+    assert module_output_names((t, [t, t])) == ["output_0", "output_1_0", "output_1_1"]
+    assert module_output_names({"a": t, "b": pair(t, t)}) == ["a", "b_logits", "b_boxes"]
+    with open_module(_TwoHeads(), (3,)) as backend:  # the names a live module's backend reports
+        assert [o.name for o in backend.outputs] == module_output_names(_TwoHeads()(torch.zeros(1, 3)))
+
+
+class _TwoHeads(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"scores": x * 2, "extra": x + 1}
+
+
+def _gather_refusal() -> Exception:
+    """ONNX Runtime's own error for an index out of a Gather's table: the request's data refused."""
+    data = helper.make_tensor("table", TensorProto.FLOAT, [10, 2], [0.0] * 20)
+    indices = helper.make_tensor_value_info("i", TensorProto.INT64, [1])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])
+    graph = helper.make_graph([helper.make_node("Gather", ["table", "i"], ["y"], name="lookup")], "gather",
+                              [indices], [out], initializer=[data])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    try:
+        probe_session(model, silent=True).run(None, {"i": np.array([100], np.int64)})
+    except Exception as error:  # onnxruntime's InvalidArgument
+        return error
+    raise AssertionError("ONNX Runtime ran a Gather out of its table")
+
+
+def test_a_runtimes_refusal_of_the_data_and_its_failing_node_are_read_by_its_folder() -> None:
+    error = _gather_refusal()
+    assert refused_by_runtime(error)
+    where, rest = failed_node(str(error).strip().splitlines()[0])
+    assert where == "Gather node 'lookup': " and "ONNXRuntimeError" not in rest and "out of" in rest
+    assert not refused_by_runtime(ValueError("cannot reshape array"))  # not a runtime's: the model's own failure
+    assert failed_node("cannot reshape array") == ("", "cannot reshape array")
+    assert failed_node("[ONNXRuntimeError] : 1 : FAIL : bad model") == ("", "bad model")

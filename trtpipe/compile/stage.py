@@ -79,18 +79,17 @@ def _package(loaded: LoadedModel, options: CompileOptions, staged: Path) -> Aoti
     """What the staged package is, as its manifest will say: compiled here, for ``options``."""
     import torch
 
-    from trtpipe.runtime.aoti.package import compute_capability
-    from trtpipe.runtime.torch.backend import TorchBackend
+    from trtpipe.runtime.registry import compute_capability, open_module
 
     low, high = options.batch_range
     batch: int | str = "batch" if low != high else low
     inputs = tuple(TensorInfo(s.name, s.dtype, (batch, *s.sample_shape)) for s in loaded.inputs)
-    with TorchBackend(loaded.module, loaded.inputs) as probe:  # the outputs' names and shapes, as the model gives them
+    with open_module(loaded.module, loaded.inputs) as probe:  # the outputs' names and shapes, as the model gives them
         outputs = tuple(TensorInfo(t.name, t.dtype, (batch, *t.shape[1:])) for t in probe.outputs)
     cuda = options.device is Device.CUDA
     record = AotiRecord((low, high), options.channels_last, torch.__version__, inputs, outputs,
                         cuda_version=torch.version.cuda if cuda else None,
-                        compute_capability=compute_capability() if cuda else None,
+                        compute_capability=compute_capability(ArtifactKind.AOTI.backend) if cuda else None,
                         gpu_name=torch.cuda.get_device_name() if cuda else None,
                         cpu_capability=None if cuda else torch.backends.cpu.get_cpu_capability())
     return AotiPackage.of(staged, sha256_file(staged), options.device, record)
@@ -99,13 +98,12 @@ def _package(loaded: LoadedModel, options: CompileOptions, staged: Path) -> Aoti
 def _verify(loaded: LoadedModel, options: CompileOptions, package: AotiPackage) -> Verification:
     """The staged package, opened as trtpipe.load opens one, against PyTorch FP32 eager on the CPU."""
     from trtpipe.artifact.description import ArtifactDescription
-    from trtpipe.runtime.aoti.backend import AotiBackend
-    from trtpipe.runtime.torch.backend import TorchBackend
+    from trtpipe.runtime.registry import backend_class, open_module
 
     description = ArtifactDescription(package.path, ArtifactKind.AOTI, options.precision, inputs=package.record.inputs,
                                       outputs=package.record.outputs, package=package)
-    with _true_fp32(options), AotiBackend(description) as candidate, \
-            TorchBackend(loaded.module, loaded.inputs) as reference:
+    with _true_fp32(options), backend_class(description.backend)(description) as candidate, \
+            open_module(loaded.module, loaded.inputs) as reference:
         return verify_package(reference, candidate, loaded, options.batch_range, tolerance_of(options))
 
 

@@ -47,11 +47,11 @@ def require_dynamic_batch(path: Path, example: Sequence[torch.Tensor], exporter:
     """Raise :class:`FixedBatch` unless the ONNX at ``path`` declares every input's batch axis dynamic and runs, on
     ONNX Runtime CPU, at a batch one larger than the tracing one (``example``'s, one tensor per input in order),
     with outputs of that batch."""
-    from trtpipe.runtime.onnxruntime.probe import SILENT, probe_session
+    from trtpipe.runtime.registry import probe_session
 
     batch = int(example[0].shape[0])
     try:
-        session = probe_session(path, log_level=SILENT)  # the failure is reported here, in one line
+        session = probe_session(path, silent=True)  # the failure is reported here, in one line
     except Exception:  # a graph ONNX Runtime cannot load: onnx.checker and verification say why, in their words
         return
     for info in session.get_inputs():

@@ -31,7 +31,7 @@ from trtpipe.convert.checks import require_dynamic_batch
 from trtpipe.errors import TrtpipeError
 from trtpipe.inputs import random_batch
 from trtpipe.models.loader import LoadedModel
-from trtpipe.runtime.torch.backend import output_names as named_outputs
+from trtpipe.runtime.registry import module_output_names
 from trtpipe.vocab import DEFAULT_OPSET
 
 BATCH_AXIS = "batch"
@@ -56,7 +56,7 @@ def export_onnx(loaded: LoadedModel, path: Path, *, opset: int = DEFAULT_OPSET,
     # so they must not vary.
     example = example_inputs(loaded, batch)
     with torch.inference_mode():
-        output_names = named_outputs(loaded.module(*example))  # a dict's keys, a namedtuple's fields
+        output_names = module_output_names(loaded.module(*example))  # a dict's keys, a namedtuple's fields
 
     fallback_reason = None
     if isinstance(loaded.module, torch.jit.ScriptModule):

@@ -81,15 +81,14 @@ def _verify_file(
 ) -> tuple[VerificationReport, list[TensorInfo], list[TensorInfo]]:
     from trtpipe.artifact.description import describe_model
     from trtpipe.onnx_info import load_onnx
-    from trtpipe.runtime.registry import backend_class
-    from trtpipe.runtime.torch.backend import TorchBackend
+    from trtpipe.runtime.registry import backend_class, open_module
 
     # By runtime, not by suffix: convert checks its temporary file before renaming it into place.
     description = describe_model(load_onnx(path, load_weights=False), path)
     with backend_class(runtime)(description, None) as candidate:
         if dynamic_batch is None:  # an existing file: its own batch axis decides
             dynamic_batch = candidate.static_batch is None
-        reference = TorchBackend(loaded.module, loaded.inputs)
+        reference = open_module(loaded.module, loaded.inputs)
         report = verify_backends(reference, candidate, loaded, dynamic_batch=dynamic_batch, tolerance=tolerance,
                                  task=loaded.task)
         return report, candidate.inputs, candidate.outputs

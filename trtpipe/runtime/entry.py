@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
+from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -58,6 +58,15 @@ class BackendEntry:
     optional: bool = False  # an optional extra: its library's version is recorded where it is installed
     peer_tools: tuple[str, ...] = ()  # packages of the peer quantizers whose files it runs (bench --peers)
     gpu_settings: str = ""  # "module:NAME" of the words saying how its rows run on a GPU (bench's environment)
+    # The device what it runs runs on where the artifact's record names none (TensorRT's engines: the GPU); None
+    # where its settings choose the device (ONNX Runtime: an execution's providers, ``executions``' GPU ones).
+    runs_on: Device | None = Device.CPU
+    # "module:function" reading the current GPU's compute capability ("9.0") as its library sees it, recorded in the
+    # artifacts it builds for a GPU (AOTInductor's packages, through torch)
+    capability: str = ""
+    # "module:function" naming each tensor a live module returns, in the order the backend flattens them (the eager
+    # backend's): an exported graph names its outputs by it, as the model does
+    output_names: str = ""
     # Hooks of the backend that runs ONNX files (each None elsewhere):
     # (an execution, a TensorRT provider profile, a workspace in bytes) -> the RunOptions keywords that run it
     execution_settings: Callable[[OnnxExecution, tuple[str, str, str] | None, int | None], dict[str, Any]] | None \
@@ -66,10 +75,28 @@ class BackendEntry:
     # (a model or its path, tensors to expose as outputs, silent, FP16 rounded as a GPU writes it) -> a session that
     # runs the graph as written on the CPU, to read tensors inside it (calibration, AdaRound, ``trtpipe debug``)
     probe: Callable[[onnx.ModelProto | Path | str, tuple[str, ...], bool, bool], Any] | None = None
+    # How it words its errors (each None where its errors need no reading): whether an error of its runtime says the
+    # request's data was refused, not the model failing by itself (a server's 400, not 500); and an error's first
+    # line -> (the node that failed, in words, or ""; the rest of the line without the runtime's preambles)
+    refuses_data: Callable[[BaseException], bool] | None = None
+    failed_node: Callable[[str], tuple[str, str]] | None = None
 
     def opener(self) -> Any:
         """The backend class, imported now."""
         return _imported(self.implementation)
+
+    def gpu_capability(self) -> str:
+        """The current GPU's compute capability (``capability``, imported and called now)."""
+        if not self.capability:
+            raise TypeError(f"{self.kind} declares no way to read a GPU's compute capability")
+        return str(_imported(self.capability)())
+
+    def output_namer(self) -> Callable[[object], list[str]]:
+        """The function naming a module's outputs (``output_names``, imported now)."""
+        if not self.output_names:
+            raise TypeError(f"{self.kind} declares no names for a module's outputs")
+        namer: Callable[[object], list[str]] = _imported(self.output_names)
+        return namer
 
     def gpu_words(self) -> tuple[str, ...]:
         """How its rows run on a GPU, in words (``gpu_settings``, imported now); () where it declares none."""

@@ -76,6 +76,11 @@ def gpu_run_settings() -> tuple[str, ...]:
     return tuple(words for e in BACKENDS.values() if e.gpu_settings for words in e.gpu_words())
 
 
+def compute_capability(kind: BackendKind) -> str:
+    """The current GPU's compute capability ("9.0") as ``kind``'s library reads it (imports that library)."""
+    return BACKENDS[kind].gpu_capability()
+
+
 def _onnx_hooks() -> BackendEntry:
     """The entry of the backend that runs ONNX files by default (ArtifactKind.ONNX's own)."""
     return BACKENDS[ArtifactKind.ONNX.backend]
@@ -97,6 +102,15 @@ def check_execution(execution: OnnxExecution) -> None:
         hook(execution)
 
 
+def gpu_execution(kind: BackendKind) -> OnnxExecution:
+    """The way ``kind`` runs an ONNX file on a GPU when asked only for the device (ONNX Runtime: its CUDA provider):
+    the first of the executions its entry lists that runs on one; BadInput where it lists none."""
+    found = next((execution for execution in BACKENDS[kind].executions if execution.on_gpu), None)
+    if found is None:
+        raise BadInput(f"{kind} has no way to run on a GPU: run it on the CPU.")
+    return found
+
+
 def probe_session(model_or_path: onnx.ModelProto | Path | str, *, exposing: Iterable[str] = (),
                   silent: bool = False, round_fp16: bool = False) -> Any:
     """A session that runs a graph exactly as written on the CPU, whose outputs are the graph's plus ``exposing``:
@@ -109,12 +123,39 @@ def probe_session(model_or_path: onnx.ModelProto | Path | str, *, exposing: Iter
     return probe(model_or_path, tuple(exposing), silent, round_fp16)
 
 
+def refused_by_runtime(error: BaseException) -> bool:
+    """Whether a backend's runtime says, by ``error``, that it refused a request's data (an index out of its table,
+    a shape a kernel cannot take), as opposed to the model failing by itself."""
+    return any(e.refuses_data(error) for e in BACKENDS.values() if e.refuses_data is not None)
+
+
+def failed_node(line: str) -> tuple[str, str]:
+    """A runtime error's first line read by the backends that word theirs: the node that failed, in words ("" where
+    none names one), and the rest of the line without their preambles (the line as it is where none applies)."""
+    for e in BACKENDS.values():
+        if e.failed_node is not None:
+            where, rest = e.failed_node(line)
+            if where or rest != line:
+                return where, rest
+    return "", line
+
+
 def open_module(module: Any, inputs: Any, **keywords: Any) -> Backend:
     """A live training module (with its inputs in ``forward``'s order) opened on the eager backend, the one whose
     entry says it runs the module as it is (PyTorch's), with that backend's own keywords (device, threads, ...)."""
-    eager = next(e for e in BACKENDS.values() if e.eager)
-    backend: Backend = eager.opener()(module, inputs, **keywords)
+    backend: Backend = _eager().opener()(module, inputs, **keywords)
     return backend
+
+
+def module_output_names(result: object) -> list[str]:
+    """A name for each tensor in what a live module returned (``result``), in the order the eager backend flattens
+    them: a dict's keys, a namedtuple's fields, ``output_<i>`` by position, ``output`` for a lone tensor."""
+    return _eager().output_namer()(result)
+
+
+def _eager() -> BackendEntry:
+    """The entry of the backend that runs a live training module as it is (PyTorch eager)."""
+    return next(e for e in BACKENDS.values() if e.eager)
 
 
 def open_model(model: onnx.ModelProto, options: RunOptions | None = None) -> Backend:

@@ -28,13 +28,13 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from trtpipe.errors import BadInput
+from trtpipe.runtime.registry import failed_node, refused_by_runtime
 from trtpipe.serve.batching.batcher import QueueFull
 from trtpipe.serve.http.json_body import parse_infer_request
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import InferRequest, ProtocolError
 from trtpipe.serve.refusal_log import REFUSALS
 from trtpipe.serve.repository.loading import ServedModel
-from trtpipe.vocab import BackendKind
 
 UNKNOWN_MODEL = "_unknown"  # the metrics label of a request for a model the server does not have
 
@@ -97,9 +97,6 @@ _INTERNAL_PATH = re.compile(r"(?:/[\w.+-]+){2,}(?::\d+)?")  # a runtime's source
 # A library's source location, with or without its folders: ONNX Runtime writes "reshape_helper.h:84" or
 # "/onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360" before the C++ function that failed.
 _SOURCE_LOCATION = re.compile(r"(?:[\w.+-]*/)*[\w.+-]+\.(?:cc|cpp|cxx|c|cu|cuh|h|hpp|inl)(?::\d+)?\s*")
-_ORT_STATUS = re.compile(r"^\[ONNXRuntimeError\] : \d+ : (?P<code>[A-Z_]+) : ")
-_ORT_NODE = re.compile(r"Non-zero status code returned while running (?P<op>[\w.]+) node\. Name:'(?P<name>[^']*)' "
-                       r"Status Message: ")
 # A C++ signature ORT_THROW and ORT_ENFORCE put before their message: "void* onnxruntime::BFCArena::Alloc(size_t) ".
 _CPP_SIGNATURE = re.compile(r"^(?:[\w:*&<>, ]+\s)?[\w:~<>]+\([^()]*\)(?:\s*const)?\s+")
 _ENFORCED = re.compile(r"^.*? was false\.\s*")  # ORT_ENFORCE: "<signature> <condition> was false. <message>"
@@ -124,12 +121,7 @@ def model_message(error: BaseException) -> str:
     the server's or the library's files is left."""
     text = str(error).strip()
     line = text.splitlines()[0].strip() if text else type(error).__name__
-    line = _ORT_STATUS.sub("", line)
-    node = _ORT_NODE.search(line)
-    where = ""
-    if node:
-        where = f"{node['op']} node '{node['name']}': " if node["name"] else f"{node['op']} node: "
-        line = line[node.end():]
+    where, line = failed_node(line)  # ONNX Runtime's status code and failing node, read in its folder
     located = _SOURCE_LOCATION.match(line)
     if located:  # ONNX Runtime's "<file>:<line> <function> <message>": keep the message
         line = line[located.end():]
@@ -154,11 +146,7 @@ def refused_by_model(error: BaseException) -> bool:
     INVALID_ARGUMENT (an index out of its table in a Gather), or a kernel that cannot run on these values or shapes
     (a Reshape that does not fit: ONNX Runtime reports that as FAIL from the node). The model loaded and serves other
     requests, so what differs is this request."""
-    if not type(error).__module__.startswith(BackendKind.ONNXRUNTIME) and "[ONNXRuntimeError]" not in str(error):
-        return False
-    status = _ORT_STATUS.match(str(error).strip())
-    code = status["code"] if status else type(error).__name__.upper()
-    return code in ("INVALID_ARGUMENT", "INVALIDARGUMENT") or (code == "FAIL" and bool(_ORT_NODE.search(str(error))))
+    return refused_by_runtime(error)
 
 
 def classify_failure(error: Exception) -> ProtocolError:

@@ -9,6 +9,7 @@ from trtpipe.vocab import ArtifactKind, BackendKind
 # Triton has no AOTInductor platform (""): its export runs the package through the Python backend.
 ENTRY = BackendEntry(
     BackendKind.AOTI, "trtpipe.runtime.aoti.backend:AotiBackend", AotiSettings, runs=(ArtifactKind.AOTI,),
-    library=str(BackendKind.TORCH), triton=TritonFacts("", "KIND_CPU"))
+    library=str(BackendKind.TORCH), triton=TritonFacts("", "KIND_CPU"),
+    capability="trtpipe.runtime.aoti.package:compute_capability")
 
 __all__ = ["ENTRY", "AotiSettings"]

@@ -1,6 +1,7 @@
 """ONNX Runtime: ONNX artifacts on the CPU provider by default, any installed provider on request."""
 
 from trtpipe.runtime.entry import BackendEntry, TritonFacts
+from trtpipe.runtime.onnxruntime.errors import failed_node, refuses_data
 from trtpipe.runtime.onnxruntime.hooks import check_execution, execution_settings, probe
 from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
 from trtpipe.runtime.onnxruntime.triton import accelerator_options
@@ -11,6 +12,7 @@ ENTRY = BackendEntry(
     runs=(ArtifactKind.ONNX,), library=str(BackendKind.ONNXRUNTIME),
     executions=(OnnxExecution.CPU, OnnxExecution.CUDA, OnnxExecution.TENSORRT),
     triton=TritonFacts("onnxruntime_onnx", "KIND_CPU", accelerator_options=accelerator_options),
-    execution_settings=execution_settings, check_execution=check_execution, probe=probe)
+    execution_settings=execution_settings, check_execution=check_execution, probe=probe, runs_on=None,
+    refuses_data=refuses_data, failed_node=failed_node)
 
 __all__ = ["ENTRY", "OnnxRuntimeSettings"]

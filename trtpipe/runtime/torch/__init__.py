@@ -7,6 +7,7 @@ from trtpipe.vocab import BackendKind
 
 ENTRY = BackendEntry(BackendKind.TORCH, "trtpipe.runtime.torch.backend:TorchBackend", TorchSettings,
                      library=str(BackendKind.TORCH), eager=True,
-                     gpu_settings="trtpipe.runtime.torch.backend:CUDA_SETTINGS")
+                     gpu_settings="trtpipe.runtime.torch.backend:CUDA_SETTINGS",
+                     output_names="trtpipe.runtime.torch.backend:output_names")
 
 __all__ = ["ENTRY", "TorchSettings"]
