@@ -1,10 +1,13 @@
 """A backend is one folder: each runtime/<engine>/ declares its own settings type, artifact kinds, Triton facts and
-describe hook (its ENTRY), the registry lists it in one line, and nothing else in the package branches on it.
+the facts and hooks other rooms ask of it (its ENTRY), the registry lists it in one line, and nothing else in the
+package branches on it.
 
 The package is walked: a comparison with a ``BackendKind`` member, or an import of a backend folder's modules, is
-allowed only inside that folder and in runtime/registry.py. ``KNOWN`` lists the places that still do (issue #51
-item 2's remainder); the test fails on any new one, and on a listed one that no longer does (so the list only
-shrinks)."""
+allowed only inside that folder, in runtime/registry.py, and where the backend's ENTRY says so: the stage package
+that exists to make its artifacts (``stage``: engine/ for TensorRT, compile/ for AOTInductor) and the folders of
+backends it is built on (``builds_on``: AOTInductor's packages run on torch). No module names one otherwise, and
+the test fails on the first that does.
+"""
 
 from __future__ import annotations
 
@@ -22,21 +25,6 @@ from trtpipe.vocab import BackendKind
 
 PACKAGE = Path(__file__).resolve().parents[2] / "trtpipe"
 FOLDERS = {kind: PACKAGE / "runtime" / kind.value for kind in BackendKind}
-
-# file (relative to trtpipe/) -> the backends it still names outside their folder; only shrinks.
-KNOWN: dict[str, set[str]] = {
-    "bench/peers.py": {"onnxruntime", "openvino"},
-    "bench/plan.py": {"tensorrt"},
-    "bench/variants.py": {"tensorrt"},
-    "compile/export.py": {"aoti"},
-    "engine/build.py": {"tensorrt"},
-    "engine/builder.py": {"tensorrt"},
-    "engine/doctor.py": {"tensorrt"},
-    "engine/inspect.py": {"tensorrt"},
-    "runtime/aoti/__init__.py": {"torch"},
-    "runtime/aoti/backend.py": {"torch"},
-    "runtime/aoti/graphs.py": {"torch"},
-}
 
 
 def _named(tree: ast.AST) -> set[str]:
@@ -60,25 +48,31 @@ def _named(tree: ast.AST) -> set[str]:
 FOLDERS_BY_NAME = {kind.value for kind in BackendKind}
 
 
+def _declared_for(relative: str) -> set[str]:
+    """The backends a module may name because an ENTRY declares it: its own folder and the ones that folder is built
+    on, or the backend whose stage package it is in."""
+    parts = relative.split("/")
+    if parts[0] == "runtime" and len(parts) > 2 and parts[1] in FOLDERS_BY_NAME:
+        own = BACKENDS[BackendKind(parts[1])]
+        return {own.kind.value, *(kind.value for kind in own.builds_on)}
+    return {entry.kind.value for entry in BACKENDS.values() if entry.stage and parts[0] == entry.stage}
+
+
 def _outside_uses() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
         if relative in ("runtime/registry.py", "vocab.py"):
             continue
-        own = relative.split("/")[1] if relative.startswith("runtime/") and relative.count("/") >= 2 else None
-        names = _named(ast.parse(path.read_text(), str(path))) - {own}
+        names = _named(ast.parse(path.read_text(), str(path))) - _declared_for(relative)
         if names:
             found[relative] = names
     return found
 
 
 def test_no_backend_is_named_outside_its_folder_and_the_registry() -> None:
-    found = _outside_uses()
-    new = {f: sorted(n - KNOWN.get(f, set())) for f, n in found.items() if n - KNOWN.get(f, set())}
-    gone = {f: sorted(n - found.get(f, set())) for f, n in KNOWN.items() if n - found.get(f, set())}
-    assert not new, f"backends named outside their folder (ask the registry's entry instead): {new}"
-    assert not gone, f"no longer named here: take them off KNOWN: {gone}"
+    found = {file: sorted(names) for file, names in _outside_uses().items()}
+    assert not found, f"backends named outside their folder (ask the registry's entry instead): {found}"
 
 
 def test_every_folder_is_one_registry_line_with_its_own_declarations() -> None:
@@ -110,3 +104,15 @@ def test_a_backend_receives_only_its_own_settings_type() -> None:
     openvino = BACKENDS[BackendKind.OPENVINO].settings
     with pytest.raises(BadInput, match="openvino backend has no setting spinning"):
         RunOptions(spinning=False).only(openvino, BackendKind.OPENVINO)
+
+
+def test_a_backends_own_stage_and_foundations_are_declared_on_its_entry() -> None:
+    """What lets a module name a backend outside its folder is on the backend's ENTRY, and names real places: each
+    stage is a package of trtpipe/, each backend built on is another registered one."""
+    stages = {entry.kind: entry.stage for entry in BACKENDS.values() if entry.stage}
+    assert stages == {BackendKind.TENSORRT: "engine", BackendKind.AOTI: "compile"}
+    assert all((PACKAGE / stage / "__init__.py").is_file() for stage in stages.values())
+    for entry in BACKENDS.values():
+        assert all(base in BACKENDS and base is not entry.kind for base in entry.builds_on)
+    assert _declared_for("engine/builder.py") == {"tensorrt"} and _declared_for("bench/plan.py") == set()
+    assert _declared_for("runtime/aoti/backend.py") == {"aoti", "torch"}

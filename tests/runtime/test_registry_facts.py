@@ -6,6 +6,7 @@ backends' entries, and each is checked against what the backend itself does."""
 from __future__ import annotations
 
 import collections
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,14 +14,19 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
-from tests.builders import constant, x_to_y
+from tests.builders import constant, onnx_model, tensor, x_to_y
+from trtpipe.artifact.description import ArtifactDescription
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
-from trtpipe.errors import BadInput
+from trtpipe.bench.options import BenchOptions
+from trtpipe.errors import BadInput, TrtpipeError
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import (
     BACKENDS,
+    backend_class,
+    bench_settings,
     check_execution,
     compute_capability,
+    describe_unrecorded,
     execution_settings,
     failed_node,
     gpu_execution,
@@ -29,12 +35,15 @@ from trtpipe.runtime.registry import (
     module_output_names,
     open_model,
     open_module,
+    open_trusted,
     optional_packages,
+    peer_quantizers,
     probe_session,
     refused_by_runtime,
+    unrecorded_label,
 )
 from trtpipe.serve.repository.serving import serving_options
-from trtpipe.vocab import BackendKind, Device, OnnxExecution
+from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution, Precision
 
 
 def _double_then_add_one() -> onnx.ModelProto:
@@ -51,6 +60,49 @@ def test_the_eager_reference_is_the_one_entry_that_says_so_by_kind_or_by_its_nam
 def test_optional_packages_are_the_optional_backends_libraries_each_with_its_peers_tools() -> None:
     assert optional_packages() == OPTIONAL_PACKAGES == ("openvino", "nncf", "tensorrt")
     assert any("cudnn.benchmark on" in words for words in gpu_run_settings())  # PyTorch's GPU rows, its own words
+
+
+def _conv() -> onnx.ModelProto:
+    """One 3x3 convolution: the smallest graph both peers quantize (weights per channel, activations per tensor)."""
+    weights = constant(np.random.default_rng(0).standard_normal((2, 1, 3, 3)), "w")
+    return onnx_model([helper.make_node("Conv", ["x", "w"], ["y"])], [weights], [tensor("x", ["n", 1, 4, 4])],
+                      [tensor("y", ["n", 2, 2, 2])])
+
+
+def test_the_peer_quantizers_are_listed_in_registry_order_each_with_the_backend_its_file_runs_on(
+        tmp_path: Path) -> None:
+    """bench --peers asks the registry: ONNX Runtime's quantize_static (its file run on ONNX Runtime), then NNCF
+    (its IR run on OpenVINO); each folder's quantizer really quantizes and its file opens on that backend."""
+    peers = list(peer_quantizers())
+    assert [kind for kind, _ in peers] == [BackendKind.ONNXRUNTIME, BackendKind.OPENVINO]
+    fp32 = tmp_path / "conv.onnx"
+    onnx.save(_conv(), str(fp32))
+    calibration = np.random.default_rng(1).standard_normal((20, 1, 4, 4)).astype(np.float32)  # 2 reader batches
+    with open_model(_conv(), RunOptions(threads=1)) as backend:
+        expected = backend.run(calibration[:2])[0]
+    [(onnxruntime, quantize_static), (openvino, nncf)] = peers
+    label, tool, path = quantize_static(fp32, calibration, tmp_path)
+    assert (label, tool, path) == ("peer: onnxruntime-int8 (quantize_static U8S8)", "onnxruntime.quantization",
+                                   tmp_path / "onnxruntime_u8s8.onnx")
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {node.op_type for node in onnx.load(str(path)).graph.node}
+    with backend_class(onnxruntime)(path, RunOptions(threads=1)) as backend:
+        _close_but_quantized(backend.run(calibration[:2])[0], expected)
+    pytest.importorskip("nncf", reason="NNCF is not installed: its peer says so and is skipped")
+    pytest.importorskip("openvino", reason="OpenVINO is not installed: its peer says so and is skipped")
+    made = nncf(fp32, calibration, tmp_path)
+    assert made is not None
+    label, tool, path = made
+    assert label == "peer: openvino-int8 (NNCF PTQ)" and tool.startswith("nncf ")
+    assert path == tmp_path / "openvino_nncf_int8.xml" and path.with_suffix(".bin").is_file()
+    with backend_class(openvino)(path, RunOptions(threads=1)) as backend:
+        _close_but_quantized(backend.run(calibration[:2])[0], expected)
+
+
+def _close_but_quantized(actual: np.ndarray, expected: np.ndarray) -> None:
+    """INT8 outputs: not the FP32 ones, yet close for most elements (NNCF's default ranges clip the inputs'
+    outliers, so a few elements may be far off)."""
+    assert actual.shape == expected.shape and not np.array_equal(actual, expected)
+    assert np.median(np.abs(actual - expected)) < 0.05 * np.abs(expected).max()
 
 
 def test_an_execution_settings_are_its_backends_providers_over_the_callers_settings() -> None:
@@ -175,3 +227,39 @@ def test_a_runtimes_refusal_of_the_data_and_its_failing_node_are_read_by_its_fol
     assert not refused_by_runtime(ValueError("cannot reshape array"))  # not a runtime's: the model's own failure
     assert failed_node("cannot reshape array") == ("", "cannot reshape array")
     assert failed_node("[ONNXRuntimeError] : 1 : FAIL : bad model") == ("", "bad model")
+
+
+def test_benchs_run_flags_go_only_to_the_backend_that_declares_them() -> None:
+    """--cuda-graph and --spin-wait are TensorRT's: ONNX Runtime's cuda_graph, a setting of the same name, is its
+    tuning's choice, so a filter by setting name would hand it bench's flag (on by default)."""
+    assert {kind: entry.bench_flags for kind, entry in BACKENDS.items() if entry.bench_flags} == {
+        BackendKind.TENSORRT: ("cuda_graph", "spin_wait")}
+    flags = BenchOptions(cuda_graph=True, spin_wait=True)
+    tensorrt = bench_settings(BackendKind.TENSORRT, RunOptions(threads=2), flags)
+    assert tensorrt == RunOptions(threads=2, cuda_graph=True, spin_wait=True)
+    assert tensorrt.only(BACKENDS[BackendKind.TENSORRT].settings, BackendKind.TENSORRT).spin_wait
+    assert not bench_settings(BackendKind.TENSORRT, RunOptions(), BenchOptions(cuda_graph=False)).cuda_graph
+    for kind in (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO, BackendKind.AOTI, BackendKind.TORCH):
+        assert bench_settings(kind, RunOptions(threads=2), flags) == RunOptions(threads=2)
+
+
+def test_a_file_without_its_record_is_described_and_opened_only_on_the_users_trust(tmp_path: Path) -> None:
+    engine = tmp_path / "from_trtexec.plan"
+    engine.write_bytes(b"a plan from elsewhere")
+    with pytest.raises(BadInput, match=r"has no metadata sidecar .* pass --trust-engine"):
+        describe_unrecorded(ArtifactKind.TENSORRT_ENGINE, engine, trusted=False)
+    trusted = describe_unrecorded(ArtifactKind.TENSORRT_ENGINE, engine, trusted=True)
+    assert trusted.kind is ArtifactKind.TENSORRT_ENGINE and trusted.engine is None
+    assert trusted.size_bytes == len(b"a plan from elsewhere") and unrecorded_label(trusted) == "trusted"
+    try:  # past the sidecar check: what stops it here is TensorRT, the GPU, or the bytes themselves
+        with open_trusted(trusted):
+            pass
+        raise AssertionError("TensorRT deserialised a file that is no engine")
+    except TrtpipeError as error:
+        assert "sidecar" not in str(error)
+    onnx_file = tmp_path / "m.onnx"
+    onnx.save(_double_then_add_one(), onnx_file)
+    with pytest.raises(TypeError, match="onnxruntime declares no way to describe a file without its record"):
+        describe_unrecorded(ArtifactKind.ONNX, onnx_file, trusted=True)
+    with pytest.raises(TypeError, match="onnxruntime opens only files with their record"):
+        open_trusted(ArtifactDescription(onnx_file, ArtifactKind.ONNX, Precision.FP32))

@@ -16,7 +16,7 @@ from trtpipe.bench.options import BenchOptions
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class, has_bf16
 from trtpipe.inputs import InputSpec
-from trtpipe.runtime.registry import check_execution, entry
+from trtpipe.runtime.registry import check_execution, describe_unrecorded, entry, unrecorded_label
 from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision, Target
 
 
@@ -41,9 +41,7 @@ def describe(path: Path, options: BenchOptions) -> ArtifactDescription:
         return description
     if not path.is_file():
         raise BadInput(f"Engine {path} does not exist.")
-    from trtpipe.runtime.tensorrt.backend import describe_engine
-
-    return describe_engine(path, trusted=options.trust_engine)
+    return describe_unrecorded(ArtifactKind.TENSORRT_ENGINE, path, trusted=options.trust_engine)
 
 
 def executions(options: BenchOptions, descriptions: list[ArtifactDescription]) -> list[OnnxExecution]:
@@ -96,9 +94,7 @@ def label(description: ArtifactDescription, execution: OnnxExecution) -> str:
     runs = str(description.backend) if description.kind is not ArtifactKind.ONNX else str(execution)
     flavour = str(description.precision)
     if description.kind is ArtifactKind.TENSORRT_ENGINE and description.engine is None:
-        from trtpipe.runtime.tensorrt.loader import EngineOrigin
-
-        flavour = str(EngineOrigin.TRUSTED)
+        flavour = unrecorded_label(description)
     elif description.simulated:
         flavour += "-trtsim"  # TensorRT's arithmetic, simulated here
     elif description.target and description.precision is Precision.INT8:

@@ -23,7 +23,14 @@ from trtpipe.errors import BadInput
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import execution_settings, open_artifact, open_module, settings_for
+from trtpipe.runtime.registry import (
+    bench_settings,
+    execution_settings,
+    open_artifact,
+    open_module,
+    open_trusted,
+    settings_for,
+)
 from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision
 
 
@@ -138,8 +145,7 @@ class Variants:
         description, execution = run.description, run.execution
         asked = RunOptions(threads=self.threads)
         runtime = description.backend
-        if runtime is BackendKind.TENSORRT:
-            asked = replace(asked, cuda_graph=self.options.cuda_graph, spin_wait=self.options.spin_wait)
+        asked = bench_settings(runtime, asked, self.options)  # --cuda-graph, --spin-wait: TensorRT's own
         if description.kind is ArtifactKind.ONNX and not description.pinned_runtime:
             runtime = execution.backend
             if execution.on_gpu:
@@ -200,9 +206,7 @@ class Variants:
 def open_backend(description: ArtifactDescription, settings: RunOptions, runtime: BackendKind) -> Backend:
     """The backend of one row set; an engine without a sidecar reaches here only on --trust-engine (plan.describe)."""
     if description.kind is ArtifactKind.TENSORRT_ENGINE and description.engine is None:
-        from trtpipe.runtime.tensorrt.backend import TensorRTBackend
-
-        return TensorRTBackend(description, settings, trusted=True)
+        return open_trusted(description, settings)
     return open_artifact(description, settings, runtime=runtime)
 
 

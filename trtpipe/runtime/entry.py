@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import onnx
 
     from trtpipe.artifact.description import ArtifactDescription
+    from trtpipe.inputs import Batch
 
 
 def settings_names(settings: type) -> frozenset[str]:
@@ -57,7 +58,14 @@ class BackendEntry:
     eager: bool = False
     optional: bool = False  # an optional extra: its library's version is recorded where it is installed
     peer_tools: tuple[str, ...] = ()  # packages of the peer quantizers whose files it runs (bench --peers)
+    # "module:function" of the peer quantizer whose file it runs (bench --peers): (an FP32 ONNX, calibration samples,
+    # a folder) -> (the row's label, the tool that made it, the quantized file), or None where its library is absent
+    peer: str = ""
     gpu_settings: str = ""  # "module:NAME" of the words saying how its rows run on a GPU (bench's environment)
+    # The stage package that exists to make this backend's artifacts ("engine": TensorRT's builder, "compile":
+    # AOTInductor's), which may use the folder directly: it is this backend's own stage, not a branch on it.
+    stage: str = ""
+    builds_on: tuple[BackendKind, ...] = ()  # backends its folder is built on (AOTInductor's packages run on torch)
     # The device what it runs runs on where the artifact's record names none (TensorRT's engines: the GPU); None
     # where its settings choose the device (ONNX Runtime: an execution's providers, ``executions``' GPU ones).
     runs_on: Device | None = Device.CPU
@@ -80,6 +88,22 @@ class BackendEntry:
     # line -> (the node that failed, in words, or ""; the rest of the line without the runtime's preambles)
     refuses_data: Callable[[BaseException], bool] | None = None
     failed_node: Callable[[str], tuple[str, str]] | None = None
+    # Bench's run flags it takes: BenchOptions fields named as its own settings (TensorRT's cuda_graph, spin_wait),
+    # set on its rows only (another backend's setting of the same name is not the flag's: ONNX Runtime's cuda_graph
+    # is its tuning's choice)
+    bench_flags: tuple[str, ...] = ()
+    # "module:function" (path, *, trusted) -> the description of a file of its kind before it is opened: from its
+    # record, or where it has none (or one that does not match the file) only when the user vouches for the file
+    # (``--trust-engine``; else BadInput in one line naming the flag); such a file is opened with ``trusted=True``
+    describe_unrecorded: str = ""
+    unrecorded_label: str = ""  # what its rows say in place of a precision for a file opened on trust
+
+    def describer(self) -> Callable[..., ArtifactDescription]:
+        """The function describing a file of its kind, trusted or not (``describe_unrecorded``, imported now)."""
+        if not self.describe_unrecorded:
+            raise TypeError(f"{self.kind} declares no way to describe a file without its record")
+        describe: Callable[..., ArtifactDescription] = _imported(self.describe_unrecorded)
+        return describe
 
     def opener(self) -> Any:
         """The backend class, imported now."""
@@ -101,6 +125,13 @@ class BackendEntry:
     def gpu_words(self) -> tuple[str, ...]:
         """How its rows run on a GPU, in words (``gpu_settings``, imported now); () where it declares none."""
         return tuple(_imported(self.gpu_settings)) if self.gpu_settings else ()
+
+    def peer_quantizer(self) -> Callable[[Path, Batch, Path], tuple[str, str, Path] | None]:
+        """Its peer quantizer (``peer``, imported now)."""
+        if not self.peer:
+            raise TypeError(f"{self.kind} declares no peer quantizer")
+        quantize: Callable[[Path, Batch, Path], tuple[str, str, Path] | None] = _imported(self.peer)
+        return quantize
 
 
 def _imported(target: str) -> Any:

@@ -9,7 +9,7 @@ names its modules or branches on its kind (``tests/runtime/test_backend_folders.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from trtpipe.artifact.artifact import Artifact
     from trtpipe.artifact.description import ArtifactDescription
+    from trtpipe.inputs import Batch
 
 # The backends, one line each: what each folder's ENTRY declares.
 BACKENDS: dict[BackendKind, BackendEntry] = {
@@ -69,6 +70,15 @@ def optional_packages() -> tuple[str, ...]:
     """The optional backends' libraries, each followed by the peer tools that quantize for it, in registry order:
     the packages whose versions decide some bench rows where they are installed."""
     return tuple(name for e in BACKENDS.values() if e.optional for name in (e.library, *e.peer_tools))
+
+
+def peer_quantizers() -> Iterator[tuple[BackendKind, Callable[[Path, Batch, Path], tuple[str, str, Path] | None]]]:
+    """The peer quantizers (bench --peers), each with the backend that runs its file, in registry order: each is
+    called with an FP32 ONNX, calibration samples and a folder, and returns (the row's label, the tool that made it,
+    the quantized file), or None where its library is absent (imports each backend folder's peer module)."""
+    for kind, e in BACKENDS.items():
+        if e.peer:
+            yield kind, e.peer_quantizer()
 
 
 def gpu_run_settings() -> tuple[str, ...]:
@@ -162,6 +172,36 @@ def open_model(model: onnx.ModelProto, options: RunOptions | None = None) -> Bac
     """An ONNX model held in memory opened on ONNX's own backend with ``options`` as given (optimize's candidates,
     which run without touching the disk)."""
     backend: Backend = _onnx_hooks().opener()(model, options)
+    return backend
+
+
+def bench_settings(kind: BackendKind, asked: RunOptions, flags: object) -> RunOptions:
+    """``asked`` with the bench run flags ``kind`` takes (its entry's ``bench_flags``) read from ``flags`` (bench's
+    options) by name; as it is for a backend that takes none."""
+    names = BACKENDS[kind].bench_flags
+    return dataclasses.replace(asked, **{name: getattr(flags, name) for name in names}) if names else asked
+
+
+def describe_unrecorded(kind: ArtifactKind, path: Path, *, trusted: bool) -> ArtifactDescription:
+    """A file of ``kind`` described before it is opened, by the backend that runs it: from its record, or where it
+    has none (or one that does not match it) only when ``trusted`` (the user vouched for it), else BadInput in one
+    line naming the flag that would; TypeError for a kind whose backend reads only recorded files."""
+    describe = BACKENDS[kind.backend].describer()
+    return describe(path, trusted=trusted)
+
+
+def unrecorded_label(description: ArtifactDescription) -> str:
+    """What the rows of a file opened on trust say in place of its precision (its backend's ``unrecorded_label``)."""
+    return BACKENDS[description.backend].unrecorded_label
+
+
+def open_trusted(description: ArtifactDescription, options: RunOptions | None = None) -> Backend:
+    """A file without a record (described by :func:`describe_unrecorded` on the user's trust) opened by the backend
+    that runs it, which reads what the file is from the file itself; ``options`` as given."""
+    backend_entry = BACKENDS[description.backend]
+    if not backend_entry.describe_unrecorded:
+        raise TypeError(f"{backend_entry.kind} opens only files with their record")
+    backend: Backend = backend_entry.opener()(description, options, trusted=True)
     return backend
 
 

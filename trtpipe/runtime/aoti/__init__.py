@@ -10,6 +10,7 @@ from trtpipe.vocab import ArtifactKind, BackendKind
 ENTRY = BackendEntry(
     BackendKind.AOTI, "trtpipe.runtime.aoti.backend:AotiBackend", AotiSettings, runs=(ArtifactKind.AOTI,),
     library=str(BackendKind.TORCH), triton=TritonFacts("", "KIND_CPU"),
+    stage="compile", builds_on=(BackendKind.TORCH,),
     capability="trtpipe.runtime.aoti.package:compute_capability")
 
 __all__ = ["ENTRY", "AotiSettings"]

@@ -13,6 +13,7 @@ ENTRY = BackendEntry(
     executions=(OnnxExecution.CPU, OnnxExecution.CUDA, OnnxExecution.TENSORRT),
     triton=TritonFacts("onnxruntime_onnx", "KIND_CPU", accelerator_options=accelerator_options),
     execution_settings=execution_settings, check_execution=check_execution, probe=probe, runs_on=None,
-    refuses_data=refuses_data, failed_node=failed_node)
+    refuses_data=refuses_data, failed_node=failed_node,
+    peer="trtpipe.runtime.onnxruntime.peer:quantize_static_peer")
 
 __all__ = ["ENTRY", "OnnxRuntimeSettings"]

@@ -9,6 +9,6 @@ ENTRY = BackendEntry(
     BackendKind.OPENVINO, "trtpipe.runtime.openvino.backend:OpenVinoBackend", OpenVinoSettings,
     runs=(ArtifactKind.ONNX,), library=str(BackendKind.OPENVINO), executions=(OnnxExecution.OPENVINO,),
     triton=TritonFacts("", "KIND_CPU", backend=str(BackendKind.OPENVINO), parameters=parameters),
-    optional=True, peer_tools=("nncf",))
+    optional=True, peer_tools=("nncf",), peer="trtpipe.runtime.openvino.peer:nncf_peer")
 
 __all__ = ["ENTRY", "OpenVinoSettings"]
