@@ -224,3 +224,17 @@ def test_input_specs_are_resolved_in_the_artifact_room_only() -> None:
              for name in input_spec_resolution(tree)}
     assert not found, f"use trtpipe.artifact.inputs.resolve_inputs (or Artifact.input_specs): {sorted(found)}"
     assert input_spec_resolution(ast.parse(RESOLUTION_HOME.read_text()))
+
+
+def test_two_lineages_are_one_model_by_a_shared_file_or_the_same_weights_and_unknown_where_a_chain_is_short() -> None:
+    """The lineage check bench refuses a comparison on: a file along both chains, or the same PyTorch weights at
+    both starts, is one model; two complete chains sharing neither are two; a chain that tells nothing is neither."""
+    from trtpipe.artifact.lineage import Lineage
+
+    reference = Lineage(("fp32",), {"weights_sha256": "w1"})
+    assert Lineage(("int8", "fp32")).same_model_as(reference) is True  # optimized from the reference itself
+    assert Lineage(("other",), {"weights_sha256": "w1"}).same_model_as(reference) is True  # same weights
+    assert Lineage(("other",), {"weights_sha256": "w2"}).same_model_as(reference) is False  # other weights
+    assert Lineage(("int8", "x"), made_from=Path("x.onnx")).same_model_as(reference) is False  # from another file
+    assert Lineage(("int8", "x"), made_from=Path("x.onnx"), complete=False).same_model_as(reference) is None
+    assert Lineage(("elsewhere",)).same_model_as(reference) is None  # an ONNX from elsewhere tells nothing

@@ -28,6 +28,18 @@ class Lineage:
     made_from: Path | None = None  # the file optimize made it from (None: convert's output, or from elsewhere)
     complete: bool = True  # the chain reached its start (convert's output, or a file without a manifest)
 
+    def same_model_as(self, reference: Lineage) -> bool | None:
+        """True when this chain is of ``reference``'s model (a file somewhere along both, or the same PyTorch weights
+        at both starts), False when both chains are known and it is not, None when this chain tells nothing (an
+        ONNX from elsewhere, a file on the way gone). Bench refuses a comparison on False."""
+        if set(reference.hashes) & set(self.hashes):
+            return True
+        if reference.source is not None and self.source is not None:
+            return bool(reference.source["weights_sha256"] == self.source["weights_sha256"])
+        if self.made_from is None or not (self.complete and reference.complete):
+            return None
+        return False
+
 
 def lineage_of(artifact: Path, manifest: ArtifactManifest | None) -> Lineage:
     """``artifact``'s chain, from its ``manifest``: through optimize's recorded inputs back to convert's output or

@@ -90,7 +90,7 @@ def _check_onnx_reference(reference: FileReference, descriptions: list[ArtifactD
         if lineage is None and description.engine is not None and description.engine.onnx_sha256:
             built_from = description.engine.onnx_sha256
             lineage = Lineage((built_from,)) if built_from in ours.hashes else by_onnx_hash.get(built_from)
-        verdict = None if lineage is None else _same_model(ours, lineage)
+        verdict = None if lineage is None else lineage.same_model_as(ours)
         if verdict is None:
             untraced.append(_name(description))
         elif not verdict:
@@ -100,18 +100,6 @@ def _check_onnx_reference(reference: FileReference, descriptions: list[ArtifactD
         console.note(f"{', '.join(untraced)}: no trtpipe manifest leads back to the ONNX file it was made from, so "
                      f"it could not be matched with the reference {reference.artifact.path} (speedup and agreement "
                      "assume the same model).")
-
-
-def _same_model(reference: Lineage, artifact: Lineage) -> bool | None:
-    """True when ``artifact`` is of the reference's model, False when both chains are known and it is not, None
-    when its chain tells nothing (an ONNX from elsewhere, a file on the way gone)."""
-    if set(reference.hashes) & set(artifact.hashes):
-        return True
-    if reference.source is not None and artifact.source is not None:
-        return reference.source["weights_sha256"] == artifact.source["weights_sha256"]
-    if artifact.made_from is None or not (artifact.complete and reference.complete):
-        return None
-    return False
 
 
 def _other_onnx(reference: FileReference, ours: Lineage, artifact: str, theirs: Lineage) -> str:
