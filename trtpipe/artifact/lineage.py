@@ -61,16 +61,24 @@ def lineage_of(artifact: Path, manifest: ArtifactManifest | None) -> Lineage:
         made_from = made_from or recorded
         upstream, manifest = _upstream(artifact, recorded, sha256)
         if manifest is None:  # the file optimize read has no manifest (an ONNX from elsewhere), or it is gone
-            present = any(c.is_file() and sha256_file(c) == sha256 for c in (recorded, artifact.parent / recorded.name))
+            present = any(c.is_file() and sha256_file(c) == sha256 for c in upstream_candidates(artifact, recorded))
             return Lineage(tuple(hashes), made_from=made_from, complete=present)
         artifact = upstream
     return Lineage(tuple(hashes), made_from=made_from, complete=False)
 
 
+def upstream_candidates(artifact: Path, recorded: Path) -> list[Path]:
+    """Where the file optimize made ``artifact`` from may be now, in the order tried: the path it recorded (relative
+    to where optimize ran), that path from ``artifact``'s folder, and beside ``artifact`` by name (the two were
+    moved together). The recorded SHA-256 decides which, if any, is that file."""
+    if recorded.is_absolute():
+        return [recorded, artifact.parent / recorded.name]
+    return list(dict.fromkeys([recorded, artifact.parent / recorded, artifact.parent / recorded.name]))
+
+
 def _upstream(artifact: Path, recorded: Path, sha256: object) -> tuple[Path, ArtifactManifest | None]:
-    """The file optimize read and its manifest: at the path it recorded (relative to where optimize ran) or, where
-    that is gone or another file now, beside ``artifact`` (the two were moved together); the hash decides."""
-    for candidate in (recorded, artifact.parent / recorded.name):
+    """The file optimize read and its manifest, where one of :func:`upstream_candidates` has the recorded hash."""
+    for candidate in upstream_candidates(artifact, recorded):
         manifest = read_manifest(candidate) if candidate.is_file() else None
         if manifest is not None and manifest.sha256 == sha256:
             return candidate, manifest

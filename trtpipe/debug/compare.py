@@ -25,16 +25,16 @@ import numpy as np
 import onnx
 
 from trtpipe import console
-from trtpipe.artifact.inputs import resolve_inputs
-from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest
+from trtpipe.artifact.artifact import Artifact
+from trtpipe.artifact.records.manifest import ArtifactManifest
+from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.debug.match import Matching, Skipped, TensorPair, match_tensors
 from trtpipe.debug.options import DebugOptions
 from trtpipe.debug.report import DebugReport, ErrorStats, LayerRow, mark_jumps
 from trtpipe.errors import BadInput
-from trtpipe.files import require_file, sha256_file
 from trtpipe.inputs import Batch, InputSpec, named, random_batch, take
 from trtpipe.models.data_spec import DataKind, DataSpec
-from trtpipe.onnx_info import detect_precision, graph_inputs, input_signature, load_onnx
+from trtpipe.onnx_info import graph_inputs
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.runtime.registry import probe_session
 from trtpipe.shapes import format_shape
@@ -44,41 +44,44 @@ _UNKNOWN_SIZE = 4 * 2**20  # bytes assumed for a tensor shape inference cannot s
 
 
 def debug_model(model_path: Path, options: DebugOptions | None = None) -> DebugReport:
-    """Compare every tensor ``model_path`` shares with its FP32 reference, in topological order."""
+    """Compare every tensor ``model_path`` shares with its FP32 reference, in topological order.
+
+    Both files are opened once, each as an :class:`~trtpipe.artifact.Artifact`, and all that is read of them (their
+    descriptions, the model's manifest, the reference it records, input specs, graphs, hashes) is asked of those
+    two objects; what is left here is debug's own job: pairing tensors, running both graphs, the report."""
     options = options or DebugOptions()
-    model_path = Path(model_path)
-    model = load_onnx(model_path)
-    manifest = read_manifest(model_path, on_mismatch=console.warn, on_other_layout=console.warn)
-    reference_path = reference_of(model_path, options.reference, manifest)
-    reference = load_onnx(reference_path)
-    found = detect_precision(reference)
+    model = Artifact.open(model_path, what="ONNX file")
+    model_inputs = model.description.inputs  # its graph read, and its manifest judged (a warning where not its own)
+    manifest = model.manifest
+    reference = reference_of(model, options.reference)
+    found = reference.description.precision
     if found is not Precision.FP32:
-        raise BadInput(f"The reference {reference_path} is {found}, not FP32: give the FP32 ONNX that "
-                       f"'{model_path.name}' was optimized from with --reference.")
-    specs = input_specs(model, reference, options, manifest)
-    reference_sha = sha256_file(reference_path)
-    dataset = _dataset(options, specs, reference_sha, manifest, reference_path)
-    batch_size = _static_batch(reference) or 1
+        raise BadInput(f"The reference {reference.path} is {found}, not FP32: give the FP32 ONNX that "
+                       f"'{model.path.name}' was optimized from with --reference.")
+    check_inputs(model_inputs, reference.description.inputs)
+    specs = reference.input_specs(shapes=options.input_shape, recorded_shapes=True, recorded_by=model)
+    dataset = _dataset(options, specs, reference, manifest)
+    batch_size = _static_batch(reference.description.inputs) or 1
     usable = len(dataset) // batch_size * batch_size
     if usable == 0:
         raise BadInput(f"{dataset.source} has {len(dataset)} samples; the model takes batches of {batch_size}: give "
                        "more data or a larger --samples.")
     batches = [take(dataset.images, i, i + batch_size) for i in range(0, usable, batch_size)]
-    matching = match_tensors(model, reference)
+    matching = match_tensors(model.graph, reference.graph)
     if not matching.pairs:
-        raise BadInput(f"{model_path} and {reference_path} share no float tensor by name ({matching.unmatched} "
+        raise BadInput(f"{model.path} and {reference.path} share no float tensor by name ({matching.unmatched} "
                        f"unmatched, {len(matching.skipped)} skipped): give the FP32 ONNX it was optimized from with "
                        "--reference.")
-    console.note(f"Comparing {len(matching.pairs)} tensors of {model_path.name} with {reference_path.name} on "
+    console.note(f"Comparing {len(matching.pairs)} tensors of {model.path.name} with {reference.path.name} on "
                  f"{usable} samples of {dataset.source}")
-    stats, runs = _run(model, reference, matching, batches, options.memory, (model_path, reference_path))
+    stats, runs = _run(model.graph, reference.graph, matching, batches, options.memory, (model.path, reference.path))
     rows = _rows(matching, stats)
-    report = DebugReport(str(model_path), str(reference_path), dataset.source, usable, options.jump_threshold,
+    report = DebugReport(str(model.path), str(reference.path), dataset.source, usable, options.jump_threshold,
                          options.jump_factor, rows, list(matching.skipped), matching.unmatched, runs)
     mismatched = [s for s in report.skipped if s.reason.startswith("shape ")]
     if not report.rows:
         first = mismatched[0] if mismatched else None
-        raise BadInput(f"Every tensor {model_path.name} shares with {reference_path.name} has another shape there"
+        raise BadInput(f"Every tensor {model.path.name} shares with {reference.path.name} has another shape there"
                        f"{f' ({first.tensor}: {first.reason})' if first else ''}: the two are not the same network.")
     mark_jumps(report.rows, options.jump_threshold, options.jump_factor)
     return report
@@ -86,66 +89,58 @@ def debug_model(model_path: Path, options: DebugOptions | None = None) -> DebugR
 
 # -- the reference and the inputs ------------------------------------------------------------------------------
 
-def reference_of(model_path: Path, given: Path | None, manifest: ArtifactManifest | None) -> Path:
+def reference_of(model: Artifact, given: Path | None) -> Artifact:
     """The FP32 ONNX to compare with: as given, else the source the model's manifest records (its path as optimize
     was given it: tried from here, then from the model's folder; its SHA-256 must still be the recorded one)."""
     if given is not None:
-        return require_file(Path(given), "Reference ONNX file")
-    source = manifest.made_from if manifest is not None else None
+        return Artifact.open(given, what="Reference ONNX file")
+    source = model.made_from
     if source is None:
-        why = "has no trtpipe manifest" if manifest is None else "has a manifest that names no source ONNX"
-        raise BadInput(f"{model_path} {why}: give the FP32 ONNX it was made from with --reference FP32.onnx.")
-    recorded = source.path
-    path = Path(recorded)
-    candidates = [path] if path.is_absolute() else [path, model_path.parent / path, model_path.parent / path.name]
-    existing = [c for c in candidates if c.is_file()]
-    if not existing:
-        raise BadInput(f"{model_path} was optimized from {recorded}, which is not there any more: give it with "
-                       "--reference FP32.onnx.")
-    digest = source.sha256
-    for candidate in existing:
-        if not digest or sha256_file(candidate) == digest:
-            console.note(f"Reference: {candidate} (the source {model_path.name}'s manifest records)")
-            return candidate
-    raise BadInput(f"{existing[0]} has changed since {model_path.name} was optimized from it (its SHA-256 differs from "
-                   "the one the manifest records): give the FP32 ONNX it was made from with --reference.")
+        why = "has no trtpipe manifest" if model.manifest is None else "has a manifest that names no source ONNX"
+        raise BadInput(f"{model.path} {why}: give the FP32 ONNX it was made from with --reference FP32.onnx.")
+    if not source.present:
+        raise BadInput(f"{model.path} was optimized from {source.recorded}, which is not there any more: give it "
+                       "with --reference FP32.onnx.")
+    if source.found is None:
+        raise BadInput(f"{source.present[0]} has changed since {model.path.name} was optimized from it (its SHA-256 "
+                       "differs from the one the manifest records): give the FP32 ONNX it was made from with "
+                       "--reference.")
+    console.note(f"Reference: {source.found} (the source {model.path.name}'s manifest records)")
+    return Artifact.open(source.found, what="Reference ONNX file")
 
 
-def _shape_of(value: onnx.ValueInfoProto) -> tuple[int | None, ...]:
-    dims = value.type.tensor_type.shape.dim
-    return tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims)
+def _shape(tensor: TensorInfo) -> tuple[int | None, ...]:
+    """A tensor's dims, each a size or None where the graph leaves it free."""
+    return tuple(d if isinstance(d, int) and d > 0 else None for d in tensor.shape)
 
 
-def input_specs(model: onnx.ModelProto, reference: onnx.ModelProto, options: DebugOptions,
-                manifest: ArtifactManifest | None) -> tuple[InputSpec, ...]:
-    """The reference's inputs as :class:`InputSpec`, sized by --input-shape, else by the shapes and ranges the
-    model's manifest records (those optimize calibrated at); BadInput when the model takes other inputs."""
-    ours = {v.name: v for v in graph_inputs(model)}
-    theirs = {v.name: v for v in graph_inputs(reference)}
+def check_inputs(model: Sequence[TensorInfo], reference: Sequence[TensorInfo]) -> None:
+    """BadInput where the model takes other inputs than the reference (names, or a fixed size that differs)."""
+    ours = {t.name: t for t in model}
+    theirs = {t.name: t for t in reference}
     if set(ours) != set(theirs):
         raise BadInput(f"The model takes inputs {', '.join(ours) or 'none'}; the reference takes "
                        f"{', '.join(theirs) or 'none'}: give the FP32 ONNX it was optimized from with --reference.")
-    for name, value in ours.items():
-        mine, other = _shape_of(value), _shape_of(theirs[name])
+    for name, tensor in ours.items():
+        mine, other = _shape(tensor), _shape(theirs[name])
         if len(mine) != len(other) or any(a is not None and b is not None and a != b
                                           for a, b in zip(mine, other, strict=False)):
             raise BadInput(f"Input '{name}' has shape {format_shape(mine)} in the model and {format_shape(other)} in "
                            "the reference: shapes differ, so they are not the same network.")
-    return resolve_inputs(input_signature(reference), manifest, shapes=options.input_shape, recorded_shapes=True)
 
 
-def _dataset(options: DebugOptions, specs: tuple[InputSpec, ...], reference_sha: str,
-             manifest: ArtifactManifest | None, reference_path: Path) -> Dataset:
+def _dataset(options: DebugOptions, specs: tuple[InputSpec, ...], reference: Artifact,
+             manifest: ArtifactManifest | None) -> Dataset:
     """The samples to run: --data, else a packaged model's own inputs, else the data the model was evaluated or
-    calibrated on (as its manifest records it), else seeded random inputs with a warning."""
+    calibrated on (as its ``manifest`` records it), else seeded random inputs with a warning."""
     text = options.data
     if text is None:
         from trtpipe.models.sources import for_file
 
-        known = for_file(reference_path, reference_sha)
+        known = for_file(reference.path, reference.sha256)
         if known.data_spec is not None:
             text = known.data_spec
-            console.note(f"{reference_path.name} is the packaged model {known.name}: running its own inputs")
+            console.note(f"{reference.path.name} is the packaged model {known.name}: running its own inputs")
         else:
             text = _recorded_data(manifest)
     if text is None or DataSpec.parse(text).kind is DataKind.RANDOM:
@@ -187,9 +182,8 @@ def _preprocessing(manifest: ArtifactManifest | None) -> ImagePreprocessing:
                               channel_order=recorded.channel_order or ChannelOrder.RGB)
 
 
-def _static_batch(model: onnx.ModelProto) -> int | None:
-    inputs = graph_inputs(model)
-    shape = _shape_of(inputs[0]) if inputs else ()
+def _static_batch(inputs: Sequence[TensorInfo]) -> int | None:
+    shape = _shape(inputs[0]) if inputs else ()
     return shape[0] if shape else None
 
 

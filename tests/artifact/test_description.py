@@ -11,9 +11,9 @@ import pytest
 
 from tests.conftest import error_line
 from trtpipe import console
+from trtpipe.artifact.description import describe_artifact
 from trtpipe.artifact.records.manifest import manifest_path
 from trtpipe.errors import BadInput
-from trtpipe.runtime import describe_artifact
 from trtpipe.vocab import Precision, Task
 
 

@@ -20,7 +20,7 @@ from trtpipe.errors import BadInput
 from trtpipe.files import lock_path, staged_path
 from trtpipe.vocab import Precision
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _commit(output: Path, content: bytes, between_renames: object = None) -> None:
@@ -76,7 +76,7 @@ def test_two_processes_writing_one_path_end_with_one_runs_pair(tmp_path: Path) -
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from tests.test_manifest import _commit
+        from tests.artifact.test_manifest import _commit
 
         def pause():
             Path({str(ready)!r}).write_text("renamed")
@@ -101,7 +101,7 @@ def test_a_run_killed_between_the_renames_leaves_an_unverified_pair_and_no_lock(
     killed = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        from tests.test_manifest import _commit
+        from tests.artifact.test_manifest import _commit
 
         _commit(Path({str(output)!r}), b"killed run", lambda: os.kill(os.getpid(), signal.SIGKILL))
     """)], cwd=ROOT, check=False)
