@@ -105,6 +105,24 @@ def test_optimized_file_moved_with_its_input_still_leads_back(factories: Path, r
     assert Artifact.open(moved / "fused.onnx").weights_sha256 is None  # the hash optimize recorded decides
 
 
+def test_a_chain_recorded_relative_to_the_folder_optimize_ran_in_is_followed_from_any_other(  # type: ignore[no-untyped-def]
+        factories: Path, run_cli, monkeypatch, tmp_path_factory) -> None:
+    """optimize records its input as given, relative to the folder it ran in (``models/x/1/model.onnx``); bench run
+    from another folder finds it from the folders above the artifact, and the recorded hash still decides."""
+    monkeypatch.chdir(factories)
+    onnx, fused = Path("models/seeded/1/model.onnx"), Path("models/fused/1/model.onnx")
+    onnx.parent.mkdir(parents=True)
+    fused.parent.mkdir(parents=True)
+    converted = run_cli("convert", "tiny.py:seeded", "-o", onnx)
+    assert converted.exit_code == 0, converted.output
+    assert run_cli("optimize", onnx, "-o", fused).exit_code == 0
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    assert Artifact.open(factories / fused).lineage.complete
+    assert Artifact.open(factories / fused).weights_sha256 == _weights(factories / onnx)
+    (factories / onnx).write_bytes(b"another file")
+    assert Artifact.open(factories / fused).weights_sha256 is None
+
+
 def test_onnx_from_elsewhere_is_benched_with_one_note(factories: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     model, onnx, elsewhere = f"{factories}/tiny.py:seeded", factories / "seeded.onnx", factories / "elsewhere.onnx"
     assert run_cli("convert", model, "-o", onnx).exit_code == 0

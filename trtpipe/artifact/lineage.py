@@ -17,6 +17,7 @@ from trtpipe.artifact.records.manifest import ArtifactManifest, read_manifest
 from trtpipe.files import sha256_file
 
 MAX_CHAIN = 8  # optimize reads convert's FP32 ONNX: two links in practice; the bound only stops a cycle
+MAX_ANCESTORS = 8  # folders above an artifact where the folder optimize ran in is looked for
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,13 @@ def lineage_of(artifact: Path, manifest: ArtifactManifest | None) -> Lineage:
 
 def upstream_candidates(artifact: Path, recorded: Path) -> list[Path]:
     """Where the file optimize made ``artifact`` from may be now, in the order tried: the path it recorded (relative
-    to where optimize ran), that path from ``artifact``'s folder, and beside ``artifact`` by name (the two were
-    moved together). The recorded SHA-256 decides which, if any, is that file."""
+    to the folder optimize ran in), that path from each folder above ``artifact`` (the folder optimize ran in, when
+    this process runs elsewhere), and beside ``artifact`` by name (the two were moved together). The recorded
+    SHA-256 decides which, if any, is that file."""
     if recorded.is_absolute():
         return [recorded, artifact.parent / recorded.name]
-    return list(dict.fromkeys([recorded, artifact.parent / recorded, artifact.parent / recorded.name]))
+    folders = list(Path(artifact).resolve().parents)[:MAX_ANCESTORS]
+    return list(dict.fromkeys([recorded, *(folder / recorded for folder in folders), artifact.parent / recorded.name]))
 
 
 def _upstream(artifact: Path, recorded: Path, sha256: object) -> tuple[Path, ArtifactManifest | None]:
