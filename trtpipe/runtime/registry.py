@@ -2,9 +2,15 @@
 class by an import string, so listing or choosing one never imports torch, onnxruntime or tensorrt; a backend's
 module is imported only when it is opened.
 
+Below the table, the questions the rest of the package asks about backends, each answered from the entries: which
+row is the eager reference, where a backend runs, the ONNX backend's probe session and execution settings, how a
+runtime words a refused request, the peer quantizers, bench's flags, a file trusted without its record, and opening
+an artifact (``open_artifact``: from its path, its description or an ``Artifact``, with the settings it needs).
+
 **How to add a backend**: its folder ``runtime/<engine>/`` (backend, settings type, ``ENTRY``) and one line in
 ``BACKENDS`` (plus its ``BackendKind``, and an ``ArtifactKind`` if it brings a file kind); nothing outside the folder
-names its modules or branches on its kind (``tests/runtime/test_backend_folders.py``)."""
+names its modules or branches on its kind but the stage its entry declares
+(``tests/runtime/test_backend_folders.py``)."""
 
 from __future__ import annotations
 
