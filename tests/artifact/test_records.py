@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from trtpipe.artifact.records.calibration import CalibrationKey, calibration_path, read_ranges, write_ranges
-from trtpipe.artifact.records.commit import commit, record_bytes
+from trtpipe.artifact.records.commit import commit
+from trtpipe.artifact.records.document import record_bytes
 from trtpipe.errors import BadInput
 from trtpipe.files import staged_path, write_json_atomic
 from trtpipe.vocab import CalibMethod
@@ -104,3 +105,24 @@ def test_commit_puts_the_bytes_and_their_record_in_place_as_one(tmp_path: Path) 
     assert model.read_bytes() == b"onnx bytes" and manifest.read_bytes() == record_bytes(described)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.manifest.json", "model.onnx", "model.plan",
                                                           "model.plan.json", "reference.json"]  # no temporaries
+
+
+@pytest.mark.parametrize("reader", ["manifest", "sidecar", "tuned", "calibration"])
+def test_every_record_refuses_json_nested_too_deeply_in_one_line(tmp_path: Path, reader: str) -> None:
+    """A hostile record file nested past the parser's recursion limit is refused in one line naming it, by every
+    record (the tuned-runs reader once let the RecursionError through as a traceback)."""
+    from trtpipe.artifact.records.engine import read_sidecar, sidecar_path
+    from trtpipe.artifact.records.manifest import manifest_path, read_manifest
+    from trtpipe.artifact.records.tuned import read_tuned, tuned_path
+
+    artifact = tmp_path / ("model.plan" if reader == "sidecar" else "model.onnx")
+    artifact.write_bytes(b"artifact bytes")
+    path = {"manifest": manifest_path, "sidecar": sidecar_path, "tuned": tuned_path,
+            "calibration": calibration_path}[reader](artifact)
+    path.write_bytes(b"[" * 200_000 + b"]" * 200_000)
+    read = {"manifest": read_manifest, "sidecar": read_sidecar, "tuned": read_tuned,
+            "calibration": lambda a: read_ranges(path, CalibrationKey("m", "d", CalibMethod.MINMAX, True))}[reader]
+    with pytest.raises(BadInput) as refused:
+        read(artifact)
+    assert str(path) in refused.value.message and "nested too deeply" in refused.value.message
+    assert "\n" not in refused.value.message

@@ -11,6 +11,7 @@ Four files, each with its own module, its path rule, schema string, checked read
 - ``calibration.py``: ``model.calib.json`` (or ``--calib-cache``), INT8 calibration ranges under the key they were
   made with, reused by optimize while the model and the data are unchanged.
 
+Each is read as a JSON document through ``document.py`` (one refusal for every way a file can be unreadable).
 An artifact and its record (manifest or sidecar) reach the disk as one commit through ``commit.py``
 (``commit_artifact`` and ``commit_engine`` stamp their record, then call its ``commit``). Every record refuses a
 damaged file in one line naming the file and the fix. No module outside ``trtpipe/artifact`` builds these files'

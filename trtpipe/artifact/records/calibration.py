@@ -12,11 +12,11 @@ and overwriting it or failing deep inside quantisation would both hide that.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtpipe.artifact.records.document import Unreadable, read_document
 from trtpipe.errors import BadInput
 from trtpipe.files import write_json_atomic
 
@@ -51,17 +51,13 @@ def read_ranges(path: Path, key: CalibrationKey) -> Ranges | None:
     calibration cache or whose ranges are not pairs of numbers."""
     path = Path(path)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
+        cached = read_document(path)
+    except Unreadable as error:
+        reason = {"read": f"cannot be read: {error.detail}", "nested": error.detail,
+                  "json": f"not valid JSON: {error.detail}"}[error.stage]
+        raise _damaged(path, reason) from None
+    if cached is None:
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise _damaged(path, f"cannot be read: {error}") from None
-    try:
-        cached = json.loads(text)
-    except RecursionError:  # json's C decoder recurses per nesting level: a hostile file must not crash us
-        raise _damaged(path, "JSON nested too deeply") from None
-    except ValueError as error:
-        raise _damaged(path, f"not valid JSON: {error}") from None
     recorded = cached.get("key") if isinstance(cached, dict) else None
     schema = recorded.get("schema") if isinstance(recorded, dict) else None
     if not isinstance(schema, str) or not schema.startswith(CALIBRATION_SCHEMA.split("/")[0] + "/"):

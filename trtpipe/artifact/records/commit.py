@@ -10,18 +10,12 @@ file or the bytes, never from whatever is at the path after a rename); ``commit_
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from trtpipe.artifact.records.document import record_bytes
 from trtpipe.files import commit_pair, staged_path
-
-
-def record_bytes(document: Mapping[str, Any]) -> bytes:
-    """A record document as every record file holds it: indented JSON and a final newline (the bytes
-    :func:`trtpipe.files.write_json_atomic` writes)."""
-    return (json.dumps(document, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8")
 
 
 def commit(artifact: Path, content: Path | bytes, record: Path, document: Mapping[str, Any], *,

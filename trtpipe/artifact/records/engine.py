@@ -12,7 +12,6 @@ with one build's pair, and a pair left mismatched (a build killed between the re
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe.artifact.records.commit import commit
+from trtpipe.artifact.records.document import Unreadable, read_document
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_bytes, sha256_file
 from trtpipe.vocab import HardwareCompat, Precision
@@ -133,14 +133,11 @@ def read_sidecar(engine: Path) -> EngineSidecar:
         raise BadInput(f"{engine} has no metadata sidecar ({path.name}): rebuild it with 'trtpipe build', which "
                        "records what it was built for.")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = read_document(path)
         if not isinstance(data, dict) or data.get("schema") != SIDECAR_SCHEMA:
             raise ValueError(f"schema {data.get('schema') if isinstance(data, dict) else None!r}")
         return EngineSidecar.from_dict(data)
-    except RecursionError:  # json's C decoder recurses per nesting level: a hostile file must not crash us
-        raise BadInput(f"{path} is not a trtpipe engine sidecar (JSON nested too deeply): rebuild with "
-                       "'trtpipe build'.") from None
-    except (OSError, ValueError, TypeError) as error:  # UnicodeDecodeError is a ValueError
+    except (Unreadable, ValueError, TypeError) as error:
         raise BadInput(f"{path} is not a trtpipe engine sidecar ({error}): rebuild with 'trtpipe build'.") from None
 
 

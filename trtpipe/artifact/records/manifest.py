@@ -22,7 +22,6 @@ between the two renames) treats the artifact as unverified.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtpipe.artifact.records.commit import commit
+from trtpipe.artifact.records.document import Unreadable, read_document
 from trtpipe.artifact.records.sections import (
     CpuRecord,
     DataRecord,
@@ -232,17 +232,13 @@ def read_manifest(artifact: Path, *, on_mismatch: Callable[[str], None] | None =
     artifact = Path(artifact)
     path = manifest_path(artifact)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
+        data = read_document(path)
+    except Unreadable as error:
+        raise BadInput({"read": f"{path} cannot be read as a trtpipe manifest ({error.detail}): {_FIX}",
+                        "nested": f"{path} is not a trtpipe manifest ({error.detail}): {_FIX}",
+                        "json": f"{path} is not valid JSON ({error.detail}): {_FIX}"}[error.stage]) from None
+    if data is None:
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise BadInput(f"{path} cannot be read as a trtpipe manifest ({error}): {_FIX}") from None
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise BadInput(f"{path} is not a trtpipe manifest (JSON nested too deeply): {_FIX}") from None
-    except ValueError as error:
-        raise BadInput(f"{path} is not valid JSON ({error}): {_FIX}") from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:  # not ours to judge
         if on_other_layout is not None:
             schema = data.get("schema") if isinstance(data, dict) else None

@@ -9,12 +9,12 @@ replaced) is ignored with one warning; a damaged one is refused in one line.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtpipe import console
+from trtpipe.artifact.records.document import Unreadable, read_document
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_file, write_json_atomic
 from trtpipe.vocab import OnnxExecution
@@ -60,7 +60,7 @@ def read_tuned(artifact: Path, sha256: str | None = None) -> dict[OnnxExecution,
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text())
+        data = read_document(path)
         if not isinstance(data, dict) or data.get("schema") != TUNED_SCHEMA:
             raise ValueError(f"schema is {data.get('schema') if isinstance(data, dict) else data!r}, "
                              f"not {TUNED_SCHEMA}")
@@ -70,7 +70,7 @@ def read_tuned(artifact: Path, sha256: str | None = None) -> dict[OnnxExecution,
             return {}
         return {OnnxExecution(name): _run(OnnxExecution(name), entry)
                 for name, entry in dict(data.get("executions", {})).items()}
-    except (ValueError, TypeError, KeyError, AttributeError) as error:
+    except (Unreadable, ValueError, TypeError, KeyError, AttributeError) as error:
         raise BadInput(f"{path} is damaged ({error}): delete it, or bench the artifact again to rewrite it.") from None
 
 
@@ -91,10 +91,10 @@ def write_tuned(artifact: Path, run: TunedRun) -> Path:
     executions: dict[str, Any] = {}
     if path.is_file():
         try:
-            previous = json.loads(path.read_text())
+            previous = read_document(path)
             if previous.get("artifact_sha256") == digest:
                 executions = dict(previous.get("executions", {}))
-        except (ValueError, AttributeError):
+        except (Unreadable, ValueError, AttributeError):
             pass  # a damaged file is replaced
     executions[str(run.execution)] = run.to_dict()
     write_json_atomic(path, {"schema": TUNED_SCHEMA, "artifact": Path(artifact).name, "artifact_sha256": digest,

@@ -19,7 +19,7 @@ import onnx
 
 from trtpipe import console
 from trtpipe.comparison import Comparison
-from trtpipe.inputs import first, take
+from trtpipe.inputs import Batch, first, take
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.calibrate import Ranges
 from trtpipe.optimize.int8.profiles import QuantProfile
@@ -127,6 +127,13 @@ class LearnedStep(ABC):
     @abstractmethod
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The candidate with what the step learned, and its record (before the rule judges it)."""
+
+    @staticmethod
+    def learning_batches(run: Int8Run, base: int) -> list[Batch]:
+        """The calibration samples a learned step learns from (:func:`learning_samples` of them), in batches."""
+        calib = run.context.calib
+        assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
+        return run.context.batches(calib.head(learning_samples(calib, base)))
 
     def settle(self, run: Int8Run, before: Candidate, outcome: Outcome, verdict: StepVerdict) -> Outcome:
         decide = run.decides

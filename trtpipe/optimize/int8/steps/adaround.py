@@ -8,7 +8,7 @@ from typing import Any
 
 from trtpipe import console
 from trtpipe.inputs import count
-from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome, learning_samples
+from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome
 
 SAMPLES = 64
 
@@ -35,8 +35,7 @@ class Adaround(LearnedStep):
         from trtpipe.optimize.int8.adaround import adaround, rounded_layers
 
         context = run.context
-        assert context.calib is not None
-        batches = context.batches(context.calib.head(learning_samples(context.calib, SAMPLES)))
+        batches = self.learning_batches(run, SAMPLES)
         with console.progress() as bar:
             task = bar.add_task("AdaRound: learning each layer's weight rounding",
                                 total=len(rounded_layers(current.model)))

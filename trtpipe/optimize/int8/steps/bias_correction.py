@@ -8,7 +8,7 @@ from typing import Any
 
 from trtpipe import console
 from trtpipe.inputs import count
-from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome, learning_samples
+from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome
 
 SAMPLES = 64
 
@@ -32,9 +32,7 @@ class BiasCorrection(LearnedStep):
         """The current INT8 mix with its biases corrected layer by layer, and the figures after."""
         from trtpipe.optimize.int8.bias_correction import correct_biases
 
-        context = run.context
-        assert context.calib is not None
-        batches = context.batches(context.calib.head(learning_samples(context.calib, SAMPLES)))
+        batches = self.learning_batches(run, SAMPLES)
         layers = sum(n.op_type in ("Conv", "ConvTranspose", "Gemm") for n in run.fp32.graph.node)
         with console.progress() as bar:
             task = bar.add_task("Bias correction, layer by layer", total=layers)
