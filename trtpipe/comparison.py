@@ -322,24 +322,31 @@ WITHIN, OVER, UNDECIDED = "within", "over", "undecided"
 
 @dataclass(frozen=True)
 class BudgetVerdict:
-    """An accuracy budget judged on the interval of the drop: ``within`` where its upper bound is within the budget,
-    ``over`` where its lower bound is beyond it, else ``undecided``: the samples are too few to tell, and
-    ``needed`` is about how many would."""
+    """An accuracy budget judged as every choice is, **decided on the point estimate, claimed by the interval**:
+    ``within`` where the drop's best estimate is within the budget, ``over`` where it is beyond (``undecided`` only
+    where nothing measured the figure). ``sure``: the drop's 95 % interval lies on the same side (else the budget
+    straddles it, said "undecided" in amber, and ``needed`` is about how many samples would make it sure)."""
 
-    decision: str  # WITHIN, OVER or UNDECIDED
+    decision: str  # WITHIN or OVER (the point estimate), UNDECIDED where nothing was measured
     line: str  # the verdict in one line, for people
-    needed: int | None = None  # undecided: about how many samples would decide
+    needed: int | None = None  # not sure: about how many samples would decide
+    sure: bool = True
+
+    @property
+    def undecided(self) -> bool:
+        """Whether the interval straddles the budget (or nothing measured the figure): said in amber."""
+        return self.decision == UNDECIDED or not self.sure
 
 
 def judge_budget(comparison: Comparison, budget_pp: float) -> BudgetVerdict:
-    """``comparison``'s drop (:attr:`Comparison.drop_pp`) against ``budget_pp`` points, by its 95 % interval; a
-    comparison without an interval (read from an old manifest) is judged on its point, and says so."""
+    """``comparison``'s drop (:attr:`Comparison.drop_pp`) against ``budget_pp`` points, decided on its point and
+    claimed by its 95 % interval; a comparison without an interval (read from an old manifest) says so."""
     drop, interval = comparison.drop_pp, comparison.drop_interval_pp
     if drop is None:
         return BudgetVerdict(UNDECIDED, f"nothing measured the task's figure, so the budget of {budget_pp} pp cannot "
-                                        "be judged")
+                                        "be judged", sure=False)
+    decision = WITHIN if drop <= budget_pp + 1e-9 else OVER
     if interval is None:
-        decision = WITHIN if drop <= budget_pp else OVER
         return BudgetVerdict(decision, f"drop {drop:.2f} pp {'within' if decision == WITHIN else 'over'} the budget "
                                        f"of {budget_pp} pp (a point figure: no interval was measured)")
     change = f"drop {drop:.2f} pp" if drop >= 0.005 else f"gain {-drop:.2f} pp" if drop <= -0.005 else "no drop"
@@ -353,6 +360,8 @@ def judge_budget(comparison: Comparison, budget_pp: float) -> BudgetVerdict:
     margin = max(abs(budget_pp - drop), 0.1) / 100
     needed = trials_to_resolve(margin, observed=1 - min(max(drop, 0.0), 100.0) / 100)
     more = max(needed - interval.units, 1)
-    return BudgetVerdict(UNDECIDED, f"{figure}: the {interval.units} samples are too few to decide the budget of "
-                                    f"{budget_pp} pp (the interval straddles it); about {needed} samples ({more} "
-                                    "more) would: give --eval DATA or more --calib samples", needed)
+    side = "within" if decision == WITHIN else "over"
+    return BudgetVerdict(decision, f"{figure}: {side} the budget of {budget_pp} pp on the best estimate, undecided: "
+                                   f"the {interval.units} samples are too few to be sure (the interval straddles it); "
+                                   f"about {needed} samples ({more} more) would: give --eval DATA or more --calib "
+                                   "samples", needed, sure=False)

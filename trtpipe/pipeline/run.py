@@ -247,7 +247,8 @@ class _PipelineRun:
             decide = over_budget(self.pipeline)
         selection = _Selection(choice, advice, batch, outside, decide)
         if choice and choice.status == "chosen":
-            console.success(f"Chosen: {choice.variant} — {choice.reason}")
+            (console.warn if str(Limit.ACCURACY) in choice.undecided else console.success)(
+                f"Chosen: {choice.variant} — {choice.reason}")
             write_json_atomic(self.repository / self.pipeline.name / "chosen.json", selection.summary)
         elif choice and choice.status == "undecided":
             console.warn(f"Undecided — {choice.reason}")

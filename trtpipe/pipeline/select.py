@@ -5,9 +5,11 @@ Each limit is judged on a figure with its 95 % interval, so that noise can neith
 - latency: the row's tail (``tail_ms``: the median over bench's rounds of each round's p99), which a burst in a
   minority of rounds cannot swing, with its interval over the rounds. The budget is met when the interval's high
   end is within it, broken when its low end is above it, and otherwise the machine was too noisy to decide;
-- accuracy: the drop against the reference with its interval over the samples (from the row's accuracy or
-  agreement interval). Met when the drop's upper bound is within the limit, broken when its lower bound exceeds
-  it, and otherwise there were too few samples to decide (with about how many would);
+- accuracy: the drop against the reference, **decided on its best estimate and claimed by its interval** over the
+  samples (from the row's accuracy or agreement interval), as optimize's budget and step rule decide: met when the
+  point drop is within the limit, broken when it exceeds it; where the interval straddles the limit the choice still
+  follows the point but says "undecided" (amber), with about how many samples would make it sure. Waiting for
+  significance on 24-32 samples would refuse nearly every variant that is in fact within a budget;
 - memory: the one figure bench measured.
 
 A bench JSON from before these intervals existed is judged on its point figures (p99, the drop), and the line says
@@ -48,6 +50,7 @@ class Judgement:
     limit: Limit
     verdict: Verdict
     text: str
+    sure: bool = True  # the interval is on the verdict's side (accuracy, decided on the point: it may straddle)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ class Choice:
     @property
     def status(self) -> str:
         """"chosen", "undecided" (nothing chosen because noise or too few samples left a candidate undecided) or
-        "none" (every candidate breaks a limit)."""
+        "none" (every candidate breaks a limit). A chosen variant may still carry ``undecided`` limits (its own
+        accuracy judged on the best estimate where the interval straddles the limit): said in amber."""
         if self.artifact:
             return "chosen"
         return "undecided" if self.undecided else "none"
@@ -169,8 +173,11 @@ def judge_accuracy(row: BenchRow, max_drop_pp: float) -> Judgement | None:
         return Judgement(Limit.ACCURACY, Verdict.BROKEN, f"{figure}, at least {low:.2f} pp > {max_drop_pp} pp")
     needed = samples_to_decide(row, max_drop_pp)
     more = f"about {needed} would decide" if needed else "its figure sits on the limit, so no number of them would"
-    return Judgement(Limit.ACCURACY, Verdict.UNDECIDED, f"{figure} straddles {max_drop_pp} pp: too few samples to "
-                                                        f"decide ({more})")
+    met = drop <= max_drop_pp + 1e-9
+    side = f"within {max_drop_pp} pp" if met else f"> {max_drop_pp} pp"
+    return Judgement(Limit.ACCURACY, Verdict.MET if met else Verdict.BROKEN,
+                     f"{figure}: {side} on the best estimate, undecided: the interval straddles {max_drop_pp} pp, too "
+                     f"few samples to be sure ({more})", sure=False)
 
 
 def judge(row: BenchRow, *, latency_budget_ms: float | None, max_accuracy_drop: float | None,
@@ -320,8 +327,12 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
                         and other.p50_ms < row.p50_ms)
               + "".join(f"; not the faster {other.variant}: {', '.join(j.text for j in open_)}"
                         for other, open_ in faster_open))
+    unsure = [j for j in judged if not j.sure]
+    if unsure:
+        reason += "; UNDECIDED: " + ", ".join(j.text for j in unsure)
     return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput, row.backend,
-                  undecided=tuple(dict.fromkeys(str(j.limit) for _, open_ in faster_open for j in open_)))
+                  undecided=tuple(dict.fromkeys([str(j.limit) for j in unsure]
+                                                + [str(j.limit) for _, open_ in faster_open for j in open_])))
 
 
 def batch_advice(rows: list[BenchRow], variant: str, latency_budget_ms: float | None,

@@ -16,7 +16,7 @@ from typing import Any
 import onnx
 
 from trtpipe import console
-from trtpipe.comparison import OVER, UNDECIDED, judge_budget
+from trtpipe.comparison import OVER, judge_budget
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
 from trtpipe.optimize.activations import observe
@@ -110,9 +110,9 @@ def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
                                  f"{MIN_COSINE}): {check.line()}.")
     budget = context.options.max_accuracy_drop
     verdict = judge_budget(check, budget) if budget is not None and check.drop_pp is not None else None
-    if verdict is not None and verdict.decision == OVER:  # its lower bound beyond the budget
+    if verdict is not None and verdict.decision == OVER:  # its best estimate beyond the budget
         raise VerificationFailed(f"FP16 {verdict.line}: {check.line()}.")
-    if verdict is not None and verdict.decision == UNDECIDED:
+    if verdict is not None and verdict.undecided:
         console.warn(f"FP16 vs FP32: {check.line()}; {verdict.line}")
         return converted
     console.success(f"FP16 vs FP32: {check.line()}")  # only once it has passed: no ✓ before an Error

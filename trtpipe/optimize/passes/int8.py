@@ -24,7 +24,7 @@ from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
 from trtpipe.optimize.int8.steps import STEPS
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import Int8Calibration, Int8Record, RecipeRecord, StepRecord
-from trtpipe.optimize.step_rule import judge_step
+from trtpipe.optimize.step_rule import judge_step, speed_tolerance_pp
 
 
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
@@ -54,8 +54,10 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
             continue
         outcome = step.apply(run, current)
         if step.purpose is not None and outcome.candidate is not current:
+            tolerance = speed_tolerance_pp(options.max_accuracy_drop if evaluation is not None else None,
+                                           current.check.drop_pp)
             outcome = step.settle(run, current, outcome, judge_step(current.check, outcome.candidate.check,
-                                                                    step.purpose))
+                                                                    step.purpose, tolerance_pp=tolerance))
         current = _take(outcome, run, lines, placement, records)
     recipe = context.recipe
     steps = [*recipe.passes, *recipe.steps] if recipe else []

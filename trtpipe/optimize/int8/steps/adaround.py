@@ -1,5 +1,5 @@
 """INT8 step ``adaround``: each weight's rounding learned so the layer's output matches FP32 (int8/adaround.py), on up
-to 64 calibration samples; kept only where its gain is outside the noise (step.LearnedStep)."""
+to 64 calibration samples; kept unless it lowers the judged figure, always when named (step.LearnedStep)."""
 
 from __future__ import annotations
 

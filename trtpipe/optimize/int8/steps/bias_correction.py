@@ -1,5 +1,5 @@
 """INT8 step ``bias_correction``: each layer's output mean shift removed (int8/bias_correction.py), on up to 64
-calibration samples; kept only where its gain is outside the noise (step.LearnedStep)."""
+calibration samples; kept unless it lowers the judged figure, always when named (step.LearnedStep)."""
 
 from __future__ import annotations
 

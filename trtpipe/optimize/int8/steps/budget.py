@@ -1,7 +1,8 @@
-"""INT8 step ``budget``: the candidate judged against --max-accuracy-drop on the held-out or eval data by the interval
-of its drop (comparison.judge_budget): kept as it is where the drop is within the budget or the samples are too few
-to decide (said in one line, with about how many samples would), else with the fewest sensitive nodes kept in FP32
-that bring it within (int8/sensitivity.py). It runs after the steps that improve INT8 without FP32 layers, so the
+"""INT8 step ``budget``: the candidate judged against --max-accuracy-drop on the held-out or eval data
+(comparison.judge_budget), decided on the drop's best estimate as every choice is: kept as it is where the point drop
+is within the budget, else with the fewest sensitive nodes kept in FP32 that bring it within (int8/sensitivity.py).
+Where the drop's interval straddles the budget the line says "undecided" (amber), with about how many samples would
+make it sure. It runs after the steps that improve INT8 without FP32 layers, so the
 budget needs as few FP32 nodes as they allow; it decides by the budget, not the step rule."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from trtpipe import console
-from trtpipe.comparison import OVER, UNDECIDED, WITHIN, judge_budget
+from trtpipe.comparison import OVER, WITHIN, judge_budget
+from trtpipe.comparison import BudgetVerdict as Judgement
 from trtpipe.inputs import take
 from trtpipe.optimize.int8.fallback_search import FallbackAttempt
 from trtpipe.optimize.int8.ranking import PROBE_SAMPLES
@@ -21,22 +23,25 @@ from trtpipe.optimize.step_rule import StepVerdict
 
 @dataclass(frozen=True)
 class BudgetVerdict:
-    """The budget's verdict as said: WITHIN, OVER or UNDECIDED, the line, and (undecided) the samples that would
-    decide."""
+    """The budget's verdict as said: WITHIN or OVER on the point estimate (UNDECIDED: nothing measured it), the
+    line, whether the interval is on the same side, and (not sure) the samples that would decide."""
 
     decision: str
     line: str
     needed: int | None = None
+    sure: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {"budget": {"decision": self.decision, "line": self.line,
-                           **({"samples_to_decide": self.needed} if self.decision == UNDECIDED else {})}}
+        return {"budget": {"decision": self.decision, "line": self.line, "sure": self.sure,
+                           "decided_on": "the point estimate of the drop",
+                           **({"samples_to_decide": self.needed} if not self.sure and self.needed else {})}}
 
 
-def say(decision: str, line: str, needed: int | None) -> BudgetVerdict:
-    """The budget's verdict in one line (a ✓ only where it is within), for the record."""
-    (console.success if decision == WITHIN else console.warn)(line)
-    return BudgetVerdict(decision, line, needed)
+def say(verdict: Judgement, line: str) -> BudgetVerdict:
+    """The budget's verdict in one line (a ✓ only where it is within and sure; amber where the interval straddles the
+    budget), for the record."""
+    (console.success if verdict.decision == WITHIN and verdict.sure else console.warn)(line)
+    return BudgetVerdict(verdict.decision, line, verdict.needed, verdict.sure)
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,7 @@ class Budget:
             return Outcome(current, BudgetRecord())
         verdict = judge_budget(current.check, budget)
         if verdict.decision != OVER:
-            return Outcome(current, BudgetRecord(say(verdict.decision, f"INT8 vs FP32: {verdict.line}",
-                                                     verdict.needed)))
+            return Outcome(current, BudgetRecord(say(verdict, f"INT8 vs FP32: {verdict.line}")))
         assert calib is not None
         console.warn(f"INT8 {verdict.line}: ranking layers by sensitivity")
         fallback = fall_back_until_within_budget(
@@ -83,8 +87,8 @@ class Budget:
         check = fallback.comparison
         print_table(fallback.ranking, fallback.excluded, attempts=fallback.attempts)
         verdict = judge_budget(check, budget)
-        said = say(verdict.decision, f"With {len(fallback.excluded)} layer(s) in FP32 "
-                   f"({', '.join(fallback.excluded)}): {verdict.line}; {check.line()}", verdict.needed)
+        said = say(verdict, f"With {len(fallback.excluded)} layer(s) in FP32 ({', '.join(fallback.excluded)}): "
+                            f"{verdict.line}; {check.line()}")
         record = BudgetRecord(
             said, list(fallback.excluded),
             {"samples": fallback.probe_samples, "measured_alone": fallback.measured_units},

@@ -1,8 +1,9 @@
 """INT8 step ``high_precision``: with --high-precision fp16, the layers INT8 left float converted to FP16
 (int8/high_precision.py) and measured against FP32 the way INT8 is (Q/DQ and FP16 as ONNX Runtime computes them).
-A step made for speed: kept unless the step rule sees a loss beyond the noise, FP16 costs more than rounding (see
-FP16_INT8_ERROR_FACTOR) or the accuracy budget no longer holds; otherwise the float layers stay FP32 and the
-manifest says why. With fp32 it only records the precision asked."""
+A step made for speed: kept where its point loss is within the step rule's tolerance (1 point, or what is left of the
+accuracy budget; on outputs with no task figure, where its error stays within what rounding costs), always where the
+user asked for it by name; otherwise the float layers stay FP32 and the manifest says why. With fp32 it only records
+the precision asked."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from trtpipe import console
-from trtpipe.comparison import OVER, WITHIN, judge_budget
+from trtpipe.comparison import WITHIN, judge_budget
 from trtpipe.optimize.int8.placement import float_nodes
 from trtpipe.optimize.int8.profiles import high_precision_for
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
@@ -24,12 +25,6 @@ from trtpipe.vocab import Precision
 # model hands out (pixel coordinates, where FP16's step is 0.5 from 512 to 1024 and 1 from 1024 to 2048; the graph's
 # outputs are FP32 anyway). A distribution's expectation (a DFL box side) is kept exact on purpose.
 FP32_PLACEMENT_RULES = {"post-processing", "distribution-expectation"}
-# What FP16 in the float layers may cost, in 1 - worst cosine vs FP32: what the FP16 pass accepts (its MIN_COSINE,
-# 0.999) on top of INT8's own error, which may also double: a value FP16 moves across a rounding boundary changes
-# which integer a later Q writes, so the INT8 error is drawn afresh rather than added to. A conversion that breaks
-# something (an underflow, an infinity) costs far more than that.
-FP16_COSINE_SLACK = 0.001
-FP16_INT8_ERROR_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -91,33 +86,35 @@ class HighPrecision:
         return Outcome(run.compare(converted), record, fp32_nodes=kept)
 
     def settle(self, run: Int8Run, before: Candidate, outcome: Outcome, verdict: StepVerdict) -> Outcome:
-        """FP16 in the float layers kept, or refused with the reason: it costs more than rounding, the rule sees a
-        loss beyond the noise (decided only on data FP16 was not fit to: it is fit to none), or the budget no longer
-        holds."""
-        check, result = before.check, outcome.candidate.check
-        budget = run.context.options.max_accuracy_drop
-        within = judge_budget(result, budget) if budget is not None and run.context.evaluation is not None else None
+        """FP16 in the float layers kept, or refused with the reason: its point loss is beyond the tolerance (the
+        step rule, on data FP16 was not fit to: it is fit to none), or its error is beyond what rounding costs on an
+        output with no task figure. Asked for by name (``--high-precision fp16``), it is kept whatever the data say
+        (one warning names the loss), unless its outputs are no longer finite."""
+        result = outcome.candidate.check
+        named = run.context.options.high_precision is Precision.FP16
         assert isinstance(outcome.record, HighPrecisionRecord)
-        record = replace(outcome.record, verdict=verdict.to_dict())
+        record = replace(outcome.record, verdict=verdict.to_dict() | ({"named": True} if named else {}))
         reason = None
-        if not math.isfinite(result.cosine) or \
-                1.0 - result.cosine > FP16_INT8_ERROR_FACTOR * (1.0 - check.cosine) + FP16_COSINE_SLACK:
-            reason = (f"FP16 in the float layers costs more than rounding: worst cosine vs FP32 {result.cosine:.5f}, "
-                      f"{check.cosine:.5f} with them in FP32")
-        elif not verdict.kept:
-            reason = f"FP16 in the float layers loses accuracy beyond the noise: {verdict.words}"
-        elif within is not None and within.decision == OVER:
-            reason = f"FP16 in the float layers: {within.line}"
+        if not math.isfinite(result.cosine):
+            reason = f"FP16 in the float layers breaks the outputs (worst cosine vs FP32 {result.cosine})"
+        elif not verdict.kept and not named:
+            reason = f"FP16 in the float layers: {verdict.why} ({verdict.claim()})"
         if reason is not None:
             console.warn(f"{reason}: they stay FP32 ({result.line()})")
             return Outcome(before, replace(record, dtype=str(Precision.FP32), reason=reason,
                                            fp16_high_precision=result.to_dict()))
         report = record.report or {}
         line = measured("high precision fp16", result) | {"kept": True} | verdict.to_dict()
-        shown = console.success if verdict.change != NOISE else console.note
-        shown(f"INT8 with FP16 elsewhere ({report.get('fp16_nodes')} nodes FP16, {len(outcome.fp32_nodes)} kept "
-              f"FP32), kept: {verdict.words}, {verdict.change}; {result.line()}")
-        if within is not None and within.decision != WITHIN:
-            record = replace(record, budget=say(within.decision, f"INT8 with FP16 elsewhere: {within.line}",
-                                                within.needed))
+        what = (f"INT8 with FP16 elsewhere ({report.get('fp16_nodes')} nodes FP16, {len(outcome.fp32_nodes)} kept "
+                "FP32)")
+        if not verdict.kept:
+            console.warn(f"{what} was asked for (--high-precision fp16) and is kept, though {verdict.why}: "
+                         f"{verdict.claim()}; {result.line()}")
+        else:
+            (console.success if verdict.change != NOISE else console.note)(
+                f"{what}, kept: {verdict.claim()}; {result.line()}")
+        budget = run.context.options.max_accuracy_drop
+        within = judge_budget(result, budget) if budget is not None and run.context.evaluation is not None else None
+        if within is not None and not (within.decision == WITHIN and within.sure):
+            record = replace(record, budget=say(within, f"INT8 with FP16 elsewhere: {within.line}"))
         return Outcome(outcome.candidate, record, line, fp32_nodes=outcome.fp32_nodes)
