@@ -52,14 +52,16 @@ def test_the_held_out_share_is_disjoint_from_calibration_and_every_figure_is_mea
     assert judged["sha256"] == judge.sha256
     assert manifest["int8"]["full_int8"]["samples"] == manifest["int8"]["final"]["samples"] == held
     assert f"on {held} held-out samples of digits calibration split" in result.output
-    # Each figure with its interval over those samples, and the budget judged on the interval of the drop: a few
-    # dozen samples that all agree cannot show a drop under 5 points, and the line says about how many would.
+    # Each figure with its interval over those samples, and the budget decided on the drop's best estimate: a few
+    # dozen samples that all agree are within 5 points on it, but cannot show the drop is under 5 points, so the
+    # line says undecided and about how many would decide.
     final = manifest["int8"]["final"]
     assert final["agreement_interval"]["units"] == held and final["agreement_interval"]["method"] == "wilson"
     assert final["agreement_interval"]["low"] <= final["agreement"] <= final["agreement_interval"]["high"]
     budget = manifest["int8"]["budget"]
-    assert budget["decision"] == "undecided" and budget["samples_to_decide"] > held  # the upper bound is >= 9 pp
-    assert "too few to decide the budget of 5.0 pp" in " ".join(result.output.split())
+    assert budget["decision"] == "within" and budget["sure"] is False
+    assert budget["samples_to_decide"] > held  # the upper bound is >= 9 pp
+    assert "within the budget of 5.0 pp on the best estimate, undecided" in " ".join(result.output.split())
     assert "95% CI" in result.output
     # Its ranges come from the calibration share only, and the line says why.
     assert f"calibration: {len(rest)} samples (not {len(split.images)}: the file is judged on the held-out" in \

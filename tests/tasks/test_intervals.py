@@ -8,7 +8,7 @@ import pytest
 
 from trtpipe.bench.rows import BenchRow
 from trtpipe.bench.timing import LatencyStats
-from trtpipe.comparison import OVER, UNDECIDED, WITHIN, compare, judge_budget
+from trtpipe.comparison import OVER, WITHIN, compare, judge_budget
 from trtpipe.errors import MissingDependency
 from trtpipe.intervals import wilson
 from trtpipe.vocab import BackendKind, Device, Precision, Task
@@ -64,9 +64,10 @@ def test_with_labels_the_accuracy_and_its_paired_drop_have_intervals() -> None:
     drop = comparison.drop_interval_pp
     assert comparison.accuracy_drop_pp == 0.0 and comparison.accuracy_interval is not None
     assert drop is not None and drop.low == pytest.approx(-100 * wilson(0, 32).high) and drop.high > 10
-    verdict = judge_budget(comparison, 1.0)
-    assert verdict.decision == UNDECIDED and verdict.needed is not None and verdict.needed > 32
-    assert f"about {verdict.needed} samples" in verdict.line and "too few to decide" in verdict.line
+    verdict = judge_budget(comparison, 1.0)  # decided on the point (no drop: within), undecided in the claim
+    assert verdict.decision == WITHIN and not verdict.sure and verdict.undecided
+    assert verdict.needed is not None and verdict.needed > 32
+    assert f"about {verdict.needed} samples" in verdict.line and "too few to be sure" in verdict.line
 
 
 def test_a_budget_is_judged_by_the_drop_s_bounds() -> None:
