@@ -68,3 +68,16 @@ def progress() -> Progress:
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), console=err, transient=True,
     )
+
+
+@contextlib.contextmanager
+def hushed() -> Iterator[None]:
+    """Nothing the block says is shown (notes, warnings, spinners, bars): for work repeated in the background whose
+    result is said once after it (cross-fitting's folds, whose steps the written file's chain runs and says again)."""
+    global err
+    shown = err
+    err = Console(stderr=True, quiet=True)
+    try:
+        yield
+    finally:
+        err = shown

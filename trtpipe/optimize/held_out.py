@@ -13,16 +13,22 @@ applies (the accuracy budget, a recipe step kept only where the task measure did
 - A generated source (``photos``, ``packaged:NAME``, ``random``) draws new samples from its other seed (the stream
   ``--eval`` would use), as many as calibrate and at least ``MIN_HELD_OUT``: nothing is taken from calibration, and
   the figure costs what it did on the calibration samples.
+- A fixed set without an accuracy budget is **cross-fitted** instead (``FOLDS`` seeded folds): every sample both
+  calibrates and judges, never in the same run. Ranges and learned steps are fit on the other folds and judged on
+  the one left out, the per-sample outcomes of all folds are pooled into one figure (on every sample the user gave)
+  and every step's keep-or-drop is decided on that pooled figure; the written file is then fit on all the samples
+  with the steps so decided. The pooled figure is an unbiased estimate of the unseen score of a file fit on
+  (k-1)/k of the data, so if anything a conservative one for the written file, which saw more. Under
+  ``--max-accuracy-drop`` the budget's fallback search needs one judging set, so the split above is kept.
 - Fewer than ``MIN_CALIBRATION + MIN_HELD_OUT`` samples of a fixed set are too few to split: the figure is then on
   the calibration data, one line says it is optimistic, and gates refuse to decide on it.
 
 The draw is seeded, so the same data always splits the same way (the range cache and the pipeline's stage keys
 stay valid), and the split is recorded in the manifest: which samples, how many, from which source.
 
-The written file's ranges come from the calibration share only, not from all the samples: the held-out share is
-what its figures, its intervals and every gate were measured on, and a file recalibrated on those samples would be
-a different file, judged by nothing it was not fit to. A peer given the same file calibrates on every sample and
-judges on none; to calibrate on all of them here, give the judging data separately (``--eval``).
+With a held-out split the written file's ranges come from the calibration share only: the held-out share is what
+its figures, its intervals and the budget were measured on. Cross-fitted, the written file calibrates on every
+sample, as a peer quantizer's does.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ from trtpipe.inputs import InputSpec, random_batch
 from trtpipe.models.data_spec import DataKind, DataSpec
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
 from trtpipe.optimize.options import OptimizeOptions
+from trtpipe.vocab import Precision
 
 HELD_OUT_SHARE = 0.25
 MIN_HELD_OUT = 8
 MIN_CALIBRATION = 16  # recipes.RECIPES[Quality.BEST].min_samples: every recipe can still run on what is left
-SPLIT_SEED = 0  # the permutation that picks the held-out samples of a fixed set
+SPLIT_SEED = 0  # the permutation that picks the held-out samples of a fixed set (and its folds)
+FOLDS = 4  # cross-fitting: each fold judges a quarter, fit on the other three (what the held-out share leaves)
 RANDOM_HELD_OUT_SEED = 1  # 'random' calibrates on seed 0
 GENERATED = (DataKind.PHOTOS, DataKind.PACKAGED, DataKind.RANDOM)
 
@@ -56,6 +64,7 @@ class Judging:
     calibration: Dataset
     held_out: Dataset | None
     record: JudgedOn  # the manifest's ``data.judged_on``
+    folds: tuple[np.ndarray, ...] | None = None  # cross-fitted: each fold's judging indices (ascending)
 
 
 def held_out_count(samples: int, static_batch: int | None = None) -> int:
@@ -74,13 +83,17 @@ def fewest_to_split(static_batch: int | None = None) -> int:
 
 
 def hold_out(calib: Dataset, spec: str | DataSpec, inputs: tuple[InputSpec, ...], *,
-             static_batch: int | None = None, preprocessing: ImagePreprocessing | None = None) -> Judging:
-    """Split ``calib`` (loaded from ``spec``) into what calibrates and what judges (see the module's rules)."""
+             static_batch: int | None = None, preprocessing: ImagePreprocessing | None = None,
+             cross_fit: bool = False) -> Judging:
+    """Split ``calib`` (loaded from ``spec``) into what calibrates and what judges (see the module's rules);
+    ``cross_fit``: a fixed set is cross-fitted rather than split, where its batches allow."""
     data = spec if isinstance(spec, DataSpec) else DataSpec.parse(spec)
     if data.kind in GENERATED:
         return _drawn(calib, data, inputs, static_batch, preprocessing)
     samples = len(calib)
     held = held_out_count(samples, static_batch)
+    if cross_fit and (static_batch or 1) == 1 and samples - held >= MIN_CALIBRATION:
+        return cross_fitted(calib)
     if samples - held < MIN_CALIBRATION:
         return Judging(calib, None, JudgedOn(
             "calibration", calib.source, samples, calib.sha256, optimistic=True,
@@ -98,14 +111,34 @@ def hold_out(calib: Dataset, spec: str | DataSpec, inputs: tuple[InputSpec, ...]
         indices=tuple(int(i) for i in chosen), calibration_samples=len(fit), calibration_sha256=fit.sha256))
 
 
+def cross_fitted(calib: Dataset) -> Judging:
+    """``calib`` cross-fitted in ``FOLDS`` seeded folds: every sample calibrates the written file and judges the
+    fold that left it out (see the module)."""
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(calib))
+    folds = tuple(np.sort(part) for part in np.array_split(order, FOLDS))
+    judge = replace(calib, source=f"{len(calib)} samples of {calib.source}, cross-fitted in {FOLDS} folds",
+                    reference_labels=calib.labels is None or calib.reference_labels)
+    return Judging(calib, judge, JudgedOn(
+        "cross-fitted", judge.source, len(calib), calib.sha256,
+        drawn=f"{FOLDS} seeded folds (seed {SPLIT_SEED}) of the {len(calib)} calibration samples: each fold judged "
+              f"by a file fit on the other {FOLDS - 1}, pooled; the written file is fit on all of them",
+        calibration_samples=len(calib), calibration_sha256=calib.sha256), folds)
+
+
 def judge_without_eval(calib: Dataset, options: OptimizeOptions, inputs: tuple[InputSpec, ...],
                        static_batch: int | None,
-                       preprocessing: ImagePreprocessing) -> tuple[Dataset, Dataset | None, JudgedOn]:
+                       preprocessing: ImagePreprocessing) -> Judging:
     """optimize without --eval: the calibration data to fit on, the held-out data to judge on (None: too few to
-    split), and the manifest's record of which data judged, each said in one line. An accuracy budget that would
-    have to be judged on the calibration data is refused before any work."""
+    split), the folds where cross-fitted, and the manifest's record of which data judged, each said in one line. An
+    accuracy budget that would have to be judged on the calibration data is refused before any work."""
     assert options.calib is not None
-    judging = hold_out(calib, options.calib, inputs, static_batch=static_batch, preprocessing=preprocessing)
+    cross_fit = options.max_accuracy_drop is None and options.precision is Precision.INT8
+    judging = hold_out(calib, options.calib, inputs, static_batch=static_batch, preprocessing=preprocessing,
+                       cross_fit=cross_fit)
+    if judging.folds is not None:
+        console.note(f"Judged on all {len(calib)} calibration samples, cross-fitted: each of {FOLDS} folds by a file "
+                     f"fit on the other {FOLDS - 1}, pooled; the written file is fit on all {len(calib)}")
+        return judging
     if judging.held_out is None:
         if options.max_accuracy_drop is not None:
             raise BadInput(f"--max-accuracy-drop cannot be judged: {judging.record.why}, and a figure on the "
@@ -119,7 +152,7 @@ def judge_without_eval(calib: Dataset, options: OptimizeOptions, inputs: tuple[I
             "--eval DATA to calibrate on all of them)")
         console.note(f"Judged on {judging.held_out.source} (never used for ranges or learned steps); calibration: "
                      f"{len(judging.calibration)} samples{held}")
-    return judging.calibration, judging.held_out, judging.record
+    return judging
 
 
 def _drawn(calib: Dataset, data: DataSpec, inputs: tuple[InputSpec, ...], static_batch: int | None,

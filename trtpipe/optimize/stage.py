@@ -76,7 +76,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
                           _decoder(options, source, source_sha))
     evaluation = _labelled_by_fp32(model, data.evaluation, task, data.static_batch)
     context = PassContext(options, target, data.calib, evaluation, data.probe, data.static_batch, output, task,
-                          decoder)
+                          decoder, folds=data.folds)
     context.details.update({
         "input": MadeFrom(str(source), source_sha, Precision.FP32).to_dict(),
         "options": to_plain(options) | {"target": str(target)},
@@ -123,6 +123,7 @@ class _StageData:
     evaluation: Dataset | None
     probe: Dataset  # calibration, eval or seeded random inputs: what graph passes are checked on
     judged_on: JudgedOn | None  # without --eval: which data judges (a held-out share, else the calibration)
+    folds: tuple[np.ndarray, ...] | None = None  # cross-fitted: each fold's judging indices (optimize.held_out)
 
 
 def _load_data(model: onnx.ModelProto, options: OptimizeOptions, source: Path,
@@ -134,15 +135,16 @@ def _load_data(model: onnx.ModelProto, options: OptimizeOptions, source: Path,
     preprocessing = _preprocessing(options, source, source_manifest)
     calib = _load(options.calib, specs, "calibration", options.calib_samples, preprocessing)
     evaluation = _load(options.eval, specs, "eval", None, preprocessing)
-    judged_on = None
+    judged_on, folds = None, None
     if calib is not None and evaluation is None and options.precision.needs_calibration:
         from trtpipe.optimize.held_out import judge_without_eval  # what was fit never judges it
 
-        calib, evaluation, judged_on = judge_without_eval(calib, options, specs, static_batch, preprocessing)
+        judging = judge_without_eval(calib, options, specs, static_batch, preprocessing)
+        calib, evaluation, judged_on, folds = judging.calibration, judging.held_out, judging.record, judging.folds
     if calib is None and options.precision is Precision.FP16:
         calib = _fp16_range_data(source, specs, evaluation, preprocessing)
     probe = calib or evaluation or _random_probe(specs)
-    return _StageData(specs, static_batch, calib, evaluation, probe, judged_on)
+    return _StageData(specs, static_batch, calib, evaluation, probe, judged_on, folds)
 
 
 def _fp16_range_data(source: Path, specs: tuple[InputSpec, ...], evaluation: Dataset | None,

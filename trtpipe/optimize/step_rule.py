@@ -73,6 +73,8 @@ class StepVerdict:
             return self.words
         if self.sure:
             return f"{self.words}, a {self.change} outside the noise"
+        if abs(self.point_pp) < 0.05:
+            return f"no change on {self.interval_pp.units} samples ({self.words})"
         more = f"about {self.needed} would decide" if self.needed else "no number of samples would decide a zero"
         return (f"{self.point_pp:+.1f} pp on {self.interval_pp.units} samples, too few to be sure ({more}; "
                 f"{self.words})")
@@ -153,8 +155,9 @@ def judge_step(before: Comparison, after: Comparison, purpose: str, *,
         if purpose == SPEED:
             kept = math.isfinite(after.cosine) and \
                 error_after <= SPEED_COSINE_FACTOR * error_before + SPEED_COSINE_SLACK
-            why = (f"its error (1 - worst cosine) {error_after:.2g} is " + ("within" if kept else "beyond")
-                   + f" {SPEED_COSINE_FACTOR:g}x the error before it ({error_before:.2g}) + {SPEED_COSINE_SLACK:g}")
+            why = (("it costs no more than rounding" if kept else "it costs more than rounding")
+                   + f": its error (1 - worst cosine) {error_after:.2g} against {SPEED_COSINE_FACTOR:g}x the error "
+                   f"before it ({error_before:.2g}) + {SPEED_COSINE_SLACK:g}")
         else:
             kept = after.cosine > before.cosine if purpose == ACCURACY_AT_COST else after.cosine >= before.cosine
             why = "the worst cosine " + ("rose" if after.cosine > before.cosine else "fell" if after.cosine <
@@ -162,7 +165,7 @@ def judge_step(before: Comparison, after: Comparison, purpose: str, *,
         return StepVerdict(kept, kind, None, None, None, words, why)
     if purpose == SPEED:
         kept = -point <= tolerance_pp + 1e-9
-        why = (f"its point loss {max(-point, 0.0):.2f} pp is " + ("within" if kept else "beyond")
+        why = (f"its point loss {max(0.0, -point):.2f} pp is " + ("within" if kept else "beyond")
                + f" the tolerance of {tolerance_pp:.2f} pp for a step that trades accuracy for speed")
     elif purpose == ACCURACY_AT_COST:
         kept = point > 1e-9

@@ -39,6 +39,8 @@ class PassContext:
     fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
     recipe: Recipe | None = None  # INT8: the --quality recipe that runs (its graph passes already have)
     records: list[PassRecord] = field(default_factory=list)  # what each pass did, in the order they ran
+    # cross-fitted (optimize.held_out): each fold's judging indices into ``calib``; INT8 fits on the others
+    folds: tuple[np.ndarray, ...] | None = None
 
     def record(self, record: PassRecord) -> None:
         """Keep what a pass did (a pass that runs again replaces its record)."""

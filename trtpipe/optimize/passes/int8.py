@@ -6,16 +6,20 @@ the pass's record."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from trtpipe import console
 from trtpipe.artifact.records.calibration import calibration_path
+from trtpipe.comparison import Comparison
 from trtpipe.optimize.activations import channel_bounds
 from trtpipe.optimize.data import Dataset
 from trtpipe.optimize.int8.cache import cached_ranges
-from trtpipe.optimize.int8.calibrate import Ranges
+from trtpipe.optimize.int8.calibrate import Ranges, calibrate
+from trtpipe.optimize.int8.cross_fit import FoldChain, Pool, step_across_folds
 from trtpipe.optimize.int8.placement import placement_record
 from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
 from trtpipe.optimize.int8.quantize import quantize
@@ -24,7 +28,7 @@ from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
 from trtpipe.optimize.int8.steps import STEPS
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import Int8Calibration, Int8Record, RecipeRecord, StepRecord
-from trtpipe.optimize.step_rule import judge_step, speed_tolerance_pp
+from trtpipe.optimize.step_rule import StepVerdict, judge_step, speed_tolerance_pp
 
 
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
@@ -40,7 +44,10 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     with console.step("Writing Q/DQ nodes..."):
         quantized = quantize(fp32, ranges, profile)
     run = Int8Run(fp32, ranges, profile, context, evaluation or calib)
-    current = run.compare(quantized)
+    folds = _folds(fp32, profile, context) if context.folds is not None else None
+    pool = Pool(fp32, run) if folds is not None else None
+    current = run.compare(quantized) if pool is None else Candidate(quantized, pool.check(folds or [], [
+        fold.current.model for fold in folds or []]))
     full_int8 = current.check
     # A measurement, not yet a verdict: the budget (and the stage's final check) may still refuse the result.
     console.note(f"INT8 ({context.target}) vs FP32 on {run.judge.source}: {full_int8.line()}")
@@ -52,12 +59,19 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     for step in STEPS:
         if not step.wanted(run):
             continue
-        outcome = step.apply(run, current)
-        if step.purpose is not None and outcome.candidate is not current:
+
+        def rule(before: Comparison, after: Comparison, purpose: str) -> StepVerdict:
             tolerance = speed_tolerance_pp(options.max_accuracy_drop if evaluation is not None else None,
-                                           current.check.drop_pp)
-            outcome = step.settle(run, current, outcome, judge_step(current.check, outcome.candidate.check,
-                                                                    step.purpose, tolerance_pp=tolerance))
+                                           before.drop_pp)
+            return judge_step(before, after, purpose, tolerance_pp=tolerance)
+
+        if pool is not None and folds is not None:
+            outcome, _ = step_across_folds(step, folds, current, current.check, pool, rule)
+        else:
+            outcome = step.apply(run, current)
+            if step.purpose is not None and outcome.candidate is not current:
+                outcome = step.settle(run, current, outcome, rule(current.check, outcome.candidate.check,
+                                                                  step.purpose))
         current = _take(outcome, run, lines, placement, records)
     recipe = context.recipe
     steps = [*recipe.passes, *recipe.steps] if recipe else []
@@ -81,15 +95,41 @@ def _take(outcome: Outcome, run: Int8Run, lines: list[dict[str, object]], placem
     return outcome.candidate
 
 
+def _folds(fp32: onnx.ModelProto, profile: QuantProfile, context: PassContext) -> list[FoldChain]:
+    """Cross-fitted (``context.folds``): each fold's chain, calibrated on the other folds' samples (not cached: the
+    range cache keeps the written file's ranges) and quantized, to be judged on its own samples."""
+    calib, evaluation, folds = context.calib, context.evaluation, context.folds
+    assert calib is not None and evaluation is not None and folds is not None
+    chains = []
+    with console.progress() as bar:
+        task = bar.add_task(f"Cross-fitting: calibrating {len(folds)} folds", total=len(folds))
+        for number, indices in enumerate(folds, start=1):
+            others = np.setdiff1d(np.arange(len(calib)), indices)
+            fit = calib.subset(others, f"fold {number}'s fit: {len(others)} of {calib.source}")
+            judge = evaluation.subset(indices, f"fold {number} of {evaluation.source}")
+            fold_context = replace(context, calib=fit, evaluation=judge, records=[], fp32_nodes=[], folds=None)
+            with console.hushed():
+                ranges, _ = _calibration_ranges(fp32, fit, profile, fold_context, cached=False)
+                run = Int8Run(fp32, ranges, profile, fold_context, judge)
+                chains.append(FoldChain(run, run.compare(quantize(fp32, ranges, profile)), indices))
+            bar.advance(task)
+    return chains
+
+
 def _calibration_ranges(fp32: onnx.ModelProto, calib: Dataset, profile: QuantProfile,
-                        context: PassContext) -> tuple[Ranges, Path]:
+                        context: PassContext, *, cached: bool = True) -> tuple[Ranges, Path]:
     """Each tensor's calibrated range, read from the range cache when the model, data and method are unchanged
-    (a rerun skips calibration), else calibrated and cached; narrowed per channel where a carried gain's
-    pre-activation responds over per-channel intervals. Also the cache's path, for the record."""
+    (a rerun skips calibration), else calibrated and cached (``cached`` False: calibrated, the cache untouched);
+    narrowed per channel where a carried gain's pre-activation responds over per-channel intervals. Also the
+    cache's path, for the record."""
     options = context.options
     cache = calibration_path(context.output, options.calib_cache)
-    ranges = cached_ranges(fp32, lambda: context.batches(calib), calib.sha256, options.calib_method,
-                           symmetric=profile.symmetric_activations, cache=cache)
+    if cached:
+        ranges = cached_ranges(fp32, lambda: context.batches(calib), calib.sha256, options.calib_method,
+                               symmetric=profile.symmetric_activations, cache=cache)
+    else:
+        ranges = calibrate(fp32, context.batches(calib), options.calib_method,
+                           symmetric=profile.symmetric_activations)
     intervals = channel_intervals(fp32)
     if intervals:  # per-channel responsive intervals (a carried gain's pre-activation): per-channel bounds needed
         ranges = narrowed_per_channel(ranges, intervals, channel_bounds(fp32, list(intervals), context.batches(calib)))

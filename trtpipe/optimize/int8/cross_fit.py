@@ -1,0 +1,85 @@
+"""Cross-fitted INT8 (``optimize.held_out``): every calibration sample both fits and judges, never in the same run.
+
+Each fold's chain calibrates and runs the INT8 steps on the other folds' samples and is judged on its own; the
+per-sample outputs of all folds are pooled into one figure on every sample, and each step is kept or dropped on that
+pooled figure (the step rule). A final chain, fit on all the samples, takes the same decisions: it is the file that
+is written. Steps with no purpose (they decide by their own measure) decide in each chain for themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import onnx
+
+from trtpipe import console
+from trtpipe.comparison import Comparison, compare
+from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
+
+
+@dataclass
+class FoldChain:
+    """One fold: its run (fit on the other folds, judged on this one), its current candidate, its judging indices."""
+
+    run: Int8Run
+    current: Candidate
+    indices: np.ndarray
+
+
+class Pool:
+    """The pooled figure of the folds' candidates: each fold's outputs on its own judging samples, scattered back
+    into sample order and compared with FP32's outputs on all the samples."""
+
+    def __init__(self, fp32: onnx.ModelProto, whole: Int8Run) -> None:
+        self.whole = whole
+        context = whole.context
+        self.expected = context.outputs(fp32, whole.judge.images)
+        self.names = [o.name for o in fp32.graph.output]
+
+    def check(self, folds: Sequence[FoldChain], models: Sequence[onnx.ModelProto]) -> Comparison:
+        """``models`` (one per fold, each judged on its fold's samples) as one comparison on every sample."""
+        pooled = [np.empty_like(array) for array in self.expected]
+        for fold, model in zip(folds, models, strict=True):
+            context = fold.run.context
+            found = context.outputs(model, fold.run.judge.images, fold.run.profile.evaluation_optimization)
+            for whole, part in zip(pooled, found, strict=True):
+                whole[fold.indices] = part
+        context = self.whole.context
+        return compare(self.expected, pooled, self.whole.judge.labels, task=context.task, names=self.names,
+                       decoder=context.decoder)
+
+
+def step_across_folds(step: object, folds: list[FoldChain], final: Candidate, pooled: Comparison, pool: Pool,
+                      judge: Callable[[Comparison, Comparison, str], object]) -> tuple[Outcome, Comparison]:
+    """Run ``step`` in every fold and on the final chain, decide it once on the pooled figure (``judge``: the step
+    rule for the step's purpose) and move each fold to what was decided. Returns the final chain's settled outcome,
+    its candidate carrying the pooled figure, and the pooled figure now."""
+    whole = pool.whole
+    name = getattr(step, "name", "a step")
+    # Each chain's own lines would be figures on one fold, or in-sample: the pooled decision below is what is said.
+    with console.step(f"{name}: in each of {len(folds)} folds and on all the samples, judged pooled..."), \
+            console.hushed():
+        outcomes = [step.apply(fold.run, fold.current) for fold in folds]  # type: ignore[attr-defined]
+        proposed: Outcome = step.apply(whole, final)  # type: ignore[attr-defined]
+        after = pool.check(folds, [o.candidate.model for o in outcomes])
+    purpose = step.purpose  # type: ignore[attr-defined]
+    if purpose is None or proposed.candidate is final:
+        for fold, outcome in zip(folds, outcomes, strict=True):
+            fold.current = outcome.candidate
+        settled = proposed
+        now = after
+    else:
+        verdict = judge(pooled, after, purpose)
+        offered = replace(proposed, candidate=Candidate(proposed.candidate.model, after))
+        settled = step.settle(whole, Candidate(final.model, pooled), offered, verdict)  # type: ignore[attr-defined]
+        kept = settled.candidate is offered.candidate
+        for fold, outcome in zip(folds, outcomes, strict=True):
+            fold.current = outcome.candidate if kept else fold.current
+        settled = replace(settled, candidate=proposed.candidate if kept else final)
+        now = after if kept else pooled
+    line = settled.measured
+    if line is not None and "step" in line:
+        line = line | measured(str(line["step"]), now)
+    return replace(settled, candidate=Candidate(settled.candidate.model, now), measured=line), now
