@@ -160,3 +160,35 @@ def test_eval_data_judges_when_given_and_nothing_is_held_out(
     judged = manifest["data"]["judged_on"]
     assert judged["data"] == "eval" and judged["optimistic"] is False
     assert judged["samples"] == manifest["int8"]["final"]["samples"] == len(load_split("digits", "eval").images)
+
+
+def test_without_a_budget_a_fixed_set_is_cross_fitted_every_sample_calibrates_and_judges(
+        digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """--calib digits without a budget: four folds each judged by a file fit on the other three, pooled into one
+    figure on every sample; the written file's ranges come from all of them (none is given up to judging)."""
+    out = tmp_path / "int8.onnx"
+    result = run_cli("optimize", digits_onnx, "-o", out, "--precision", "int8", "--calib", "digits", "--quality",
+                     "fast")
+    assert result.exit_code == 0, result.output
+    split = load_split("digits", "calibration")
+    manifest = _manifest(out)
+    judged = manifest["data"]["judged_on"]
+    assert judged["data"] == "cross-fitted" and judged["optimistic"] is False
+    assert judged["samples"] == judged["calibration_samples"] == len(split.images)
+    everything = Dataset(split.images, split.labels, "digits")
+    assert manifest["int8"]["calibration"]["sha256"] == everything.sha256  # the written file: fit on all
+    assert manifest["int8"]["full_int8"]["samples"] == manifest["int8"]["final"]["samples"] == len(split.images)
+    assert f"Judged on all {len(split.images)} calibration samples, cross-fitted" in " ".join(result.output.split())
+
+
+def test_cross_fitted_folds_are_disjoint_seeded_and_cover_every_sample() -> None:
+    from trtpipe.optimize.held_out import FOLDS, cross_fitted
+
+    images = np.arange(40 * 4, dtype=np.float32).reshape(40, 1, 2, 2)
+    judging = cross_fitted(Dataset(images, None, "forty"))
+    assert judging.folds is not None and len(judging.folds) == FOLDS
+    joined = np.concatenate(judging.folds)
+    assert sorted(joined.tolist()) == list(range(40))  # each sample judged once, by the fold that left it out
+    again = cross_fitted(Dataset(images, None, "forty"))
+    assert all(np.array_equal(a, b) for a, b in zip(judging.folds, again.folds or (), strict=True))
+    assert len(judging.calibration) == 40 and judging.held_out is not None and len(judging.held_out) == 40
