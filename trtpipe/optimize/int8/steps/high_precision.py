@@ -17,7 +17,7 @@ from trtpipe.optimize.int8.placement import float_nodes
 from trtpipe.optimize.int8.profiles import high_precision_for
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
 from trtpipe.optimize.int8.steps.budget import BudgetVerdict, say
-from trtpipe.optimize.step_rule import NOISE, SPEED, StepVerdict
+from trtpipe.optimize.step_rule import NOISE, SPEED, StepVerdict, judge_step
 from trtpipe.vocab import Precision
 
 # Placement rules whose nodes stay FP32 under --high-precision fp16 too. Post-processing reaches no INT8 kernel: it is
@@ -95,8 +95,13 @@ class HighPrecision:
         assert isinstance(outcome.record, HighPrecisionRecord)
         record = replace(outcome.record, verdict=verdict.to_dict() | ({"named": True} if named else {}))
         reason = None
+        # What rounding may cost, on the worst cosine (a measured error, known before the data): FP16 may at most
+        # double INT8's error, since a value it moves across a rounding boundary changes which integer a later Q writes.
+        error = judge_step(replace(before.check, agreement=None), replace(result, agreement=None), SPEED)
         if not math.isfinite(result.cosine):
             reason = f"FP16 in the float layers breaks the outputs (worst cosine vs FP32 {result.cosine})"
+        elif not error.kept and not named:
+            reason = f"FP16 in the float layers: {error.why}"
         elif not verdict.kept and not named:
             reason = f"FP16 in the float layers: {verdict.why} ({verdict.claim()})"
         if reason is not None:
