@@ -47,18 +47,34 @@ class Inference:
         return f"Task: {self.task}{decoded} (inferred: {self.reason})"
 
 
-def _shapes(outputs: Sequence[np.ndarray]) -> str:
-    return ("output " if len(outputs) == 1 else "outputs ") + ", ".join(str(list(np.asarray(o).shape))
-                                                                         for o in outputs)
+def model_shape(shape: tuple[int, ...], axis: int | None) -> str:
+    """An output's shape as the model lays it out, from its samples-first ``shape`` and the model's batch axis
+    ``axis``: ``[24, 8, 37] (batch on axis 1)`` for a time-major output; as it is where the batch is first."""
+    if not axis:
+        return str(list(shape)) + (" (no batch axis)" if axis is None and shape else "")
+    dims = list(shape[1:])
+    dims.insert(axis, shape[0])
+    return f"{dims} (batch on axis {axis})"
 
 
-def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None = None) -> Inference:
-    """The task FP32's ``outputs`` on some samples show (``image_size``: the input's height and width, where known,
-    to check a detector's boxes against), with the reason; generic where nothing does."""
+def _shapes(outputs: Sequence[np.ndarray], axes: Sequence[int | None]) -> str:
+    return ("output " if len(outputs) == 1 else "outputs ") + ", ".join(
+        model_shape(tuple(np.asarray(o).shape), axis) for o, axis in zip(outputs, axes, strict=True))
+
+
+def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None = None,
+               batch_axes: Sequence[int | None] | None = None) -> Inference:
+    """The task FP32's ``outputs`` on some samples show (samples first, as Backend.run_chunked gives them;
+    ``image_size``: the input's height and width, where known, to check a detector's boxes against; ``batch_axes``:
+    where the model had each output's batch, for the line), with the reason; generic where nothing does."""
     outputs = [np.asarray(o) for o in outputs]
+    axes = list(batch_axes) if batch_axes is not None else [0] * len(outputs)
     shapes = [tuple(o.shape) for o in outputs]
     fix = (f"give {NAMED} (a detector: and --postprocess MODULE:FN where its head is none of "
            f"{', '.join(n for n in detect.DECODERS if n != 'scores_boxes')})")
+    if axes and axes[0] is None:
+        return Inference(Task.GENERIC, f"{_shapes(outputs, axes)}: the first output has no batch axis, so no task "
+                                       f"measure reads it sample by sample: compared output by output")
     # One raw head, or scores and boxes: a model of several other outputs names its own task
     looks_detect = bool(detect.candidates(shapes)) and (len(shapes) == 1 or detect.scores_and_boxes(shapes))
     readings = list[detect.Reading]()
@@ -66,9 +82,10 @@ def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None
         chosen, readings = detect.choose(outputs, image_size)
         if chosen is not None:
             passed = "; ".join(f"not {r.decoder}: {r.evidence}" for r in readings if r is not chosen)
-            return Inference(Task.DETECT, f"{_shapes(outputs)} read by the {chosen.decoder} decoder: {chosen.evidence}"
-                             + (f" ({passed})" if passed else ""), chosen.decoder)
-    if len(outputs) == 1 and (why := sequence.recognised(np.asarray(outputs[0], dtype=np.float64))):
+            return Inference(Task.DETECT, f"{_shapes(outputs, axes)} read by the {chosen.decoder} decoder: "
+                             f"{chosen.evidence}" + (f" ({passed})" if passed else ""), chosen.decoder)
+    if len(outputs) == 1 and (why := sequence.recognised(np.asarray(outputs[0], dtype=np.float64),
+                                                          model_shape(shapes[0], axes[0]))):
         return Inference(Task.SEQUENCE, why)
     if looks_detect:
         return Inference(Task.GENERIC, f"{detect.unrecognised(readings)}: compared output by output; {fix}")
@@ -76,8 +93,8 @@ def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None
         shape = shapes[0]
         for task, meaning in _BY_SHAPE.items():
             if MEASURES[task].fits(shape):
-                return Inference(task, f"one output {list(shape)}, read as {meaning}")
-    return Inference(Task.GENERIC, f"{_shapes(outputs)}: no layout a task measure reads: compared "
+                return Inference(task, f"one output {model_shape(shape, axes[0])}, read as {meaning}")
+    return Inference(Task.GENERIC, f"{_shapes(outputs, axes)}: no layout a task measure reads: compared "
                                    f"output by output; {fix}")
 
 
