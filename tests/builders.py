@@ -286,3 +286,29 @@ def ctc_reader(layout: str = "tnc", *, batch_free: bool = False, steps: int = 24
         initializers.append(constant(rng.standard_normal((5, 4)), "anchor_grid"))
         outputs.append(tensor("anchors", [5, 4]))
     return onnx_model(nodes, initializers, [tensor("x", ["n", 1, 8, steps])], outputs, name=f"ctc_{layout}", opset=13)
+
+
+def restorer() -> onnx.ModelProto:
+    """A tiny image-to-image network of ``x [n, 3, 16, 16]`` (pixels in 0..1): the image plus a small 3x3 correction
+    of each colour from all three, halved in size (AveragePool 2x2) and clipped to 0..1, ``y [n, 3, 8, 8]``: what a
+    demosaicking or denoising net's output looks like (an RGB image, smaller than its input)."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((3, 3, 3, 3)) * 0.02
+    weight[np.arange(3), np.arange(3), 1, 1] += 1.0  # mostly the pixel itself
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+             helper.make_node("Clip", ["p", "low", "high"], ["y"], name="clip")]
+    return onnx_model(nodes, [constant(weight, "w"), constant(0.0, "low"), constant(1.0, "high")],
+                      [tensor("x", ["n", 3, 16, 16])], [tensor("y", ["n", 3, 8, 8])], name="restorer", opset=13)
+
+
+def photo_like(count: int, size: int = 16, seed: int = 1) -> np.ndarray:
+    """``count`` smooth RGB images [count, 3, size, size] in 0..1 whose colours share their brightness, as photos'."""
+    rng = np.random.default_rng(seed)
+    ys, xs = np.mgrid[0:size, 0:size] / size
+    images = []
+    for _ in range(count):
+        light = 0.5 + 0.4 * np.sin(rng.uniform(2, 8) * xs + rng.uniform(0, 3)) * np.cos(rng.uniform(2, 8) * ys)
+        tint = rng.uniform(0.7, 1.0, 3)[:, None, None]
+        images.append(np.clip(light[None] * tint + rng.normal(0, 0.02, (3, size, size)), 0, 1))
+    return np.stack(images).astype(np.float32)

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.builders import ctc_reader
+from tests.builders import ctc_reader, photo_like, restorer
 
 SAMPLES = 150  # more than one chunk of 64 in every check
 
@@ -52,3 +52,21 @@ def test_every_output_layout_is_optimized_end_to_end(data: Path, tmp_path: Path,
         assert details["output_batch_axes"] == {"axes": {"logits": 0, "anchors": None},
                                                 "found_from": "runs of 1 and 2 samples"}
         assert "the batch axis of 'anchors' has none" in text
+
+
+@pytest.mark.parametrize(("precision", "target"), [("fp16", "cpu"), ("int8", "cpu")])
+def test_an_image_to_image_network_is_judged_as_restore(tmp_path: Path, run_cli, precision: str,  # type: ignore[no-untyped-def]
+                                                        target: str) -> None:
+    """An RGB output smaller than its input, in 0..1: restore (PSNR and SSIM against FP32), not segmentation."""
+    source, data = tmp_path / "restorer.onnx", tmp_path / "photos.npy"
+    onnx.save(restorer(), source)
+    np.save(data, photo_like(120))
+    out = tmp_path / f"{precision}.onnx"
+    quality = ["--quality", "fast"] if precision == "int8" else []
+    result = run_cli("optimize", source, "-o", out, "--precision", precision, "--target", target, "--calib", data,
+                     *quality)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Task: restore (inferred: one output [8, 3, 8, 8], an image: values" in text
+    assert "in the pixel range 0..1, its 3 channels rising and falling together" in text
+    assert "PSNR vs FP32" in text and "mean SSIM vs FP32" in text

@@ -21,10 +21,9 @@ from trtpipe.tasks.sequence import edit_distance, greedy
 from trtpipe.vocab import Task
 
 
-def test_shapes_alone_choose_classify_segment_and_dense_and_say_so() -> None:
+def test_shapes_alone_choose_classify_and_dense_and_say_so() -> None:
     classify = infer_task([np.zeros((8, 1000))])
     assert classify.task is Task.CLASSIFY and "one output [8, 1000], read as class scores" in classify.line()
-    assert infer_task([np.zeros((2, 21, 8, 8))]).task is Task.SEGMENT
     assert infer_task([np.zeros((2, 1, 8, 8))]).task is Task.DENSE
     two = infer_task([np.zeros((1, 84, 8400)), np.zeros((1, 32, 16, 16))])  # two heads: the user says which
     assert two.task is Task.GENERIC and "--task" in two.line() and "--postprocess" in two.line()

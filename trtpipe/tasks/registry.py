@@ -20,16 +20,16 @@ from types import ModuleType
 import numpy as np
 
 from trtpipe.errors import BadInput
-from trtpipe.tasks import classify, dense, detect, embed, generic, segment, sequence
+from trtpipe.tasks import classify, dense, detect, embed, generic, heatmap, restore, segment, sequence
 from trtpipe.vocab import Task
 
 MEASURES: dict[Task, ModuleType] = {
     Task.CLASSIFY: classify, Task.DETECT: detect, Task.SEGMENT: segment, Task.DENSE: dense, Task.EMBED: embed,
-    Task.SEQUENCE: sequence, Task.GENERIC: generic,
+    Task.SEQUENCE: sequence, Task.RESTORE: restore, Task.HEATMAP: heatmap, Task.GENERIC: generic,
 }
-# Read from one output's shape alone; [N, C] is read as class scores (name --task embed for embeddings).
-_BY_SHAPE = {Task.CLASSIFY: "class scores", Task.SEGMENT: "per-pixel class scores",
-             Task.DENSE: "a map of one value per pixel"}
+# Read from one output's shape alone; [N, C] is read as class scores (name --task embed for embeddings). A map of
+# several channels [N, C, H, W] is read by its values (:func:`_maps`).
+_BY_SHAPE = {Task.CLASSIFY: "class scores", Task.DENSE: "a map of one value per pixel"}
 NAMED = "--task " + "|".join(str(t) for t in Task if t is not Task.GENERIC)
 
 
@@ -91,11 +91,28 @@ def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None
         return Inference(Task.GENERIC, f"{detect.unrecognised(readings)}: compared output by output; {fix}")
     if len(outputs) == 1:
         shape = shapes[0]
+        if len(shape) == 4 and shape[1] > 1:
+            return _maps(np.asarray(outputs[0], dtype=np.float64), model_shape(shape, axes[0]), fix)
         for task, meaning in _BY_SHAPE.items():
             if MEASURES[task].fits(shape):
-                return Inference(task, f"one output {model_shape(shape, axes[0])}, read as {meaning}")
+                also = ""
+                if task is Task.DENSE and restore.looks_like_pixels(np.asarray(outputs[0], np.float64), (1,)):
+                    also = " (its values are pixel-like too: --task restore reads it as an image)"
+                return Inference(task, f"one output {model_shape(shape, axes[0])}, read as {meaning}{also}")
     return Inference(Task.GENERIC, f"{_shapes(outputs, axes)}: no layout a task measure reads: compared "
                                    f"output by output; {fix}")
+
+
+def _maps(output: np.ndarray, shown: str, fix: str) -> Inference:
+    """One output of several maps [N, C, H, W], read by its values: an image where they are pixels (restore), class
+    scores where they are (segment), else generic; the line gives the evidence either way."""
+    if why := restore.looks_like_pixels(output):
+        return Inference(Task.RESTORE, f"one output {shown}, an image: {why}; judged by PSNR and SSIM against FP32")
+    scores, why = segment.class_scores(output)
+    if scores:
+        return Inference(Task.SEGMENT, f"one output {shown}, read as per-pixel class scores: {why}")
+    return Inference(Task.GENERIC, f"one output {shown}: not class scores ({why}) nor pixels: compared output by "
+                                   f"output; {fix} (heatmaps of keypoints or centres: --task heatmap)")
 
 
 def check_fits(task: Task, shapes: Sequence[tuple[int, ...]]) -> None:
