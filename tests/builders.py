@@ -260,3 +260,55 @@ def wide(repository: Path, width: int, name: str = "wide") -> Path:
          helper.make_node("ReduceMax", ["wide", "axes"], ["output"], keepdims=1)], "wide",
         [tensor("input", ["n", 1])], [tensor("output", ["n", 1])], initializer=[axes, shape])
     return save_in_repository(graph, repository, name)
+
+
+def ctc_reader(layout: str = "tnc", *, batch_free: bool = False, steps: int = 24) -> onnx.ModelProto:
+    """A tiny CRNN-like CTC reader of ``x [n, 1, 8, steps]``: Conv, ReLU, the mean over the height, a projection to 37
+    classes whose class 0 (the blank) leads at about half the timesteps. ``layout`` "tnc": logits ``[steps, n, 37]``,
+    time first as PyTorch's CTC loss takes them (the batch axis named as the input's); "ntc": ``[n, steps, 37]`` with
+    the batch axis named otherwise (only runs tell where it is). ``batch_free``: a second output, a constant ``[5, 4]``
+    (a detector's anchors) with no batch axis."""
+    rng = np.random.default_rng(0)
+    channels, classes = 16, 37
+    bias = np.zeros(classes, np.float32)
+    bias[0] = 3.0
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("ReduceMean", ["r"], ["m"], axes=[2], keepdims=0, name="pool"),  # [n, C, T]
+             helper.make_node("Transpose", ["m"], ["t"], perm=[2, 0, 1] if layout == "tnc" else [0, 2, 1], name="tr"),
+             helper.make_node("MatMul", ["t", "proj"], ["p"], name="proj"),
+             helper.make_node("Add", ["p", "bias"], ["logits"], name="bias")]
+    initializers = [constant(rng.standard_normal((channels, 1, 3, 3)) * 0.5, "w"),
+                    constant(rng.standard_normal((channels, classes)), "proj"), constant(bias, "bias")]
+    outputs = [tensor("logits", [steps, "n", classes] if layout == "tnc" else ["n_out", steps, classes])]
+    if batch_free:
+        nodes.append(helper.make_node("Identity", ["anchor_grid"], ["anchors"], name="anchors"))
+        initializers.append(constant(rng.standard_normal((5, 4)), "anchor_grid"))
+        outputs.append(tensor("anchors", [5, 4]))
+    return onnx_model(nodes, initializers, [tensor("x", ["n", 1, 8, steps])], outputs, name=f"ctc_{layout}", opset=13)
+
+
+def restorer() -> onnx.ModelProto:
+    """A tiny image-to-image network of ``x [n, 3, 16, 16]`` (pixels in 0..1): the image plus a small 3x3 correction
+    of each colour from all three, halved in size (AveragePool 2x2) and clipped to 0..1, ``y [n, 3, 8, 8]``: what a
+    demosaicking or denoising net's output looks like (an RGB image, smaller than its input)."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((3, 3, 3, 3)) * 0.02
+    weight[np.arange(3), np.arange(3), 1, 1] += 1.0  # mostly the pixel itself
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+             helper.make_node("Clip", ["p", "low", "high"], ["y"], name="clip")]
+    return onnx_model(nodes, [constant(weight, "w"), constant(0.0, "low"), constant(1.0, "high")],
+                      [tensor("x", ["n", 3, 16, 16])], [tensor("y", ["n", 3, 8, 8])], name="restorer", opset=13)
+
+
+def photo_like(count: int, size: int = 16, seed: int = 1) -> np.ndarray:
+    """``count`` smooth RGB images [count, 3, size, size] in 0..1 whose colours share their brightness, as photos'."""
+    rng = np.random.default_rng(seed)
+    ys, xs = np.mgrid[0:size, 0:size] / size
+    images = []
+    for _ in range(count):
+        light = 0.5 + 0.4 * np.sin(rng.uniform(2, 8) * xs + rng.uniform(0, 3)) * np.cos(rng.uniform(2, 8) * ys)
+        tint = rng.uniform(0.7, 1.0, 3)[:, None, None]
+        images.append(np.clip(light[None] * tint + rng.normal(0, 0.02, (3, size, size)), 0, 1))
+    return np.stack(images).astype(np.float32)

@@ -125,8 +125,17 @@ class Comparison:
         if self.agreement is not None:
             miou = self.figures.get("miou")  # a segmenter's mIoU against FP32's argmax, beside pixel agreement
             characters = self.figures.get("char_agreement")  # a recognizer's, beside its exact lines
-            text = (f"{self.agreement_name} {100 * self.agreement:.2f}%{_within(self.agreement_interval)}, "
+            psnr = self.figures.get("psnr_db")  # an image-to-image network's, before its SSIM
+            precision = self.figures.get("peak_precision")  # a heatmap's, beside its peak recall
+            decibels = self.figure_intervals.get("psnr_db")
+            text = ((f"PSNR vs FP32 {psnr:.1f} dB" + (f" (95% CI {decibels.low:.1f}-{decibels.high:.1f} dB)"
+                                                       if decibels is not None else "") + ", "
+                     if psnr is not None else "")
+                    + f"{self.agreement_name} {100 * self.agreement:.2f}%{_within(self.agreement_interval)}, "
                     + (f"mIoU {100 * miou:.2f}%, " if miou is not None else "")
+                    + (f"peak precision {100 * precision:.2f}%{_within(self.figure_intervals.get('peak_precision'))}"
+                       f", location error {self.figures.get('location_error_px', 0.0):.2f} px, "
+                       if precision is not None else "")
                     + (f"per-character agreement {100 * characters:.2f}%"
                        f"{_within(self.figure_intervals.get('char_agreement'))}, " if characters is not None else "")
                     + text)

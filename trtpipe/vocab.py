@@ -93,6 +93,8 @@ class Task(StrEnum):
     DENSE = "dense"  # per-pixel maps (text probability, depth): F1 at a threshold, mean error
     EMBED = "embed"  # embeddings: cosine
     SEQUENCE = "sequence"  # per-timestep class scores of a CTC recognizer: lines read exactly, characters
+    RESTORE = "restore"  # image-to-image (restoration, super-resolution): PSNR and SSIM against FP32's images
+    HEATMAP = "heatmap"  # heatmaps of keypoints or centres: peak recall and location error against FP32's peaks
     GENERIC = "generic"  # anything else: per-output cosine, relative error, SNR
 
 

@@ -206,3 +206,36 @@ def test_dynamic_axes_besides_the_batch_need_shapes() -> None:
     assert [f.severity for f in found if f.rule == "dynamic-axes"] == [Severity.WARNING]
     assert "axes [2, 3]" in found[0].message
     assert not _findings(_model(identity, []), "dynamic-axes")
+
+
+def _concat(first: float, second: float, *, zero: int = 0, shape: tuple[int, ...] = ()) -> onnx.ModelProto:
+    """x -> two Q/DQ of scales ``first`` and ``second`` -> Concat -> y (the second's zero point ``zero``; its scale
+    a tensor of ``shape``)."""
+    a_nodes, a_inits, a = _qdq("a", "x", first)
+    b_nodes, b_inits, b = _qdq("b", "x", second, zero, TensorProto.UINT8 if zero else TensorProto.INT8)
+    b_inits[0] = _init("b_s", np.full(shape, second, np.float32))
+    nodes = [*a_nodes, *b_nodes, helper.make_node("Concat", [a, b], ["y"], axis=1, name="cat")]
+    return _model(nodes, [*a_inits, *b_inits], out_shape=("batch", 6, 8, 8))
+
+
+def _concat_findings(model: onnx.ModelProto) -> list[str]:
+    return [f.line() for f in check_model(model, Target.TENSORRT).findings if f.rule == "concat-scales"]
+
+
+def test_concat_scales_that_differ_in_their_last_bits_are_one_scale() -> None:
+    """1/127 written by two writers (float32 and float64 rounding, a scalar and a [1] tensor): no warning."""
+    assert _concat_findings(_concat(np.float32(1 / 127), float(np.nextafter(np.float32(1 / 127), 1)),
+                                    shape=(1,))) == []
+
+
+def test_concat_scales_that_truly_differ_are_shown_apart_with_a_fix_on_the_file() -> None:
+    (line,) = _concat_findings(_concat(0.007874, 0.0079))
+    assert "different scales (0.007874, 0.0079: 0.33 % apart)" in line
+    assert "set the scale of a_DQ, b_DQ and of the QuantizeLinear before each to 0.0079" in line
+    (line,) = _concat_findings(_concat(0.01, 0.05))
+    assert "(0.01, 0.05: 5x apart)" in line
+
+
+def test_concat_inputs_with_one_scale_but_two_zero_points_say_so() -> None:
+    (line,) = _concat_findings(_concat(0.05, 0.05, zero=128))
+    assert "share a scale but not a zero point (0, 128)" in line

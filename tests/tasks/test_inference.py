@@ -21,10 +21,9 @@ from trtpipe.tasks.sequence import edit_distance, greedy
 from trtpipe.vocab import Task
 
 
-def test_shapes_alone_choose_classify_segment_and_dense_and_say_so() -> None:
+def test_shapes_alone_choose_classify_and_dense_and_say_so() -> None:
     classify = infer_task([np.zeros((8, 1000))])
     assert classify.task is Task.CLASSIFY and "one output [8, 1000], read as class scores" in classify.line()
-    assert infer_task([np.zeros((2, 21, 8, 8))]).task is Task.SEGMENT
     assert infer_task([np.zeros((2, 1, 8, 8))]).task is Task.DENSE
     two = infer_task([np.zeros((1, 84, 8400)), np.zeros((1, 32, 16, 16))])  # two heads: the user says which
     assert two.task is Task.GENERIC and "--task" in two.line() and "--postprocess" in two.line()
@@ -191,3 +190,20 @@ def test_the_pp_ocr_recognizer_is_a_sequence_model_not_a_detector() -> None:
         shortened[index, last:] = np.eye(scores.shape[2])[0]  # the blank from there on
     result = compare(scores, shortened)
     assert result.agreement == 0.0 and 0.7 < result.figures["char_agreement"] < 1.0
+
+
+def test_a_time_major_recognizer_is_read_with_its_timesteps_and_named_in_its_own_layout() -> None:
+    """Logits [T, N, C] arrive samples first ([N, T, C], joined on their batch axis); the line counts the timesteps,
+    not the samples, and shows the model's own layout."""
+    rng = np.random.default_rng(0)
+    scores = rng.standard_normal((8, 20, 37))
+    scores[..., 0] += 2.5  # the blank leads at about half the timesteps
+    inference = infer_task([scores], batch_axes=[1])
+    assert inference.task is Task.SEQUENCE
+    assert inference.reason.startswith("output [20, 8, 37] (batch on axis 1) holds logits over 37 classes at each "
+                                       "of 20 timesteps")
+
+
+def test_a_first_output_without_a_batch_axis_names_no_task() -> None:
+    inference = infer_task([np.zeros((5, 4)), np.zeros((8, 10))], batch_axes=[None, 0])
+    assert inference.task is Task.GENERIC and "the first output has no batch axis" in inference.reason

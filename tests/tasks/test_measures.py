@@ -81,7 +81,7 @@ def test_the_task_is_inferred_only_where_the_outputs_show_it() -> None:
     assert infer_task([np.zeros((1, 84, 8400))]).task is Task.GENERIC
     head = _head([(50, 50, 20, 20)], [[0.9, 0.0]], anchors=8400)
     assert infer_task([head]).task is Task.DETECT and infer_task([head]).decoder == "yolov8"
-    assert infer_task([np.zeros((2, 21, 64, 64))]).task is Task.SEGMENT
+    assert infer_task([np.zeros((2, 21, 64, 64))]).task is Task.GENERIC  # one class everywhere: no segmentation
     assert infer_task([np.zeros((2, 1, 64, 64))]).task is Task.DENSE
     with pytest.raises(BadInput, match=r"--task detect does not fit the model's first output, shaped \[8, 1000\]: "
                                        r"detect expects a raw YOLO-style head.*--postprocess MODULE:FN"):

@@ -22,6 +22,7 @@ from trtpipe.compile.options import CompileOptions
 from trtpipe.inputs import Batch, count, random_batch, take
 from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
+from trtpipe.runtime.batch_axes import join
 from trtpipe.vocab import Precision
 
 RANDOM_BATCHES = (1, 2, 5)  # as convert's: clipped into the package's range
@@ -104,13 +105,20 @@ def verify_package(reference: Backend, package: Backend, loaded: LoadedModel, ba
     if data is not None:
         chunks = _chunks(data.images, min(max(REAL_DATA_CHUNK, low), high), low)
         if chunks:
-            outputs = [np.concatenate(parts) for parts in zip(*(package.run(c) for c in chunks), strict=True)]
-            expected = [np.concatenate(parts) for parts in zip(*(reference.run(c) for c in chunks), strict=True)]
+            outputs, expected = _joined(package, chunks), _joined(reference, chunks)
             labels = None if data.labels is None else data.labels[:len(outputs[0])]
             comparison = compare(expected, outputs, labels, names=names, task=loaded.task, decoder=loaded.decoder)
             report.cases.append((data.description, comparison, tolerance.accepts(comparison)))
             report.dataset = loaded.dataset
     return report
+
+
+def _joined(backend: Backend, chunks: list[Batch]) -> list[np.ndarray]:
+    """Every output over ``chunks``, joined on its own batch axis, samples first (as Backend.run_chunked)."""
+    parts = [backend.run(c) for c in chunks]
+    axes = backend.batch_axes(chunks[0], parts[0])
+    return [join(p, axis, info.name) for p, axis, info in zip(zip(*parts, strict=True), axes.axes, backend.outputs,
+                                                               strict=True)]
 
 
 def _chunks(data: Batch, size: int, smallest: int) -> list[Batch]:

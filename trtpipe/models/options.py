@@ -22,8 +22,10 @@ from trtpipe.vocab import Task
 TASK_HELP = ("What the outputs mean, and so how fidelity to FP32 is measured: classify (top-1/top-5 "
              "agreement), detect (mAP@0.5 of the detections against FP32's), segment (pixel agreement, mIoU), "
              "dense (F1 of the map, mean error), embed (cosine), sequence (a CTC recognizer's lines: exact-line and "
-             "per-character agreement), generic (every output's errors only). Default: inferred from FP32's outputs "
-             "where they show it (a detector's boxes must decode plausibly), else generic; the line says which.")
+             "per-character agreement), restore (an image-to-image network's PSNR and SSIM), heatmap (keypoint or "
+             "centre heatmaps: peak recall and location error), generic (every output's errors only). Default: "
+             "inferred from FP32's outputs where they show it (a detector's boxes must decode plausibly, a "
+             "segmenter's maps must be class scores, a restorer's pixels), else generic; the line says which.")
 POSTPROCESS_HELP = ("A detector's decoding for the detect measure, for heads the yolov8/yolov5/yolox decoders do not "
                     "read: "
                     "path/to/file.py:fn or package.module:fn, taking the model's outputs (a list of arrays) and "

@@ -7,6 +7,7 @@ import onnx
 
 from trtpipe.artifact.description import TRT_SIMULATION
 from trtpipe.inputs import Batch, named
+from trtpipe.runtime.batch_axes import BatchAxes
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_model
 from trtpipe.vocab import GraphOptimization
@@ -25,9 +26,17 @@ def run_settings(optimization: GraphOptimization) -> RunOptions:
 
 def outputs(model: onnx.ModelProto, images: Batch, *,
             optimization: GraphOptimization = GraphOptimization.ALL, batch: int | None = None) -> list[np.ndarray]:
-    """Every output of ``model`` over ``images`` (a batch: one array, or {input name: array}); a static batch size
-    drops the remainder that does not fill a batch. A float input the model takes in another float type (FP16
-    without --keep-io-fp32) is given the data in that type."""
+    """Every output of ``model`` over ``images`` (a batch: one array, or {input name: array}), samples first (each
+    joined on its own batch axis: Backend.run_chunked); a static batch size drops the remainder that does not fill a
+    batch. A float input the model takes in another float type (FP16 without --keep-io-fp32) is given the data in
+    that type."""
+    return outputs_and_axes(model, images, optimization=optimization, batch=batch)[0]
+
+
+def outputs_and_axes(model: onnx.ModelProto, images: Batch, *, optimization: GraphOptimization = GraphOptimization.ALL,
+                     batch: int | None = None) -> tuple[list[np.ndarray], BatchAxes]:
+    """:func:`outputs`, and which axis of each output the batch was on in the model (what the task line and the
+    manifest say)."""
     with open_model(model, run_settings(optimization)) as backend:
         wanted = {t.name: np.dtype(t.dtype) for t in backend.inputs}
         named_images = named(images, list(wanted))
@@ -35,7 +44,8 @@ def outputs(model: onnx.ModelProto, images: Batch, *,
                if n in wanted):
             images = {n: a.astype(wanted[n]) if n in wanted and a.dtype.kind == wanted[n].kind == "f" else a
                       for n, a in named_images.items()}
-        return backend.run_chunked(images, batch or EVAL_BATCH)
+        found = backend.run_chunked(images, batch or EVAL_BATCH)
+        return found, backend.batch_axes(images)
 
 
 def logits(model: onnx.ModelProto, images: Batch, *,

@@ -4,6 +4,12 @@ Not a benchmark (``trtpipe bench`` is): a check that a ``cpu`` INT8 file, which 
 slower than the FP32 file it came from on the runtime it is made for. The two sessions alternate within each round
 (the order flips every round), so a neighbour's load falls on both; each round's ratio is the median of a few runs
 of each, and the figure is the median ratio with its bootstrap interval over rounds (intervals.py).
+
+A sub-millisecond model is timed for at least ROUND_MS per model and round (hundreds of runs), not a fixed count:
+a few runs of 0.2 ms measure the thread pool waking more than the model. Where the rounds disagree (the interval
+wider than AGREED, high over low) more rounds are run, up to MAX_ROUNDS within BUDGET_S; and the line says when the
+interval holds 1x (the rounds cannot tell the files apart) or stayed wide (a quiet machine, ``trtpipe bench``,
+measures it better), rather than print a figure it cannot stand behind.
 """
 
 from __future__ import annotations
@@ -19,8 +25,13 @@ from trtpipe.intervals import Interval, bootstrap_values
 
 ROUNDS = 7
 RUNS = 3  # at least, per model and round: the round's time is their median
-ROUND_MS = 25.0  # and at least this long, so the other session's thread pool winding down weighs little
+ROUND_MS = 50.0  # and at least this long, so the other session's thread pool winding down weighs little
+MAX_RUNS = 5000  # per model and round, for the smallest models
 WARMUP = 2
+AGREED = 1.15  # rounds agree when the interval's high is within 15 % of its low
+MORE_ROUNDS = 4  # added at a time while they do not
+MAX_ROUNDS = 23
+BUDGET_S = 15.0  # the most the added rounds may take
 
 
 @dataclass(frozen=True)
@@ -33,21 +44,41 @@ class SpeedCheck:
     batch: int
     candidate_ms: float
     reference_ms: float
+    runs: int = RUNS  # the fewest timed runs of a model in one round
 
     @property
     def slower(self) -> bool:
         """Slower than the reference beyond the noise: the whole interval below 1."""
         return self.interval.high < 1.0
 
+    @property
+    def separated(self) -> bool:
+        """Whether the rounds tell the files apart: the interval does not hold 1x."""
+        return not self.interval.contains(1.0)
+
+    @property
+    def agreed(self) -> bool:
+        """Whether the rounds agree: the interval's high within AGREED of its low."""
+        return self.interval.low > 0 and self.interval.high / self.interval.low <= AGREED
+
     def line(self, candidate: str, reference: str) -> str:
-        return (f"{candidate} runs {self.speedup:.2f}x the speed of {reference} on ONNX Runtime here "
-                f"(95 % {self.interval.low:.2f}-{self.interval.high:.2f}x over {self.interval.units} paired rounds; "
-                f"{self.candidate_ms:.3g} vs {self.reference_ms:.3g} ms, batch {self.batch}, {self.threads} threads)")
+        text = (f"{candidate} runs {self.speedup:.2f}x the speed of {reference} on ONNX Runtime here "
+                f"(95 % {self.interval.low:.2f}-{self.interval.high:.2f}x over {self.interval.units} paired rounds "
+                f"of {self.runs}+ runs; {self.candidate_ms:.3g} vs {self.reference_ms:.3g} ms, batch {self.batch}, "
+                f"{self.threads} threads)")
+        if not self.separated:
+            text += "; the rounds cannot tell the two files apart here (the interval holds 1x)"
+        elif not self.agreed:
+            spread = self.interval.high / self.interval.low
+            text += (f"; the rounds disagree (the interval spans {spread:.2f}x) on this busy machine: trtpipe bench "
+                     "on a quiet one measures it better")
+        return text
 
     def to_dict(self) -> dict[str, object]:
         return {"speedup": self.speedup, "interval": self.interval.to_dict(), "threads": self.threads,
                 "batch": self.batch, "candidate_ms": self.candidate_ms, "reference_ms": self.reference_ms,
-                "slower": self.slower}
+                "runs_per_round": self.runs, "slower": self.slower, "separated": self.separated,
+                "agreed": self.agreed}
 
 
 def _session(model: onnx.ModelProto | Path, threads: int) -> object:
@@ -62,26 +93,42 @@ def _session(model: onnx.ModelProto | Path, threads: int) -> object:
 
 
 def paired_speedup(candidate: onnx.ModelProto | Path, reference: onnx.ModelProto | Path, feed: dict[str, np.ndarray],
-                   *, threads: int, rounds: int = ROUNDS, runs: int = RUNS) -> SpeedCheck:
+                   *, threads: int, rounds: int = ROUNDS, runs: int = RUNS, round_ms: float = ROUND_MS,
+                   max_rounds: int = MAX_ROUNDS) -> SpeedCheck:
     """How many times faster ``candidate`` runs ``feed`` than ``reference`` on ONNX Runtime's CPU provider with all
-    graph optimisations and ``threads`` threads, over ``rounds`` paired rounds."""
+    graph optimisations and ``threads`` threads, over ``rounds`` paired rounds of at least ``runs`` runs and
+    ``round_ms`` per model, and more rounds (up to ``max_rounds``) while they disagree."""
     sessions = [_session(candidate, threads), _session(reference, threads)]
     for session in sessions:
         for _ in range(WARMUP):
             session.run(None, feed)  # type: ignore[attr-defined]
     times: list[list[float]] = [[], []]
-    for index in range(rounds):
+    counts: list[int] = []
+
+    def timed_round(index: int) -> None:
         order = (0, 1) if index % 2 == 0 else (1, 0)
         for which in order:
             sessions[which].run(None, feed)  # type: ignore[attr-defined]  # after the other session: not timed
             runs_ms: list[float] = []
-            while len(runs_ms) < runs or (sum(runs_ms) < ROUND_MS and len(runs_ms) < 200):
+            while len(runs_ms) < runs or (sum(runs_ms) < round_ms and len(runs_ms) < MAX_RUNS):
                 start = time.perf_counter()
                 sessions[which].run(None, feed)  # type: ignore[attr-defined]
                 runs_ms.append(1000.0 * (time.perf_counter() - start))
             times[which].append(float(np.median(runs_ms)))
-    mine, theirs = np.asarray(times[0]), np.asarray(times[1])
-    ratios = theirs / mine
-    batch = len(next(iter(feed.values()))) if feed else 1
-    return SpeedCheck(float(np.median(ratios)), bootstrap_values(ratios), threads, batch, float(np.median(mine)),
-                      float(np.median(theirs)))
+            counts.append(len(runs_ms))
+
+    def measured() -> SpeedCheck:
+        mine, theirs = np.asarray(times[0]), np.asarray(times[1])
+        ratios = theirs / mine
+        batch = len(next(iter(feed.values()))) if feed else 1
+        return SpeedCheck(float(np.median(ratios)), bootstrap_values(ratios), threads, batch, float(np.median(mine)),
+                          float(np.median(theirs)), min(counts))
+
+    for index in range(rounds):
+        timed_round(index)
+    check, started = measured(), time.perf_counter()
+    while not check.agreed and len(times[0]) < max_rounds and time.perf_counter() - started < BUDGET_S:
+        for index in range(len(times[0]), min(len(times[0]) + MORE_ROUNDS, max_rounds)):
+            timed_round(index)
+        check = measured()
+    return check

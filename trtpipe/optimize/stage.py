@@ -72,8 +72,8 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
     # The source's hash and manifest, read once: its preprocessing, its task and the record below all use them.
     source_sha, source_manifest = sha256_file(source), read_manifest(source, on_other_layout=console.warn)
     data = _load_data(model, options, source, source_manifest)
-    task, decoder = _task(options, source, source_manifest, model, data.probe, data.static_batch,
-                          _decoder(options, source, source_sha))
+    task, decoder, batch_axes = _task(options, source, source_manifest, model, data.probe, data.static_batch,
+                                      _decoder(options, source, source_sha))
     evaluation = _labelled_by_fp32(model, data.evaluation, task, data.static_batch)
     context = PassContext(options, target, data.calib, evaluation, data.probe, data.static_batch, output, task,
                           decoder, folds=data.folds)
@@ -84,6 +84,7 @@ def optimize(source: Path, output: Path, options: OptimizeOptions | None = None)
                            data.judged_on or _judged_by_eval(evaluation)).to_dict(),
         "input_specs": [spec.to_dict() for spec in data.specs],
         **({"opset_upgrade": opset_note} if opset_note else {}),
+        "output_batch_axes": batch_axes,
     })
     result = _run_passes(model, context)
     manifest, manifest_file = _write(result, output, context, started=started, fp32=model)
@@ -326,25 +327,29 @@ PROBED_SAMPLES = 8  # FP32's outputs on this many probe samples show the task (a
 
 def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | None, model: onnx.ModelProto,
           probe: Dataset, static_batch: int | None,
-          decoder: Decoder | None) -> tuple[Task, Decoder | None]:
+          decoder: Decoder | None) -> tuple[Task, Decoder | None, dict[str, object]]:
     """The model's task, and the detection decoder its figures are measured through: as asked, else as its
     source's manifest records it, else as FP32's outputs on a few probe samples show (trtpipe.tasks.infer_task);
     a detector's built-in decoder is the one that reads plausible boxes from those outputs. One line says which
-    and why; a budget on a task with no figure to judge it by is refused before any work."""
-    from trtpipe.optimize.evaluate import outputs
+    and why; a budget on a task with no figure to judge it by is refused before any work. Also each output's batch
+    axis (trtpipe.runtime.batch_axes), as the manifest records it, said in a line where one is not the first."""
+    from trtpipe.optimize.evaluate import outputs_and_axes
     from trtpipe.tasks import check_fits, detect, infer_task
     from trtpipe.tasks.registry import NAMED
 
     samples = take(probe.images, 0, max(static_batch or 0, min(PROBED_SAMPLES, len(probe))))
-    found = outputs(model, samples, batch=static_batch)
+    found, axes = outputs_and_axes(model, samples, batch=static_batch)
     shapes = [tuple(o.shape) for o in found]
+    names = [o.name for o in model.graph.output]
+    if (unusual := axes.describe(names)) is not None:
+        console.note(f"Outputs: {unusual}; runs in chunks join each output on its own batch axis")
     size = _image_size(probe.images)
     decoded = decoder is not None
     task = options.task or (Task.DETECT if decoded else None) or (recorded.task if recorded else None)
     if decoded and task is not Task.DETECT:
         raise BadInput(f"--postprocess decodes detections, but the task is {task}: give --task detect or drop it.")
     if task is None:
-        inference = infer_task(found, size)
+        inference = infer_task(found, size, axes.axes)
         task, line = inference.task, inference.line()
         if inference.decoder is not None:
             decoder = _built_in(inference.decoder, size)
@@ -364,7 +369,7 @@ def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | N
                        f"({', '.join(str(list(s)) for s in shapes)}) name no task, so nothing measures accuracy. Give "
                        f"{NAMED}, or drop the budget.")
     console.note(line)
-    return task, decoder
+    return task, decoder, axes.record(names)
 
 
 def _built_in(name: str, size: tuple[int, int] | None) -> Decoder:

@@ -17,7 +17,8 @@ import numpy as np
 
 from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput
-from trtpipe.inputs import Batch, count, take
+from trtpipe.inputs import Batch, concat, count, take
+from trtpipe.runtime.batch_axes import BatchAxes, from_graph, from_runs, from_static, join
 from trtpipe.runtime.options import RunOptions
 from trtpipe.vocab import BackendKind, Device, Precision
 
@@ -35,6 +36,7 @@ class Backend(ABC):
     device: Device = Device.CPU
     _inputs: list[TensorInfo]  # set by each backend when it loads the artifact
     _outputs: list[TensorInfo]
+    _batch_axes: BatchAxes | None = None  # each output's batch axis, found on the first chunked run
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -109,8 +111,11 @@ class Backend(ABC):
 
     def run_chunked(self, data: Batch, chunk: int) -> list[np.ndarray]:
         """Every output over ``data`` (an array for the only input, or {input name: array}), in ``self.outputs``
-        order, run in chunks of at most ``chunk`` samples (the model's static batch, else within an engine
-        profile's maximum). A static batch drops the remainder that does not fill one."""
+        order and **samples first**, run in chunks of at most ``chunk`` samples (the model's static batch, else
+        within an engine profile's maximum). Each output's chunks are joined on its own batch axis
+        (:meth:`batch_axes`: a time-major ``[T, N, C]`` output comes back ``[N, T, C]``); an output without one is
+        kept once where every chunk gives the same (refused in one line where not). A static batch drops the
+        remainder that does not fill one."""
         fixed = self.static_batch
         total = count(data)
         size = fixed or min(chunk, self.max_batch or chunk)
@@ -118,7 +123,26 @@ class Backend(ABC):
         if usable == 0:
             raise BadInput(f"{total} samples do not fill one batch of the model's static batch size {fixed}.")
         parts = [self.run(take(data, i, i + size)) for i in range(0, usable, size)]
-        return [np.concatenate(chunks) for chunks in zip(*parts, strict=True)]
+        axes = self.batch_axes(data, parts[0])
+        return [join(chunks, axis, info.name)
+                for chunks, axis, info in zip(zip(*parts, strict=True), axes.axes, self.outputs, strict=True)]
+
+    def batch_axes(self, data: Batch, first: Sequence[np.ndarray] | None = None) -> BatchAxes:
+        """Which axis of each output holds the batch (trtpipe.runtime.batch_axes): from the graph's shapes, else
+        from runs of one and two samples of ``data`` (with a static batch: the axis of that size in ``first``, the
+        outputs of one full batch); found once per loaded model."""
+        known = self._batch_axes
+        if known is None:
+            known = from_graph(self.inputs, self.outputs)
+            fixed = self.static_batch or (1 if self.max_batch == 1 else None)
+            if known is None and fixed:
+                outputs = first if first is not None else self.run(take(data, 0, fixed))
+                known = from_static(outputs, fixed)
+            elif known is None:
+                one = take(data, 0, 1)
+                known = from_runs(self.run(one), self.run(concat([one, one])))
+            self._batch_axes = known
+        return known
 
     @property
     def thread_safe(self) -> bool:

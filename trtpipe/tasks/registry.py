@@ -20,16 +20,16 @@ from types import ModuleType
 import numpy as np
 
 from trtpipe.errors import BadInput
-from trtpipe.tasks import classify, dense, detect, embed, generic, segment, sequence
+from trtpipe.tasks import classify, dense, detect, embed, generic, heatmap, restore, segment, sequence
 from trtpipe.vocab import Task
 
 MEASURES: dict[Task, ModuleType] = {
     Task.CLASSIFY: classify, Task.DETECT: detect, Task.SEGMENT: segment, Task.DENSE: dense, Task.EMBED: embed,
-    Task.SEQUENCE: sequence, Task.GENERIC: generic,
+    Task.SEQUENCE: sequence, Task.RESTORE: restore, Task.HEATMAP: heatmap, Task.GENERIC: generic,
 }
-# Read from one output's shape alone; [N, C] is read as class scores (name --task embed for embeddings).
-_BY_SHAPE = {Task.CLASSIFY: "class scores", Task.SEGMENT: "per-pixel class scores",
-             Task.DENSE: "a map of one value per pixel"}
+# Read from one output's shape alone; [N, C] is read as class scores (name --task embed for embeddings). A map of
+# several channels [N, C, H, W] is read by its values (:func:`_maps`).
+_BY_SHAPE = {Task.CLASSIFY: "class scores", Task.DENSE: "a map of one value per pixel"}
 NAMED = "--task " + "|".join(str(t) for t in Task if t is not Task.GENERIC)
 
 
@@ -47,18 +47,34 @@ class Inference:
         return f"Task: {self.task}{decoded} (inferred: {self.reason})"
 
 
-def _shapes(outputs: Sequence[np.ndarray]) -> str:
-    return ("output " if len(outputs) == 1 else "outputs ") + ", ".join(str(list(np.asarray(o).shape))
-                                                                         for o in outputs)
+def model_shape(shape: tuple[int, ...], axis: int | None) -> str:
+    """An output's shape as the model lays it out, from its samples-first ``shape`` and the model's batch axis
+    ``axis``: ``[24, 8, 37] (batch on axis 1)`` for a time-major output; as it is where the batch is first."""
+    if not axis:
+        return str(list(shape)) + (" (no batch axis)" if axis is None and shape else "")
+    dims = list(shape[1:])
+    dims.insert(axis, shape[0])
+    return f"{dims} (batch on axis {axis})"
 
 
-def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None = None) -> Inference:
-    """The task FP32's ``outputs`` on some samples show (``image_size``: the input's height and width, where known,
-    to check a detector's boxes against), with the reason; generic where nothing does."""
+def _shapes(outputs: Sequence[np.ndarray], axes: Sequence[int | None]) -> str:
+    return ("output " if len(outputs) == 1 else "outputs ") + ", ".join(
+        model_shape(tuple(np.asarray(o).shape), axis) for o, axis in zip(outputs, axes, strict=True))
+
+
+def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None = None,
+               batch_axes: Sequence[int | None] | None = None) -> Inference:
+    """The task FP32's ``outputs`` on some samples show (samples first, as Backend.run_chunked gives them;
+    ``image_size``: the input's height and width, where known, to check a detector's boxes against; ``batch_axes``:
+    where the model had each output's batch, for the line), with the reason; generic where nothing does."""
     outputs = [np.asarray(o) for o in outputs]
+    axes = list(batch_axes) if batch_axes is not None else [0] * len(outputs)
     shapes = [tuple(o.shape) for o in outputs]
     fix = (f"give {NAMED} (a detector: and --postprocess MODULE:FN where its head is none of "
            f"{', '.join(n for n in detect.DECODERS if n != 'scores_boxes')})")
+    if axes and axes[0] is None:
+        return Inference(Task.GENERIC, f"{_shapes(outputs, axes)}: the first output has no batch axis, so no task "
+                                       f"measure reads it sample by sample: compared output by output")
     # One raw head, or scores and boxes: a model of several other outputs names its own task
     looks_detect = bool(detect.candidates(shapes)) and (len(shapes) == 1 or detect.scores_and_boxes(shapes))
     readings = list[detect.Reading]()
@@ -66,19 +82,37 @@ def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None
         chosen, readings = detect.choose(outputs, image_size)
         if chosen is not None:
             passed = "; ".join(f"not {r.decoder}: {r.evidence}" for r in readings if r is not chosen)
-            return Inference(Task.DETECT, f"{_shapes(outputs)} read by the {chosen.decoder} decoder: {chosen.evidence}"
-                             + (f" ({passed})" if passed else ""), chosen.decoder)
-    if len(outputs) == 1 and (why := sequence.recognised(np.asarray(outputs[0], dtype=np.float64))):
+            return Inference(Task.DETECT, f"{_shapes(outputs, axes)} read by the {chosen.decoder} decoder: "
+                             f"{chosen.evidence}" + (f" ({passed})" if passed else ""), chosen.decoder)
+    if len(outputs) == 1 and (why := sequence.recognised(np.asarray(outputs[0], dtype=np.float64),
+                                                          model_shape(shapes[0], axes[0]))):
         return Inference(Task.SEQUENCE, why)
     if looks_detect:
         return Inference(Task.GENERIC, f"{detect.unrecognised(readings)}: compared output by output; {fix}")
     if len(outputs) == 1:
         shape = shapes[0]
+        if len(shape) == 4 and shape[1] > 1:
+            return _maps(np.asarray(outputs[0], dtype=np.float64), model_shape(shape, axes[0]), fix)
         for task, meaning in _BY_SHAPE.items():
             if MEASURES[task].fits(shape):
-                return Inference(task, f"one output {list(shape)}, read as {meaning}")
-    return Inference(Task.GENERIC, f"{_shapes(outputs)}: no layout a task measure reads: compared "
+                also = ""
+                if task is Task.DENSE and restore.looks_like_pixels(np.asarray(outputs[0], np.float64), (1,)):
+                    also = " (its values are pixel-like too: --task restore reads it as an image)"
+                return Inference(task, f"one output {model_shape(shape, axes[0])}, read as {meaning}{also}")
+    return Inference(Task.GENERIC, f"{_shapes(outputs, axes)}: no layout a task measure reads: compared "
                                    f"output by output; {fix}")
+
+
+def _maps(output: np.ndarray, shown: str, fix: str) -> Inference:
+    """One output of several maps [N, C, H, W], read by its values: an image where they are pixels (restore), class
+    scores where they are (segment), else generic; the line gives the evidence either way."""
+    if why := restore.looks_like_pixels(output):
+        return Inference(Task.RESTORE, f"one output {shown}, an image: {why}; judged by PSNR and SSIM against FP32")
+    scores, why = segment.class_scores(output)
+    if scores:
+        return Inference(Task.SEGMENT, f"one output {shown}, read as per-pixel class scores: {why}")
+    return Inference(Task.GENERIC, f"one output {shown}: not class scores ({why}) nor pixels: compared output by "
+                                   f"output; {fix} (heatmaps of keypoints or centres: --task heatmap)")
 
 
 def check_fits(task: Task, shapes: Sequence[tuple[int, ...]]) -> None:

@@ -12,10 +12,36 @@ from trtpipe.tasks.base import Fidelity, paired_drop, pooled_share
 from trtpipe.vocab import Task
 
 EXPECTED = "[N, C, H, W] per-pixel class scores (C > 1)"
+# Evidence of class scores (see :func:`class_scores`): at least two classes each the best at this share of the pixels
+MIN_CLASS_SHARE = 1e-3
 
 
 def fits(shape: tuple[int, ...]) -> bool:
     return len(shape) == 4 and shape[1] > 1
+
+
+def class_scores(scores: np.ndarray) -> tuple[bool, str]:
+    """Whether ``scores`` [N, C, H, W] read as per-pixel class scores, and the evidence either way: the channel
+    argmax picks two classes or more (each the best at MIN_CLASS_SHARE of the pixels at least: one class everywhere
+    segments nothing), as probabilities, log-probabilities or logits across the channels. (Pixel-like values, an
+    image's, are told apart before: trtpipe.tasks.restore.looks_like_pixels.)"""
+    if scores.ndim != 4 or scores.shape[1] < 2 or not np.isfinite(scores).all() or scores.size == 0:
+        return False, "not finite per-pixel scores of two channels or more"
+    best = scores.argmax(1).ravel()
+    counts = np.bincount(best, minlength=scores.shape[1])
+    winners = int((counts >= MIN_CLASS_SHARE * len(best)).sum())
+    common = int(counts.argmax())
+    share = f"{100 * counts[common] / len(best):.0f}%"
+    if winners < 2:
+        return False, f"the channel argmax is class {common} at {share} of the pixels: one class everywhere"
+    if scores.min() >= 0 and scores.max() <= 1 and np.abs(scores.sum(1) - 1).max() <= 1e-2:
+        kind = "probabilities (each pixel's sum 1)"
+    elif scores.max() <= 0 and np.abs(np.log(np.exp(scores).sum(1))).max() <= 1e-2:
+        kind = "log-probabilities"
+    else:
+        kind = f"logits (values {float(scores.min()):.3g}..{float(scores.max()):.3g}, not pixels)"
+    return True, (f"{kind} over {scores.shape[1]} classes, the argmax picking {winners} of them (class {common} the "
+                  f"most common, at {share} of the pixels)")
 
 
 def mean_iou(truth: np.ndarray, predicted: np.ndarray) -> float:

@@ -1,6 +1,8 @@
 """Sequence recognizers trained with CTC (a text line's characters): per-timestep class scores ``[N, T, C]``
-(probabilities, log-probabilities or logits) with one class the *blank*, read by CTC's greedy decoding: each
-timestep's best class, repeats collapsed, blanks dropped (Graves et al., 2006; PaddleOCR's and CRNN's decoding).
+(probabilities, log-probabilities or logits; a time-major ``[T, N, C]`` output, as PyTorch's CTC loss takes it,
+arrives here samples first too, joined on its batch axis by trtpipe.runtime.batch_axes) with one class the *blank*,
+read by CTC's greedy decoding: each timestep's best class, repeats collapsed, blanks dropped (Graves et al., 2006;
+PaddleOCR's and CRNN's decoding).
 
 Two figures against the reference's own reading: **exact-line agreement**, the share of lines the candidate reads
 exactly as FP32 does (the headline: a line with one character wrong is a wrong line), with Wilson's interval over
@@ -21,7 +23,8 @@ from trtpipe.intervals import wilson
 from trtpipe.tasks.base import Fidelity, pooled_share
 from trtpipe.vocab import Task
 
-EXPECTED = "[N, T, C] per-timestep class scores of a CTC recognizer (C > 2, the blank class first or last)"
+EXPECTED = ("[N, T, C] per-timestep class scores of a CTC recognizer (C > 2, the blank class first or last; a "
+            "time-major [T, N, C] output is read on its batch axis)")
 # Evidence of a CTC head (see :func:`recognised`): at least this many classes (ten digits and the blank)...
 MIN_CLASSES = 11
 # ... and the blank the best class at this share of the timesteps at least (PP-OCRv4 reading a line: about half).
@@ -60,8 +63,9 @@ def edit_distance(first: tuple[int, ...], second: tuple[int, ...]) -> int:
     return previous[-1]
 
 
-def recognised(scores: np.ndarray) -> str | None:
-    """Why one output ``scores`` reads as a CTC recognizer's, or None where the evidence is not there: a rank-3
+def recognised(scores: np.ndarray, shape: str | None = None) -> str | None:
+    """Why one output ``scores`` (samples first: ``[N, T, C]``, however the model lays it out; ``shape``: the
+    model's own layout, for the line) reads as a CTC recognizer's, or None where the evidence is not there: a rank-3
     output of many classes per timestep, each timestep a distribution over the classes (or logits), and an edge
     class the best at many timesteps (the blank) while the other timesteps' best classes vary (characters), not
     one fixed class as a box head's coordinate columns would be."""
@@ -84,9 +88,9 @@ def recognised(scores: np.ndarray) -> str | None:
     others = best[best != blank]
     if kind == "logits" and len(others) and np.bincount(others).max() > 0.5 * len(others):
         return None  # one fixed class wins where the blank does not: a box head's column, not characters
-    return (f"output {list(scores.shape)} holds {kind} over {scores.shape[2]} classes at each of {scores.shape[1]} "
-            f"timesteps, class {blank} (the CTC blank) the best at {100 * share:.0f}% of them: a CTC recognizer, "
-            "read by greedy decoding")
+    return (f"output {shape or list(scores.shape)} holds {kind} over {scores.shape[2]} classes at each of "
+            f"{scores.shape[1]} timesteps, class {blank} (the CTC blank) the best at {100 * share:.0f}% of them: a CTC "
+            "recognizer, read by greedy decoding")
 
 
 def measure(reference: np.ndarray, candidate: np.ndarray, labels: object | None) -> Fidelity:

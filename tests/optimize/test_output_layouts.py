@@ -1,0 +1,72 @@
+"""Optimize on outputs whose batch is not their first axis, or that have none: a time-major CTC reader ``[T, N, C]``
+(read as the sequence task, its line naming the model's own layout), a batch-first one whose batch only runs reveal,
+and one with a batch-free second output. Every run ends with a file, never a traceback, and the manifest records
+each output's batch axis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from tests.builders import ctc_reader, photo_like, restorer
+
+SAMPLES = 150  # more than one chunk of 64 in every check
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("layouts") / "lines.npy"
+    np.save(path, np.random.default_rng(1).standard_normal((SAMPLES, 1, 8, 24)).astype(np.float32))
+    return path
+
+
+@pytest.mark.parametrize(("layout", "batch_free", "precision", "target"), [
+    ("tnc", False, "fp16", "cpu"),
+    ("tnc", False, "int8", "tensorrt"),
+    ("tnc", False, "int8", "cpu"),
+    ("ntc", True, "fp16", "cpu"),
+    ("ntc", True, "int8", "cpu"),
+])
+def test_every_output_layout_is_optimized_end_to_end(data: Path, tmp_path: Path, run_cli, layout: str,  # type: ignore[no-untyped-def]
+                                                     batch_free: bool, precision: str, target: str) -> None:
+    source = tmp_path / f"{layout}.onnx"
+    onnx.save(ctc_reader(layout, batch_free=batch_free), source)
+    out = tmp_path / f"{precision}_{target}.onnx"
+    quality = ["--quality", "fast"] if precision == "int8" else []
+    result = run_cli("optimize", source, "-o", out, "--precision", precision, "--target", target, "--calib", data,
+                     *quality)
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+    details = json.loads(out.with_suffix(".manifest.json").read_text())
+    text = " ".join(result.output.split())
+    if layout == "tnc":
+        assert details["output_batch_axes"] == {"axes": {"logits": 1}, "found_from": "the graph's shapes"}
+        assert "Task: sequence (inferred: output [24, 8, 37] (batch on axis 1) holds logits over 37 classes at " \
+               "each of 24 timesteps" in text
+        assert "exact-line agreement" in text
+    else:
+        assert details["output_batch_axes"] == {"axes": {"logits": 0, "anchors": None},
+                                                "found_from": "runs of 1 and 2 samples"}
+        assert "the batch axis of 'anchors' has none" in text
+
+
+@pytest.mark.parametrize(("precision", "target"), [("fp16", "cpu"), ("int8", "cpu")])
+def test_an_image_to_image_network_is_judged_as_restore(tmp_path: Path, run_cli, precision: str,  # type: ignore[no-untyped-def]
+                                                        target: str) -> None:
+    """An RGB output smaller than its input, in 0..1: restore (PSNR and SSIM against FP32), not segmentation."""
+    source, data = tmp_path / "restorer.onnx", tmp_path / "photos.npy"
+    onnx.save(restorer(), source)
+    np.save(data, photo_like(120))
+    out = tmp_path / f"{precision}.onnx"
+    quality = ["--quality", "fast"] if precision == "int8" else []
+    result = run_cli("optimize", source, "-o", out, "--precision", precision, "--target", target, "--calib", data,
+                     *quality)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Task: restore (inferred: one output [8, 3, 8, 8], an image: values" in text
+    assert "in the pixel range 0..1, its 3 channels rising and falling together" in text
+    assert "PSNR vs FP32" in text and "mean SSIM vs FP32" in text
