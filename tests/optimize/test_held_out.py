@@ -192,3 +192,23 @@ def test_cross_fitted_folds_are_disjoint_seeded_and_cover_every_sample() -> None
     again = cross_fitted(Dataset(images, None, "forty"))
     assert all(np.array_equal(a, b) for a, b in zip(judging.folds, again.folds or (), strict=True))
     assert len(judging.calibration) == 40 and judging.held_out is not None and len(judging.held_out) == 40
+
+
+def test_cross_fitting_uses_fewer_folds_where_they_would_break_the_time_budget(
+        digits_onnx: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A model whose folds would take longer than the budget is judged on the folds that fit (at least one), said
+    in one line and recorded; the written file still calibrates on every sample."""
+    import trtpipe.optimize.passes.int8 as int8_pass
+
+    monkeypatch.setattr(int8_pass, "FOLD_BUDGET_S", 0.0)
+    out = tmp_path / "int8.onnx"
+    result = run_cli("optimize", digits_onnx, "-o", out, "--precision", "int8", "--calib", "digits", "--quality",
+                     "fast")
+    assert result.exit_code == 0, result.output
+    split = load_split("digits", "calibration")
+    manifest = _manifest(out)
+    judged = manifest["data"]["judged_on"]
+    assert judged["folds_used"] == 1 and judged["folds"] == 4 and judged["samples"] < len(split.images)
+    assert manifest["int8"]["final"]["samples"] == judged["samples"]
+    assert manifest["int8"]["calibration"]["samples"] == len(split.images)
+    assert "Cross-fitted in 1 of 4 folds" in " ".join(result.output.split())

@@ -32,8 +32,9 @@ class Pool:
     """The pooled figure of the folds' candidates: each fold's outputs on its own judging samples, scattered back
     into sample order and compared with FP32's outputs on all the samples."""
 
-    def __init__(self, fp32: onnx.ModelProto, whole: Int8Run) -> None:
+    def __init__(self, fp32: onnx.ModelProto, whole: Int8Run, folds: Sequence[FoldChain]) -> None:
         self.whole = whole
+        self.judged = np.sort(np.concatenate([fold.indices for fold in folds]))  # whole.judge's samples, in order
         context = whole.context
         self.expected = context.outputs(fp32, whole.judge.images)
         self.names = [o.name for o in fp32.graph.output]
@@ -44,8 +45,9 @@ class Pool:
         for fold, model in zip(folds, models, strict=True):
             context = fold.run.context
             found = context.outputs(model, fold.run.judge.images, fold.run.profile.evaluation_optimization)
+            positions = np.searchsorted(self.judged, fold.indices)
             for whole, part in zip(pooled, found, strict=True):
-                whole[fold.indices] = part
+                whole[positions] = part
         context = self.whole.context
         return compare(self.expected, pooled, self.whole.judge.labels, task=context.task, names=self.names,
                        decoder=context.decoder)

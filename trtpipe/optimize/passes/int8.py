@@ -6,6 +6,7 @@ the pass's record."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import Int8Calibration, Int8Record, RecipeRecord, StepRecord
 from trtpipe.optimize.step_rule import StepVerdict, judge_step, speed_tolerance_pp
 
+FOLD_BUDGET_S = 60.0  # the folds' calibration, beyond the written file's own: above it, fewer folds judge
+
 
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     """INT8 for the target: calibrate, write Q/DQ, then run each INT8 step that is wanted, in the table's order
@@ -43,9 +46,9 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     ranges, cache = _calibration_ranges(fp32, calib, profile, context)
     with console.step("Writing Q/DQ nodes..."):
         quantized = quantize(fp32, ranges, profile)
-    run = Int8Run(fp32, ranges, profile, context, evaluation or calib)
     folds = _folds(fp32, profile, context) if context.folds is not None else None
-    pool = Pool(fp32, run) if folds is not None else None
+    run = Int8Run(fp32, ranges, profile, context, _judged(context, folds))
+    pool = Pool(fp32, run, folds) if folds is not None else None
     current = run.compare(quantized) if pool is None else Candidate(quantized, pool.check(folds or [], [
         fold.current.model for fold in folds or []]))
     full_int8 = current.check
@@ -97,10 +100,13 @@ def _take(outcome: Outcome, run: Int8Run, lines: list[dict[str, object]], placem
 
 def _folds(fp32: onnx.ModelProto, profile: QuantProfile, context: PassContext) -> list[FoldChain]:
     """Cross-fitted (``context.folds``): each fold's chain, calibrated on the other folds' samples (not cached: the
-    range cache keeps the written file's ranges) and quantized, to be judged on its own samples."""
+    range cache keeps the written file's ranges) and quantized, to be judged on its own samples. Where the folds'
+    calibration alone would take more than ``FOLD_BUDGET_S``, fewer folds are used (at least one: the held-out
+    split's cost), and one line says so: a large dense model keeps its time budget."""
     calib, evaluation, folds = context.calib, context.evaluation, context.folds
     assert calib is not None and evaluation is not None and folds is not None
-    chains = []
+    chains: list[FoldChain] = []
+    started = time.perf_counter()
     with console.progress() as bar:
         task = bar.add_task(f"Cross-fitting: calibrating {len(folds)} folds", total=len(folds))
         for number, indices in enumerate(folds, start=1):
@@ -113,7 +119,33 @@ def _folds(fp32: onnx.ModelProto, profile: QuantProfile, context: PassContext) -
                 run = Int8Run(fp32, ranges, profile, fold_context, judge)
                 chains.append(FoldChain(run, run.compare(quantize(fp32, ranges, profile)), indices))
             bar.advance(task)
+            spent = time.perf_counter() - started
+            if number < len(folds) and spent / number * len(folds) > FOLD_BUDGET_S:
+                break
+    if len(chains) < len(folds):
+        judged = sum(len(chain.indices) for chain in chains)
+        console.warn(f"Cross-fitted in {len(chains)} of {len(folds)} folds: a fold took {spent / len(chains):.0f} s "
+                     f"to calibrate, and all {len(folds)} would take over {FOLD_BUDGET_S:.0f} s, so the figures are on "
+                     f"the {judged} samples of those folds (the written file still calibrates on all {len(calib)}); "
+                     "give --eval DATA to judge on other data instead")
+        record = context.details.get("data", {}).get("judged_on")
+        if isinstance(record, dict):
+            record.update(samples=judged, folds_used=len(chains), folds=len(folds))
     return chains
+
+
+def _judged(context: PassContext, folds: list[FoldChain] | None) -> Dataset:
+    """What the pass's figures are on: --eval or the held-out share, else (cross-fitted) the samples of the folds
+    used, pooled; the calibration data itself where nothing was held out."""
+    evaluation = context.evaluation or context.calib
+    assert evaluation is not None
+    if not folds or context.folds is None or len(folds) == len(context.folds):
+        return evaluation
+    indices = np.sort(np.concatenate([fold.indices for fold in folds]))
+    calib = context.calib
+    assert calib is not None
+    return evaluation.subset(indices, f"{len(indices)} samples of {calib.source}, cross-fitted ({len(folds)} of "
+                                      f"{len(context.folds)} folds)")
 
 
 def _calibration_ranges(fp32: onnx.ModelProto, calib: Dataset, profile: QuantProfile,
