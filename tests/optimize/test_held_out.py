@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.conftest import error_line
 from tests.pipeline.test_select import ROWS
