@@ -38,8 +38,10 @@ def success(message: str) -> None:
 _recorders: list[list[str]] = []
 
 
-def warn(message: str) -> None:
-    for lines in _recorders:
+def warn(message: str, *, record: bool = True) -> None:
+    """A warning on stderr; ``record=False``: one the report says elsewhere, kept out of recording_warnings' list
+    (the reports' "Not in this report, and why")."""
+    for lines in _recorders if record else ():
         lines.append(message)
     err.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}", soft_wrap=True)
 

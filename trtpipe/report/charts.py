@@ -25,6 +25,8 @@ import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be cho
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from trtpipe.bench.stability import verdict_word
+from trtpipe.report.columns import speedup_text
 from trtpipe.report.labels import place_labels
 from trtpipe.report.marks import (
     ACCURACY_ONLY,
@@ -199,18 +201,28 @@ def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
                                                 f"figure.")
     figure, axis = _horizontal_bars(rows, variants, marks, lambda r: r.get("speedup_vs_torch_fp32"))
     batches = _batches(rows)
-    if len(batches) <= 3:  # each bar's figure at its end; more bars than that and the figures crowd
-        height = 0.8 / len(batches)
-        for index, batch in enumerate(batches):
-            for position, variant in enumerate(variants):
-                row = _row(rows, variant, batch)
-                if row and row.get("speedup_vs_torch_fp32"):
-                    axis.annotate(f"{row['speedup_vs_torch_fp32']:.2f}×", (row["speedup_vs_torch_fp32"],
-                                  position + index * height), xytext=(3, 0), textcoords="offset points",
-                                  va="center", fontsize=7, color="#333333")
-        axis.set_xlim(0, axis.get_xlim()[1] * 1.12)
+    height = 0.8 / len(batches)
+    for index, batch in enumerate(batches):  # each bar's 95 % interval as a whisker, and beside it the table's cell
+        for position, variant in enumerate(variants):
+            row = _row(rows, variant, batch)
+            if not row or not row.get("speedup_vs_torch_fp32"):
+                continue
+            value, y = row["speedup_vs_torch_fp32"], position + index * height
+            if interval := row.get("speedup_interval"):
+                spread = [[max(value - interval["low"], 0.0)], [max(interval["high"] - value, 0.0)]]
+                axis.errorbar(value, y, xerr=spread,
+                              fmt="none", ecolor="#333333", elinewidth=0.8, capsize=2,
+                              gid=svg_id("whisker", variant, batch))
+            if len(batches) <= 3:  # more bars than that and the figures crowd
+                flag = f" {verdict_word(row.get('unstable'))}" if row.get("unstable") else ""
+                axis.annotate(f"{speedup_text(row)}{flag}", (interval["high"] if interval else value, y),
+                              xytext=(3, 0), textcoords="offset points", va="center", fontsize=7,
+                              color="#b26a00" if flag else "#333333", gid=svg_id("figure", variant, batch))
+    if len(batches) <= 3:
+        axis.set_xlim(0, axis.get_xlim()[1] * 1.3)
     axis.axvline(1.0, color="grey", linewidth=1, linestyle="--")
-    axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (ratio of p50; dashed: 1×)")
+    axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (median of paired round "
+                    "ratios, whisker its 95 % interval; dashed: 1×)")
     axis.set_title(title)
     return Chart("speedup", title, _svg(figure), note=note)
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trtpipe.bench.stability import REACH, format_interval, format_ratio
+from trtpipe.bench.other_load import BUSY_SHARE
+from trtpipe.bench.stability import REACH, format_interval, format_ratio, verdict_word
 from trtpipe.intervals import Interval
 from trtpipe.report.marks import Marks, Standing
 
@@ -27,15 +28,17 @@ class Column:
     render: Callable[[dict[str, Any]], str] | None = None  # the cell from the whole row, where one field is not enough
 
 
-def _speedup(row: dict[str, Any]) -> str:
-    """The speedup with its interval beside it (the figure the headline prints too)."""
+def speedup_text(row: dict[str, Any]) -> str:
+    """The speedup with its interval beside it (the figure the headline prints too, and the speedup chart beside
+    its bar)."""
     text = f"{format_ratio(row['speedup_vs_torch_fp32'])}x"
     interval = row.get("speedup_interval")
     return f"{text} ({format_interval(Interval.from_dict(interval), unit='')})" if interval else text
 
 
-def _rounds(row: dict[str, Any]) -> str:
-    return "unstable" if row.get("unstable") else "steady"
+def _stability(row: dict[str, Any]) -> str:
+    """The row's one verdict (stability.row_verdict), the same word every report and chart prints."""
+    return verdict_word(row.get("unstable"))
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -51,13 +54,15 @@ COLUMNS: tuple[Column, ...] = (
            meaning="the median of the rounds' p99s: a burst of load that hits a minority of rounds cannot move it"),
     Column("Mean ms", "mean_ms", "{:.2f}"),
     Column("Items/s", "throughput", "{:.1f}", meaning="batch items per second at the p50 latency"),
-    Column("Speedup (95% CI)", "speedup_vs_torch_fp32", "{}", render=_speedup,
+    Column("Speedup (95% CI)", "speedup_vs_torch_fp32", "{}", render=speedup_text,
            meaning="how many times faster than the reference (PyTorch FP32 eager, or the FP32 ONNX the report names) "
                    "at the same batch in the same run: the median over rounds of the two rows' p50s paired round by "
                    "round, and in brackets its 95 % bootstrap interval over the rounds"),
-    Column("Rounds", "p50_interval", "{}", text=True, render=_rounds,
-           meaning=f"steady where the row's rounds agree; unstable where the 95 % interval of its p50 over the rounds "
-                   f"reaches more than {100 * REACH:.0f} % from it (the lines under the table say why and what to "
+    Column("Stability", "p50_interval", "{}", text=True, render=_stability,
+           meaning=f"the row's one verdict, the same in every report, chart, choice and the JSON: unstable where the "
+                   f"95 % interval of its p50 or of its speedup over the rounds reaches more than {100 * REACH:.0f} % "
+                   f"from the figure, or where other processes used more than {100 * BUSY_SHARE:.0f} % of the "
+                   "machine's CPU while the rounds ran; else steady (the lines under the table say why and what to "
                    "do)"),
     Column("Max abs err", "max_abs_err", "{:.2e}",
            meaning="largest absolute difference from the reference's outputs on the agreement samples, over every "

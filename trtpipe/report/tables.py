@@ -12,7 +12,7 @@ from rich.table import Table
 
 from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
-from trtpipe.bench.stability import ADVICE, MIN_ROUNDS
+from trtpipe.bench.stability import ADVICE, MIN_ROUNDS, is_load_reason, verdict_reasons
 from trtpipe.bench.standing import describe, describe_pytorch, pytorch_standing, standing_of
 from trtpipe.files import write_json_atomic, write_text_atomic
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
@@ -57,10 +57,15 @@ def print_table(report: dict[str, Any], to: Console | None = None) -> None:
 
 
 def unstable_lines(report: dict[str, Any]) -> list[str]:
-    """One line per row whose timed rounds disagree (its ``unstable``): which row and how; what to do is said once
-    after them (stability.ADVICE)."""
-    return [f"{row['variant']} batch {row['batch']}: {str(row['unstable']).removesuffix(f'; {ADVICE}')}"
-            for row in report["results"] if row.get("unstable")]
+    """The reasons of the rows' verdicts (their ``unstable``, stability.row_verdict): the machine-wide load once,
+    for every row, then one line per row for the reasons of its own; what to do is said once after them
+    (stability.ADVICE)."""
+    rows = [row for row in report["results"] if row.get("unstable")]
+    reasons = {id(row): verdict_reasons(row["unstable"]) for row in rows}
+    load = list(dict.fromkeys(reason for row in rows for reason in reasons[id(row)] if is_load_reason(reason)))
+    own = [(row, [reason for reason in reasons[id(row)] if not is_load_reason(reason)]) for row in rows]
+    return ([f"every row: {reason}" for reason in load]
+            + [f"{row['variant']} batch {row['batch']}: {'; '.join(mine)}" for row, mine in own if mine])
 
 
 def speed_statement(report: dict[str, Any]) -> str:
@@ -86,8 +91,11 @@ def standing_lines(report: dict[str, Any]) -> list[str]:
     line per batch; nothing when the run had no peers)."""
     stored = report.get("standing_pytorch")
     pytorch = stored if stored is not None else pytorch_standing(report["results"])
-    return ([f"Against PyTorch, {describe_pytorch(entry)}." for entry in pytorch]
-            + [f"Against the peers, {describe(entry)}." for entry in standing_of(report)])
+    lines = ([f"Against PyTorch, {describe_pytorch(entry)}" for entry in pytorch]
+             + [f"Against the peers, {describe(entry)}" for entry in standing_of(report)])
+    if unstable_lines(report):  # what to do is said once, after the unstable rows
+        lines = [line.replace(f"; {ADVICE}", "") for line in lines]
+    return [f"{line}." for line in lines]
 
 
 def left_out_lines(report: dict[str, Any], summary: dict[str, Any] | None = None) -> list[str]:
