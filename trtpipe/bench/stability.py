@@ -157,6 +157,12 @@ def format_interval(interval: Interval, unit: str = "x") -> str:
     return f"{format_ratio(interval.low)}-{format_ratio(interval.high)}{unit}"
 
 
+def format_speedup(value: float, interval: Interval | None) -> str:
+    """``8.87x (8.60-9.19)``: a speedup with its interval as every table, chart and choice line prints it."""
+    text = f"{format_ratio(value)}x"
+    return f"{text} ({format_interval(interval, unit='')})" if interval is not None else text
+
+
 class Ratio:
     """How many times faster one row is than another: the median of their paired round ratios with its interval,
     or, with too few rounds, the ratio of their p50s (no interval)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtpipe.bench.other_load import BUSY_SHARE
-from trtpipe.bench.stability import REACH, format_interval, format_ratio, verdict_word
+from trtpipe.bench.stability import REACH, format_speedup, verdict_word
 from trtpipe.intervals import Interval
 from trtpipe.report.marks import Marks, Standing
 
@@ -31,9 +31,8 @@ class Column:
 def speedup_text(row: dict[str, Any]) -> str:
     """The speedup with its interval beside it (the figure the headline prints too, and the speedup chart beside
     its bar)."""
-    text = f"{format_ratio(row['speedup_vs_torch_fp32'])}x"
     interval = row.get("speedup_interval")
-    return f"{text} ({format_interval(Interval.from_dict(interval), unit='')})" if interval else text
+    return format_speedup(row["speedup_vs_torch_fp32"], Interval.from_dict(interval) if interval else None)
 
 
 def _stability(row: dict[str, Any]) -> str:

@@ -48,7 +48,8 @@ tr.chosen td{background:#eef7ee}tr.chosen td.variant{font-weight:600;color:#1b5e
 .charts{display:grid;grid-template-columns:1fr;gap:1rem}.chart svg{max-width:100%;height:auto}
 .chart-key td,.chart-key th{padding:.1rem .5rem}
 .note{color:#555;font-size:.85rem}.choice{background:#eef7ee;padding:.6rem 1rem;border-left:4px solid #4a4}
-.choice.undecided{background:#fff8e1;border-left-color:#e0a000}.choice.none{background:#f4f4f4;border-left-color:#888}
+.choice.undecided,.choice.flagged{background:#fff8e1;border-left-color:#e0a000}
+.choice.none{background:#f4f4f4;border-left-color:#888}
 .legend{color:#555;font-size:.8rem}.legend dt{font-weight:600;float:left;clear:left;margin-right:.4rem}
 .legend dt:after{content:":"}.legend dd{margin:0 0 .15rem 0}
 """
@@ -76,6 +77,9 @@ def _breakable(text: str) -> str:
 def _choice_heading(choice: dict[str, Any]) -> str:
     """The choice box's heading: what was chosen, or that nothing was and whether noise is why."""
     status = choice_status(choice)
+    if status == "chosen" and choice.get("flagged"):
+        return f"Chosen under load: {choice['variant']}" if "under load" in str(choice["flagged"]) \
+            else f"Chosen from an unstable measurement: {choice['variant']}"
     if status == "chosen":
         return f"Chosen: {choice['variant']}"
     return "Nothing chosen: undecided" if status == "undecided" else "Nothing chosen"
@@ -146,7 +150,7 @@ def render_html(report: dict[str, Any], charts: Sequence[Chart], summary: dict[s
              "</p>"]
     if summary and summary.get("choice"):
         choice = summary["choice"]
-        status = choice_status(choice)
+        status = choice_status(choice) + (" flagged" if choice.get("flagged") else "")  # flagged: amber
         parts.append(f"<p class=\"choice {status}\" id=choice><b>{html.escape(_choice_heading(choice))}</b> — "
                      f"{html.escape(choice['reason'])}")
         if summary.get("decide"):
