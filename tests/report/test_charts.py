@@ -272,6 +272,9 @@ def test_a_simulation_is_drawn_for_its_accuracy_alone(tmp_path: Path) -> None:
     ({"variant": "none", "artifact": None, "reason": "could not decide: x too noisy", "status": "undecided"},
      "undecided", "Nothing chosen: undecided"),
     ({"variant": "none", "artifact": None, "reason": "no variant meets the budget: x"}, "none", "Nothing chosen"),
+    ({"variant": CHOSEN, "artifact": "a.onnx", "reason": "fastest; chosen under load (x)", "status": "chosen",
+      "flagged": "chosen under load (x): rerun with `--rebench` on a quieter machine"}, "chosen flagged",
+     f"Chosen under load: {CHOSEN}"),
 ])
 def test_the_choice_box_is_green_only_when_something_was_chosen(choice: dict[str, Any], status: str, heading: str,
                                                                 tmp_path: Path) -> None:
@@ -281,5 +284,6 @@ def test_the_choice_box_is_green_only_when_something_was_chosen(choice: dict[str
     page = (tmp_path / "report.html").read_text()
     assert f'<p class="choice {status}" id=choice><b>{heading}</b>' in page and "To decide: measure again." in page
     assert "Chosen: none" not in page and "Chosen: none" not in (tmp_path / "report.md").read_text()
-    css = {"chosen": "#eef7ee", "undecided": "#fff8e1", "none": "#f4f4f4"}[status]
-    assert re.search(r"\.choice" + (rf"\.{status}" if status != "chosen" else "") + r"\{background:" + css, page)
+    css = {"chosen": "#eef7ee", "undecided": "#fff8e1", "none": "#f4f4f4", "chosen flagged": "#fff8e1"}[status]
+    selector = {"chosen": "", "chosen flagged": r"\.flagged,\.choice\.undecided"}.get(status, rf"\.{status}")
+    assert re.search(r"\.choice" + selector + r"\{background:" + css, page)

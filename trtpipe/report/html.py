@@ -48,7 +48,7 @@ tr.chosen td{background:#eef7ee}tr.chosen td.variant{font-weight:600;color:#1b5e
 .charts{display:grid;grid-template-columns:1fr;gap:1rem}.chart svg{max-width:100%;height:auto}
 .chart-key td,.chart-key th{padding:.1rem .5rem}
 .note{color:#555;font-size:.85rem}.choice{background:#eef7ee;padding:.6rem 1rem;border-left:4px solid #4a4}
-.choice.undecided,.choice.flagged{background:#fff8e1;border-left-color:#e0a000}
+.choice.flagged,.choice.undecided{background:#fff8e1;border-left-color:#e0a000}
 .choice.none{background:#f4f4f4;border-left-color:#888}
 .legend{color:#555;font-size:.8rem}.legend dt{font-weight:600;float:left;clear:left;margin-right:.4rem}
 .legend dt:after{content:":"}.legend dd{margin:0 0 .15rem 0}
