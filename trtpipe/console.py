@@ -59,6 +59,21 @@ def recording_warnings() -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
+def stdout_kept(active: bool) -> Iterator[None]:
+    """While ``active``, what would print on stdout (tables, reports) goes to stderr instead: stdout is kept for the
+    output named ``-`` (``--json -``), so a pipe gets that alone."""
+    if not active:
+        yield
+        return
+    kept = out.stderr  # the console resolves its stream when it writes (so a test's captured streams are honoured)
+    out.stderr = True
+    try:
+        yield
+    finally:
+        out.stderr = kept
+
+
+@contextlib.contextmanager
 def step(message: str) -> Iterator[None]:
     """A spinner while a step runs; the step's own lines print above it."""
     with err.status(escape(message), spinner="dots"):

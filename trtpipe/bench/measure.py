@@ -98,6 +98,11 @@ class Measure:
     def later_rounds(self) -> None:
         later_rounds([entry for entry, _ in self.timed], self.schedule, self.bar)
 
+    def runs(self) -> list[dict[str, Any]]:
+        """Every timed run's latency in ms, round by round, per row (variant, batch, with or without copies)."""
+        return [{"variant": row.variant, "batch": row.batch, "includes_transfers": row.includes_transfers,
+                 "rounds": [[float(v) for v in samples] for samples in entry.rounds]} for entry, row in self.timed]
+
     def settle(self) -> None:
         """Every row with the statistics of all its rounds: each round's p50 and p99 when there are several, and
         with enough of them the medians over rounds and their intervals (the row's verdict is the runner's, once its

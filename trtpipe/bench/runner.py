@@ -40,16 +40,17 @@ from trtpipe.vocab import ArtifactKind, Baseline, Precision, __version__
 
 
 def run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
-                  options: BenchOptions | None = None) -> dict[str, Any]:
+                  options: BenchOptions | None = None, *, keep_runs: bool = False) -> dict[str, Any]:
     """Benchmark ``loaded`` in PyTorch FP32 eager and each artifact; returns the JSON-ready report, whose
-    ``warnings`` repeat what the run warned about (rows skipped on this machine, and why)."""
+    ``warnings`` repeat what the run warned about (rows skipped on this machine, and why). ``keep_runs``: the report
+    also holds every timed run's latency under ``runs`` (for ``bench --csv``; too long for the JSON)."""
     with console.recording_warnings() as warnings:
-        report = _run_benchmark(loaded, artifacts, options or BenchOptions())
+        report = _run_benchmark(loaded, artifacts, options or BenchOptions(), keep_runs)
     return report | {"warnings": list(dict.fromkeys(warnings))}
 
 
 def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
-                   options: BenchOptions) -> dict[str, Any]:
+                   options: BenchOptions, keep_runs: bool) -> dict[str, Any]:
     threads = options.threads or usable_cores()
     paths = [Path(a) for a in artifacts] + ([Path(options.load_engine)] if options.load_engine else [])
     descriptions = [describe(path, options) for path in paths]  # engines are checked against their sidecar
@@ -96,7 +97,8 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         "standing": peer_standing(results),
         "standing_pytorch": pytorch_standing(results),
         "other_load": other_load.share,
-    } | ({"layer_timing": facts.layer_timing} if options.profile_layers else {})
+    } | ({"layer_timing": facts.layer_timing} if options.profile_layers else {}) | (
+        {"runs": measure.runs()} if keep_runs else {})
 
 
 def _speedups(rows: list[BenchRow]) -> None:

@@ -3,6 +3,7 @@ column table."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
 from trtpipe.bench.stability import ADVICE, MIN_ROUNDS, is_load_reason, verdict_reasons
 from trtpipe.bench.standing import describe, describe_pytorch, pytorch_standing, standing_of
-from trtpipe.files import write_json_atomic, write_text_atomic
+from trtpipe.files import write_output
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
 from trtpipe.report.layer_timing import markdown_lines, print_layer_timing
 from trtpipe.report.terminal import fit_columns
@@ -136,10 +137,14 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_reports(report: dict[str, Any], json_path: Path | None, markdown_path: Path | None) -> None:
-    if json_path:
-        write_json_atomic(json_path, report)
-        console.success(f"Wrote {json_path}")
-    if markdown_path:
-        write_text_atomic(markdown_path, to_markdown(report))
-        console.success(f"Wrote {markdown_path}")
+def write_reports(report: dict[str, Any], json_path: Path | None, markdown_path: Path | None,
+                  csv_path: Path | None = None) -> None:
+    """The results as JSON, Markdown and CSV (report/csv_table.py), each to its file or, where named ``-``, to
+    standard output."""
+    from trtpipe.report.csv_table import to_csv
+
+    kept = {key: value for key, value in report.items() if key != "runs"}  # every run's latency: the CSV's alone
+    for path, text in ((json_path, lambda: json.dumps(kept, indent=2, default=str) + "\n"),
+                       (markdown_path, lambda: to_markdown(report)), (csv_path, lambda: to_csv(report))):
+        if path and write_output(path, text()):
+            console.success(f"Wrote {path}")
