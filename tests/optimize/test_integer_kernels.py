@@ -103,4 +103,11 @@ def test_slower_only_when_the_whole_interval_is_below_one() -> None:
 
     assert check(0.72, 0.90).slower  # the detector before: its INT8 file 0.8x the FP32 file
     assert not check(0.9, 1.1).slower  # within the noise of no difference: not called slower
-    assert "95 % 0.72-0.90x over 5 paired rounds" in check(0.72, 0.90).line("INT8", "FP32")
+    assert "(median of 5 paired rounds, 95 % 0.72-0.90x;" in check(0.72, 0.90).line("INT8", "FP32")
+    # The line: 1.60x (95 % 0.82-1.80x) holds "slower", and is flagged so; one clear of 1.0x is not.
+    undecided = SpeedCheck(1.60, Interval(0.82, 1.80, 7, "bootstrap"), 1, 1, 5.0, 8.0)
+    assert undecided.undecided and not undecided.slower and undecided.to_dict()["undecided"] is True
+    line = undecided.line("The INT8 file", "the FP32 file")
+    assert "; unstable: its interval includes 1.0x, so it may be no faster than the FP32 file or slower" in line
+    assert "1 thread)" in line
+    assert "unstable" not in check(1.2, 1.4).line("INT8", "FP32") and not check(1.2, 1.4).undecided

@@ -39,15 +39,24 @@ class SpeedCheck:
         """Slower than the reference beyond the noise: the whole interval below 1."""
         return self.interval.high < 1.0
 
+    @property
+    def undecided(self) -> bool:
+        """The interval holds 1.0x: these rounds cannot tell it from no faster, or slower (the figure is flagged)."""
+        return self.interval.low <= 1.0 <= self.interval.high
+
     def line(self, candidate: str, reference: str) -> str:
+        """The figure with its interval, as bench prints a speedup; flagged where the interval holds 1.0x."""
+        flag = (f"; unstable: its interval includes 1.0x, so it may be no faster than {reference} or slower: "
+                "`trtpipe bench` both files to measure it" if self.undecided else "")
         return (f"{candidate} runs {self.speedup:.2f}x the speed of {reference} on ONNX Runtime here "
-                f"(95 % {self.interval.low:.2f}-{self.interval.high:.2f}x over {self.interval.units} paired rounds; "
-                f"{self.candidate_ms:.3g} vs {self.reference_ms:.3g} ms, batch {self.batch}, {self.threads} threads)")
+                f"(median of {self.interval.units} paired rounds, 95 % {self.interval.low:.2f}-"
+                f"{self.interval.high:.2f}x; {self.candidate_ms:.3g} vs {self.reference_ms:.3g} ms, batch "
+                f"{self.batch}, {self.threads} thread{'s' if self.threads != 1 else ''}){flag}")
 
     def to_dict(self) -> dict[str, object]:
         return {"speedup": self.speedup, "interval": self.interval.to_dict(), "threads": self.threads,
                 "batch": self.batch, "candidate_ms": self.candidate_ms, "reference_ms": self.reference_ms,
-                "slower": self.slower}
+                "slower": self.slower, "undecided": self.undecided}
 
 
 def _session(model: onnx.ModelProto | Path, threads: int) -> object:
