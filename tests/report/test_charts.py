@@ -123,7 +123,7 @@ def test_a_variant_outside_the_accuracy_budget_is_marked_in_every_chart_and_the_
     assert _fill(group_style(pareto, svg_id("point", CHOSEN))) == CHOSEN_COLOR
     assert _fill(group_style(pareto, svg_id("point", WITHIN))) not in (OUTSIDE_COLOR, CHOSEN_COLOR)
     key = page[page.index("<table class=chart-key>"):]
-    assert re.search(rf"<tr class=outside><td class=n>\d+</td><td>✗ {re.escape(BROKEN)}</td><td>18.10 ms, 0.40 %",
+    assert re.search(rf"<tr class=outside><td class=n>\d+</td><td>✗ {re.escape(BROKEN)}</td><td>18.10 ms, 0.40%",
                      key)
     sweep = charts["batch_sweep"]
     assert _stroke(group_style(sweep, svg_id("line", BROKEN))) == OUTSIDE_COLOR
@@ -131,7 +131,7 @@ def test_a_variant_outside_the_accuracy_budget_is_marked_in_every_chart_and_the_
 
     markdown = (tmp_path / "report.md").read_text()
     assert markdown.count(f"| ✗ {BROKEN} (loses 99.60 pp > 5.0 pp (point figure: no interval)) |") == 2
-    assert markdown.count(f"| ★ {CHOSEN} |") == 2 and f"✗ {BROKEN}: 18.10 ms, 0.40 %" in markdown
+    assert markdown.count(f"| ★ {CHOSEN} |") == 2 and f"✗ {BROKEN}: 18.10 ms, 0.40%" in markdown
     for name in charts:
         assert (tmp_path / f"report_{name}.svg").read_text().strip() == charts[name]  # the Markdown's are the same
 
@@ -257,7 +257,7 @@ def test_a_simulation_is_drawn_for_its_accuracy_alone(tmp_path: Path) -> None:
     for name in ("latency", "speedup", "batch_sweep"):
         assert re.search(rf"<p class=note id=chart-{name}-note>Not drawn here \(accuracy only: .*{re.escape(WITHIN)}",
                          page.replace("_<wbr>", "_"))
-    assert re.search(rf"<td>{re.escape(WITHIN)}</td><td>accuracy only, 99\.99 % \(a simulation: no latency\)", page)
+    assert re.search(rf"<td>{re.escape(WITHIN)}</td><td>accuracy only, 99\.99% \(a simulation: no latency\)", page)
     table = page[page.index("<table id=results>"):page.index("</table>", page.index("<table id=results>"))]
     simulated = [r for r in table.split("<tr")[2:] if WITHIN.replace("_", "_<wbr>") in r]
     assert len(simulated) == 2 and all("accuracy only (simulation)" in r and "<td class=n>–</td>" in r

@@ -24,6 +24,7 @@ from trtpipe.bench.runner import _speedups, verdicts
 from trtpipe.bench.stability import median_over_rounds, verdict_word
 from trtpipe.bench.standing import pytorch_standing
 from trtpipe.bench.timing import LatencyStats
+from trtpipe.intervals import wilson
 from trtpipe.report.charts import all_charts, svg_id
 from trtpipe.report.columns import speedup_text
 from trtpipe.report.html import load_results, render_html
@@ -39,8 +40,8 @@ def _row(variant: str, backend: BackendKind, precision: Precision, rounds: list[
                            mean_ms=p50 * 1.05, std_ms=p50 * 0.05, min_ms=min(rounds), max_ms=max(rounds),
                            throughput=1000 / p50)
     return BenchRow(variant=variant, backend=backend, precision=precision, device=Device.CPU, batch=1,
-                    latency=latency, round_p50_ms=rounds, p50_interval=interval, agreement=0.99,
-                    agreement_samples=64, **extra)
+                    latency=latency, round_p50_ms=rounds, p50_interval=interval, agreement=0.8125,
+                    agreement_interval=wilson(26, 32), agreement_samples=32, **extra)
 
 
 def _report(other_share: float | None) -> dict[str, Any]:
@@ -113,3 +114,21 @@ def test_every_renderer_gives_each_row_the_same_figure_interval_and_verdict(othe
     best = next(r for r in stored["results"] if r["variant"] == entry["trtpipe"])
     assert f"runs at {speedup_text(best).split(' ')[0]} (median of 20 paired rounds, 95 % interval " in headline
     assert ("unstable:" in headline) == bool(best["unstable"])
+
+
+def test_agreement_shows_its_interval_in_the_tables_and_the_charts_key(tmp_path: Path) -> None:
+    """81.25 % on 32 samples is never a bare figure: its 95 % interval is beside it in the terminal, the Markdown,
+    the HTML and the accuracy chart's key, which draws it as a whisker."""
+    report = _report(None)
+    interval = wilson(26, 32)
+    text = f"81.25% ({100 * interval.low:.1f}-{100 * interval.high:.1f})"
+    console = Console(width=240, record=True, highlight=False)
+    print_table(report, to=console)
+    charts = all_charts(report, 1)
+    page = render_html(report, charts)
+    write_reports(report, None, tmp_path / "bench.md")
+    assert text in console.export_text() and text in (tmp_path / "bench.md").read_text()
+    assert f"<td class=n>{text}</td>" in page
+    [pareto] = [chart for chart in charts if chart.name == "pareto"]
+    assert all(figures.endswith(text) for _, _, figures in pareto.key) and pareto.svg is not None
+    assert svg_id("whisker", "ort-int8") in pareto.svg

@@ -35,6 +35,23 @@ def speedup_text(row: dict[str, Any]) -> str:
     return format_speedup(row["speedup_vs_torch_fp32"], Interval.from_dict(interval) if interval else None)
 
 
+def share_text(value: float, interval: dict[str, Any] | Interval | None) -> str:
+    """``81.25% (64.7-91.1)``: an agreement or accuracy with its 95 % interval over the samples, as every table,
+    chart key and choice line prints it (the bare figure where no interval was measured)."""
+    text = f"{100 * value:.2f}%"
+    if isinstance(interval, dict):
+        interval = Interval.from_dict(interval)
+    return f"{text} ({100 * interval.low:.1f}-{100 * interval.high:.1f})" if interval is not None else text
+
+
+def _agreement(row: dict[str, Any]) -> str:
+    return share_text(row["agreement"], row.get("agreement_interval"))
+
+
+def _accuracy(row: dict[str, Any]) -> str:
+    return share_text(row["top1_accuracy"], row.get("accuracy_interval"))
+
+
 def _stability(row: dict[str, Any]) -> str:
     """The row's one verdict (stability.row_verdict), the same word every report and chart prints."""
     return verdict_word(row.get("unstable"))
@@ -68,12 +85,14 @@ COLUMNS: tuple[Column, ...] = (
                    "output"),
     Column("Worst output", "worst_output", "{}", text=True,
            meaning="of a model with several outputs, the one furthest from the reference's (lowest cosine)"),
-    Column("Agreement", "agreement", "{:.2%}",
+    Column("Agreement", "agreement", "{:.2%}", render=_agreement,
            meaning="how much of the reference's answer the row gives, by the model's task: top-1 agreement "
                    "(classify), pixel agreement (segment), mAP@0.5 of its detections against the reference's "
-                   "(detect), F1 of the map (dense), mean cosine (embed); the heading names the one used"),
-    Column("Accuracy", "top1_accuracy", "{:.2%}",
-           meaning="the task's accuracy against the samples' labels (top-1, pixel accuracy, mAP@0.5)"),
+                   "(detect), F1 of the map (dense), mean cosine (embed); the heading names the one used; in "
+                   "brackets its 95 % interval over the agreement samples"),
+    Column("Accuracy", "top1_accuracy", "{:.2%}", render=_accuracy,
+           meaning="the task's accuracy against the samples' labels (top-1, pixel accuracy, mAP@0.5), in brackets "
+                   "its 95 % interval over the samples"),
     Column("Size MB", "model_size_mb", "{:.2f}", meaning="the artifact file's size"),
     Column("Host MB", "host_memory_mb", "{:.0f}",
            meaning="peak resident memory the variant added while loading and running up to this batch; artifact "
