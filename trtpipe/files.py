@@ -68,6 +68,33 @@ def require_parent_dir(path: Path) -> None:
         raise BadInput(f"Output folder {parent} does not exist: create it or choose another output path.")
 
 
+# What a file's first bytes say it is, for a file given where an ONNX model was expected: said at once, before any
+# parser spends seconds on it (a protobuf parser reads a PNG as a damaged message, and says only "DecodeError").
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+          (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a ZIP archive (a PyTorch checkpoint or package?)"),
+          (b"\x1f\x8b", "a gzip archive"), (b"\x80\x02", "a Python pickle (a PyTorch checkpoint?)"),
+          (b"<!DOCTYPE", "an HTML page"), (b"<!doctype", "an HTML page"), (b"<html", "an HTML page"),
+          (b"\x7fELF", "an executable"), (b"{", "a JSON file"))
+
+
+def foreign_format(path: Path) -> str | None:
+    """What ``path`` is by its first bytes where they name a format that is not ONNX ("a PNG image"), else None
+    (an ONNX file has no magic number: only parsing tells a damaged one)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return None
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+
+
+def require_onnx_bytes(path: Path) -> None:
+    """Refuse at once, in one line, a file given as an ONNX model whose first bytes say it is something else."""
+    if (found := foreign_format(path)) is not None:
+        raise BadInput(f"{path} is {found}, not an ONNX model (its first bytes say so): give the .onnx file "
+                       "'trtpipe convert' wrote.")
+
+
 def require_file(path: Path, what: str = "File") -> Path:
     if not path.exists():
         raise BadInput(f"{what} {path} does not exist.")

@@ -92,7 +92,7 @@ class Timed:
         """One line once the first of ``count`` rounds is timed."""
         stats = LatencyStats.from_samples(self.rounds[0], self.batch)
         console.note(f"{self.name} batch {self.batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} ms  "
-                     f"{stats.throughput:9.1f} items/s  ({stats.iters} runs"
+                     f"{stats.throughput:9.1f} items/s  ({stats.iters} run{'s' if stats.iters != 1 else ''}"
                      f"{', round 1 of ' + str(count) if count > 1 else ''})")
 
 

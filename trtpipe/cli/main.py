@@ -24,7 +24,7 @@ from trtpipe.debug.options import DebugOptions
 from trtpipe.engine.inspect_options import InspectOptions
 from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import is_stdout, require_file, write_json_output
+from trtpipe.files import is_stdout, require_file, require_onnx_bytes, write_json_output
 from trtpipe.models.options import ModelOptions
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.pipeline.options import SelectOptions
@@ -69,7 +69,10 @@ class InputFile(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         path = Path(os.fsdecode(super().convert(value, param, ctx)))
         try:
-            return require_file(path, self.what)
+            require_file(path, self.what)
+            if self.what == "ONNX file" or path.suffix == ".onnx":  # a PNG named .onnx: said before any import
+                require_onnx_bytes(path)
+            return path
         except TrtpipeError as error:
             raise user_error(error) from None
 
@@ -352,7 +355,7 @@ def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, .
 @main.command()
 @click.argument("url", default="http://127.0.0.1:8000")
 @click.option("--model", required=True, help="Model name on the server.")
-@click.option("--concurrency", type=BatchListType(), default="1,8,32", show_default=True,
+@click.option("--concurrency", type=BatchListType(), default="1,8,32", show_default=True, metavar="LEVELS",
               help="Concurrent clients, one level after another.")
 @click.option("--duration", type=click.FloatRange(0.5, 600), default=10.0, show_default=True,
               help="Seconds per level.")
@@ -416,11 +419,21 @@ def run(pipeline_or_model: str, select: SelectOptions, overrides: tuple[str, ...
 @click.option("--batch", type=click.IntRange(1), help="Batch for the accuracy-vs-latency chart (default smallest).")
 def report(results: Path, output: Path, markdown: Path | None, batch: int | None) -> None:
     """Write an HTML (and Markdown) report with charts from a bench RESULTS.json."""
+    from trtpipe import console
     from trtpipe.files import require_parent_dir
     from trtpipe.report.html import load_results, write_report
+    from trtpipe.report.tables import counted, unstable_lines
 
     require_parent_dir(output)
-    write_report(load_results(results), output, markdown, batch=batch)
+    loaded = load_results(results)
+    drawn = write_report(loaded, output, markdown, batch=batch)
+    rows, unstable = loaded["results"], sum(bool(row.get("unstable")) for row in loaded["results"])
+    console.success(f"Wrote {output}{f' and {markdown}' if markdown else ''}: {loaded['model']['name']}, "
+                    f"{counted(len(rows), 'row')}"
+                    + (f" ({unstable} flagged unstable)" if unstable else "")
+                    + f", {counted(len(drawn), 'chart')}" + (f" ({', '.join(drawn)})" if drawn else ""))
+    if unstable_lines(loaded):
+        console.warn("Some figures are flagged unstable: the report says which and why, beside the table.")
     click.echo(output)
 
 

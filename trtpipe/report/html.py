@@ -64,6 +64,11 @@ def load_results(path: Path) -> dict[str, Any]:
         raise BadInput(f"{path} is not JSON ({error}).") from None
     if not isinstance(report, dict) or report.get("schema") != BENCH_SCHEMA:
         found = report.get("schema") if isinstance(report, dict) else None
+        kind = str(found).split("/")[0].removeprefix("trtpipe.") if str(found).startswith("trtpipe.") else None
+        if kind and kind != "bench":  # another trtpipe record (a manifest, a sidecar): not an older bench JSON
+            raise BadInput(f"{path} is trtpipe's {kind} record ({found}), not bench results: give 'trtpipe report' "
+                           "the JSON 'trtpipe bench --json FILE' wrote (or reports/<model>/bench.json from 'trtpipe "
+                           "run').")
         raise BadInput(f"{path} has results layout {found!r}, not {BENCH_SCHEMA!r}: it was written by another (older) "
                        "trtpipe; rerun 'trtpipe bench' to produce it again.")
     return report
@@ -233,7 +238,9 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
 
 
 def write_report(report: dict[str, Any], html_path: Path, markdown_path: Path | None = None,
-                 summary: dict[str, Any] | None = None, batch: int | None = None) -> None:
+                 summary: dict[str, Any] | None = None, batch: int | None = None) -> list[str]:
+    """The HTML (and Markdown with its SVGs); returns the titles of the charts drawn (the others' lines say why
+    they were left out)."""
     from trtpipe.report.charts import all_charts
 
     charts = all_charts(report, batch or min(r["batch"] for r in report["results"]), marks_of(report, summary))
@@ -248,3 +255,4 @@ def write_report(report: dict[str, Any], html_path: Path, markdown_path: Path | 
             write_text_atomic(chart_path, chart.svg)
             files[chart.name] = chart_path.name
         write_text_atomic(markdown_path, render_markdown(report, files, summary, charts))
+    return [chart.title for chart in charts if chart.svg is not None]

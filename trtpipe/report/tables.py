@@ -27,8 +27,13 @@ def machine_line(report: dict[str, Any]) -> str:
     flags = f"{', '.join(env['cpu_flags'])}; " if env.get("cpu_flags") else ""
     versions = env["versions"]
     optional = "".join(f", {name} {versions[name]}" for name in OPTIONAL_PACKAGES if name in versions)
-    return (f"{env['cpu']} ({flags}{env['cores']} cores, {env['threads']} threads used{gpu}); torch "
-            f"{versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
+    return (f"{env['cpu']} ({flags}{counted(env['cores'], 'core')}, {counted(env['threads'], 'thread')} used{gpu}); "
+            f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
+
+
+def counted(count: int, noun: str) -> str:
+    """"1 thread", "2 threads": a count with its noun agreeing."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def print_table(report: dict[str, Any], to: Console | None = None) -> None:
