@@ -8,11 +8,20 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 def _width(stream: object) -> int | None:
@@ -27,7 +36,18 @@ err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
 out = Console(highlight=False, width=_width(sys.stdout))
 
 
+QUIET = False  # --quiet: no notes, progress bars or heartbeats; warnings, errors and results still print
+HEARTBEAT_S = 10.0  # off a terminal, long work says where it is this often
+
+
+def set_quiet(quiet: bool) -> None:
+    global QUIET
+    QUIET = quiet
+
+
 def note(message: str) -> None:
+    if QUIET:
+        return
     err.print(f"[dim]•[/dim] {escape(message)}", soft_wrap=True)
 
 
@@ -81,7 +101,28 @@ def step(message: str) -> Iterator[None]:
 
 
 def progress() -> Progress:
+    """A bar per task with its elapsed time and, once it can tell, the time left (hidden under --quiet)."""
     return Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err, transient=True,
+        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True, disable=QUIET,
     )
+
+
+class Heartbeat:
+    """Where long work is, for a log rather than a terminal: off a terminal (where no bar draws), a line at most
+    every HEARTBEAT_S seconds with what is done of the total and the time left at the pace so far."""
+
+    def __init__(self, what: str, total: int) -> None:
+        self.what, self.total, self.done = what, total, 0
+        self.started = self.said = time.monotonic()
+        self.on = not QUIET and not err.is_terminal
+
+    def tick(self, step: int = 1) -> None:
+        self.done += step
+        now = time.monotonic()
+        if not self.on or now - self.said < HEARTBEAT_S or self.done >= self.total:
+            return
+        self.said = now
+        left = (now - self.started) / self.done * (self.total - self.done)
+        err.print(f"[dim]•[/dim] {escape(self.what)}: {self.done} of {self.total} done, about {left:.0f} s left",
+                  soft_wrap=True)

@@ -117,12 +117,18 @@ def _load_model(source: str, model: ModelOptions) -> Any:
 
 @click.group(cls=TrtpipeGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="trtpipe")
-def main() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No notes, progress bars or progress lines: warnings, errors and "
+              "results only.")
+def main(quiet: bool) -> None:
     """Turn a trained PyTorch CNN into the fastest inference artifact that keeps its accuracy, with proof.
 
     MODEL is a registry name (see 'trtpipe models'), a checkpoint (.pt/.pth/.safetensors, with --arch),
-    a TorchScript file, or path/to/file.py:factory / package.module:factory.
+    a TorchScript file, path/to/file.py:factory / package.module:factory, or (for bench and run) an FP32 .onnx
+    file or a packaged ONNX model.
     """
+    from trtpipe import console
+
+    console.set_quiet(quiet)
 
 
 @main.command()
