@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from trtpipe.pipeline import demo
 
 SMALL = """\
@@ -25,9 +27,11 @@ warmup = 0
 """
 
 
-def test_demo_writes_repository_and_reports(tmp_path: Path) -> None:
+def test_demo_writes_repository_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "small.toml").write_text(SMALL)
     runs = demo.run_demo(tmp_path / "models", tmp_path / "reports", pipelines=(tmp_path / "small.toml",))
+    said = " ".join(capsys.readouterr().err.split())
+    assert "demo: model 1 of 1 (digits_resnet), 0 s so far" in said  # where it is; no estimate before a first run
     assert runs[0]["model"] == "digits_resnet"
     for name in ("digits_resnet", "digits_resnet_int8_cpu"):
         assert (tmp_path / "models" / name / "1" / "model.onnx").is_file()
@@ -36,3 +40,6 @@ def test_demo_writes_repository_and_reports(tmp_path: Path) -> None:
     assert {(r["backend"], r["precision"]) for r in report["results"]} == {
         ("torch", "fp32"), ("onnxruntime", "fp32"), ("onnxruntime", "int8")}
     assert (tmp_path / "reports" / "digits_resnet" / "report.html").is_file()
+    # A second run says how long the last runs here took: the time left, by this machine's own figures.
+    demo.run_demo(tmp_path / "models", tmp_path / "reports", pipelines=(tmp_path / "small.toml",))
+    assert "s left by the last runs here" in " ".join(capsys.readouterr().err.split())

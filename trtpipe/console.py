@@ -8,11 +8,20 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 def _width(stream: object) -> int | None:
@@ -27,7 +36,18 @@ err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
 out = Console(highlight=False, width=_width(sys.stdout))
 
 
+QUIET = False  # --quiet: no notes, progress bars or heartbeats; warnings, errors and results still print
+HEARTBEAT_S = 10.0  # off a terminal, long work says where it is this often
+
+
+def set_quiet(quiet: bool) -> None:
+    global QUIET
+    QUIET = quiet
+
+
 def note(message: str) -> None:
+    if QUIET:
+        return
     err.print(f"[dim]•[/dim] {escape(message)}", soft_wrap=True)
 
 
@@ -38,8 +58,10 @@ def success(message: str) -> None:
 _recorders: list[list[str]] = []
 
 
-def warn(message: str) -> None:
-    for lines in _recorders:
+def warn(message: str, *, record: bool = True) -> None:
+    """A warning on stderr; ``record=False``: one the report says elsewhere, kept out of recording_warnings' list
+    (the reports' "Not in this report, and why")."""
+    for lines in _recorders if record else ():
         lines.append(message)
     err.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}", soft_wrap=True)
 
@@ -57,6 +79,21 @@ def recording_warnings() -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
+def stdout_kept(active: bool) -> Iterator[None]:
+    """While ``active``, what would print on stdout (tables, reports) goes to stderr instead: stdout is kept for the
+    output named ``-`` (``--json -``), so a pipe gets that alone."""
+    if not active:
+        yield
+        return
+    kept = out.stderr  # the console resolves its stream when it writes (so a test's captured streams are honoured)
+    out.stderr = True
+    try:
+        yield
+    finally:
+        out.stderr = kept
+
+
+@contextlib.contextmanager
 def step(message: str) -> Iterator[None]:
     """A spinner while a step runs; the step's own lines print above it."""
     with err.status(escape(message), spinner="dots"):
@@ -64,10 +101,31 @@ def step(message: str) -> Iterator[None]:
 
 
 def progress() -> Progress:
+    """A bar per task with its elapsed time and, once it can tell, the time left (hidden under --quiet)."""
     return Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err, transient=True,
+        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True, disable=QUIET,
     )
+
+
+class Heartbeat:
+    """Where long work is, for a log rather than a terminal: off a terminal (where no bar draws), a line at most
+    every HEARTBEAT_S seconds with what is done of the total and the time left at the pace so far."""
+
+    def __init__(self, what: str, total: int) -> None:
+        self.what, self.total, self.done = what, total, 0
+        self.started = self.said = time.monotonic()
+        self.on = not QUIET and not err.is_terminal
+
+    def tick(self, step: int = 1) -> None:
+        self.done += step
+        now = time.monotonic()
+        if not self.on or now - self.said < HEARTBEAT_S or self.done >= self.total:
+            return
+        self.said = now
+        left = (now - self.started) / self.done * (self.total - self.done)
+        err.print(f"[dim]•[/dim] {escape(self.what)}: {self.done} of {self.total} done, about {left:.0f} s left",
+                  soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -24,12 +25,74 @@ from typing import Any
 
 from trtpipe.errors import BadInput
 
+STDOUT = "-"  # an output path that means standard output (``--json -``), as in curl, tar and jq
+
+
+def is_stdout(path: Path | str | None) -> bool:
+    """Whether an output option names standard output (``-``) rather than a file."""
+    return path is not None and str(path) == STDOUT
+
+
+def write_output(path: Path, text: str) -> bool:
+    """``text`` to the file ``path`` (atomically), or to standard output where ``path`` is ``-``; returns whether a
+    file was written (a caller says "Wrote FILE" only then)."""
+    if is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return False
+    write_text_atomic(path, text)
+    return True
+
+
+def write_json_output(path: Path, obj: Any) -> bool:
+    """``obj`` as JSON to ``path`` or, where it is ``-``, to standard output (:func:`write_output`)."""
+    return write_output(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def require_outputs(*paths: Path | None) -> None:
+    """Every output folder exists, and at most one output goes to standard output (two would interleave)."""
+    if sum(is_stdout(path) for path in paths) > 1:
+        raise BadInput("Only one output can be '-' (standard output): name a file for the others.")
+    for path in paths:
+        if path is not None:
+            require_parent_dir(path)
+
 
 def require_parent_dir(path: Path) -> None:
-    """Fail early, before any expensive work, when the output folder does not exist."""
+    """Fail early, before any expensive work, when the output folder does not exist (standard output, ``-``, always
+    does)."""
+    if is_stdout(path):
+        return
     parent = path.resolve().parent
     if not parent.is_dir():
         raise BadInput(f"Output folder {parent} does not exist: create it or choose another output path.")
+
+
+# What a file's first bytes say it is, for a file given where an ONNX model was expected: said at once, before any
+# parser spends seconds on it (a protobuf parser reads a PNG as a damaged message, and says only "DecodeError").
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+          (b"%PDF", "a PDF document"), (b"PK\x03\x04", "a ZIP archive (a PyTorch checkpoint or package?)"),
+          (b"\x1f\x8b", "a gzip archive"), (b"\x80\x02", "a Python pickle (a PyTorch checkpoint?)"),
+          (b"<!DOCTYPE", "an HTML page"), (b"<!doctype", "an HTML page"), (b"<html", "an HTML page"),
+          (b"\x7fELF", "an executable"), (b"{", "a JSON file"))
+
+
+def foreign_format(path: Path) -> str | None:
+    """What ``path`` is by its first bytes where they name a format that is not ONNX ("a PNG image"), else None
+    (an ONNX file has no magic number: only parsing tells a damaged one)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return None
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+
+
+def require_onnx_bytes(path: Path) -> None:
+    """Refuse at once, in one line, a file given as an ONNX model whose first bytes say it is something else."""
+    if (found := foreign_format(path)) is not None:
+        raise BadInput(f"{path} is {found}, not an ONNX model (its first bytes say so): give the .onnx file "
+                       "'trtpipe convert' wrote.")
 
 
 def require_file(path: Path, what: str = "File") -> Path:

@@ -11,7 +11,7 @@ import onnx
 from onnx import helper
 
 from trtpipe.errors import BadInput
-from trtpipe.files import require_file
+from trtpipe.files import require_file, require_onnx_bytes
 from trtpipe.vocab import Precision, dtype
 
 QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
@@ -84,6 +84,7 @@ def load_onnx(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
     """Load an ONNX file; anything that is not one gives a clear BadInput. Its external-data locations are
     checked before any weight is read (see :func:`check_external_data`)."""
     require_file(Path(path), "ONNX file")
+    require_onnx_bytes(Path(path))
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # protobuf's DecodeError and friends: the file is not ONNX

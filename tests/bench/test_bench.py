@@ -258,7 +258,7 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
     # interval over the rounds; three rounds that disagree by 25 % flag it.
     assert entry["ratio"] == pytest.approx(1.05) and entry["interval"]["units"] == 3
     line = describe(entry)
-    assert ("1.05x (95 % interval 0.91-1.15x over 3 paired rounds) the speed of the fastest peer, openvino-int8 "
+    assert ("1.05x (median of 3 paired rounds, 95 % interval 0.91-1.15x) the speed of the fastest peer, openvino-int8 "
             "(NNCF PTQ) (p50 2.10 ms)") in line
     assert "90.0 % vs 80.0 %" in line and "unstable: its 3 paired rounds disagree" in line
     assert peer_standing(rows[:4]) == []  # no peer row
@@ -272,8 +272,8 @@ def test_standing_takes_only_rows_that_ran_here_against_peers() -> None:
     [other] = entry["other_peers"]
     assert other["peer"] == "peer: openvino-int8 (NNCF PTQ)" and other["ratio"] == pytest.approx(1.05) \
         and other["rounds"] == 3
-    assert describe(entry).endswith("; against openvino-int8 (NNCF PTQ) 1.05x (95 % interval 0.91-1.15x over 3 "
-                                    "paired rounds) (80.0 % agreement)")
+    assert describe(entry).endswith("; against openvino-int8 (NNCF PTQ) 1.05x (median of 3 paired rounds, 95 % "
+                                    "interval 0.91-1.15x) (80.0 % agreement)")
     # Two rounds have no median worth the name (their mean, which one stalled round makes): the p50s decide.
     two = [r | {"round_p50_ms": [2.0, 20.0]} if r.get("peer") else r | {"round_p50_ms": [2.0, 2.0]}
            for r in rows if r.get("round_p50_ms")]

@@ -61,7 +61,7 @@ def test_a_burst_of_load_moves_no_headline_confidently(digits_onnx: Path, tmp_pa
     ours_busy = next(r for r in report["results"] if r["backend"] == "onnxruntime")
     assert entry["ratio"] == ours_busy["speedup_vs_torch_fp32"]  # and the table's, the same statistic
     interval = Interval.from_dict(entry["interval"])
-    assert interval.units == 20 and re.search(r"over 20 paired rounds", headline)
+    assert interval.units == 20 and re.search(r"median of 20 paired rounds", headline)
     flagged = "unstable:" in headline
     assert flagged == (entry["unstable"] is not None)
     meets = interval.contains(quiet_ratio) or (interval.low <= quiet_interval.high

@@ -9,7 +9,17 @@ import pytest
 
 from trtpipe.bench.rounds import turn_order
 from trtpipe.bench.rows import BenchRow
-from trtpipe.bench.stability import ADVICE, REACH, Ratio, median_over_rounds, row_instability
+from trtpipe.bench.stability import (
+    ADVICE,
+    REACH,
+    Ratio,
+    load_reason,
+    median_over_rounds,
+    row_instability,
+    row_verdict,
+    verdict_reasons,
+    verdict_word,
+)
 from trtpipe.bench.standing import describe_pytorch, pytorch_standing
 from trtpipe.bench.timing import LatencyStats
 from trtpipe.intervals import Interval
@@ -70,8 +80,37 @@ def test_the_headline_and_the_table_give_the_same_speedup() -> None:
     assert Interval.from_dict(entry["interval"]) == ours.speedup_interval
     assert torch.speedup_vs_torch_fp32 == 1.0 and torch.speedup_interval is None
     line = describe_pytorch(entry)
-    assert f"runs at {ours.speedup_vs_torch_fp32:.2f}x (95 % interval" in line and "over 5 paired rounds" in line
+    assert f"runs at {ours.speedup_vs_torch_fp32:.2f}x (median of 5 paired rounds, 95 % interval" in line
     assert "unstable: its 5 paired rounds disagree" in line and ADVICE in line
+
+
+def _rounds_row(variant: str, rounds: list[float], **extra: object) -> BenchRow:
+    p50 = float(np.median(rounds))
+    latency = LatencyStats(iters=len(rounds), p50_ms=p50, p90_ms=p50, p99_ms=p50, mean_ms=p50, std_ms=0.0,
+                           min_ms=min(rounds), max_ms=max(rounds), throughput=1000 / p50)
+    return BenchRow(variant=variant, backend=extra.pop("backend", "onnxruntime"), precision="fp32", device="cpu",
+                    batch=1, latency=latency, round_p50_ms=rounds, **extra)  # type: ignore[arg-type]
+
+
+def test_a_rows_verdict_counts_its_speedups_interval_and_the_other_load() -> None:
+    """One verdict per row: a steady p50 with a speedup whose interval reaches far (209.6x, 12.1-1574x) is unstable,
+    and so is every row of a run beside other processes' work, however narrow its intervals; the headline carries
+    the same reasons, the machine-wide one once."""
+    narrow = Interval(low=0.99, high=1.01, units=20, method="bootstrap")
+    assert row_verdict(1.0, narrow, 8.87, Interval(low=8.60, high=9.19, units=20, method="bootstrap"), 0.02) is None
+    wide = row_verdict(1.0, narrow, 209.6, Interval(low=12.1, high=1574.0, units=20, method="bootstrap"), None)
+    assert wide is not None and "its speedup's 95 % interval, 12.1-1574x over 20 paired rounds" in wide
+    assert wide.endswith(ADVICE)
+    busy = row_verdict(1.0, narrow, 8.87, Interval(low=8.60, high=9.19, units=20, method="bootstrap"), 0.85)
+    assert busy is not None and "other processes used 85 %" in busy and verdict_reasons(busy) == [load_reason(0.85)]
+    assert verdict_word(busy) == "unstable" and verdict_word(None) == "steady"
+
+    torch = _rounds_row("pytorch-fp32", [1.0 + 0.001 * i for i in range(10)], backend="torch", reference=True)
+    ours = _rounds_row("onnxruntime-int8-cpu", [0.1 + 0.0001 * i for i in range(10)], artifact="m.onnx")
+    for row in (torch, ours):
+        row.unstable = row_verdict(row.p50_ms, None, None, None, 0.85)
+    [entry] = pytorch_standing([r.to_dict() for r in (torch, ours)])
+    assert entry["unstable"] is not None and entry["unstable"].count("other processes used 85 %") == 1
 
 
 def test_rows_keep_their_round_figures_in_json_and_old_results_still_load() -> None:

@@ -103,7 +103,7 @@ def test_slower_only_when_the_whole_interval_is_below_one() -> None:
 
     assert check(0.72, 0.90).slower  # the detector before: its INT8 file 0.8x the FP32 file
     assert not check(0.9, 1.1).slower  # within the noise of no difference: not called slower
-    assert "95 % 0.72-0.90x over 5 paired rounds" in check(0.72, 0.90).line("INT8", "FP32")
+    assert "(median of 5 paired rounds of 3+ runs, 95 % 0.72-0.90x;" in check(0.72, 0.90).line("INT8", "FP32")
 
 
 def test_the_line_says_when_the_rounds_cannot_separate_the_files_or_disagree() -> None:
@@ -111,12 +111,19 @@ def test_the_line_says_when_the_rounds_cannot_separate_the_files_or_disagree() -
         return SpeedCheck(0.5 * (low + high), Interval(low, high, 7, "bootstrap"), 2, 1, 10.0, 9.0, 120)
 
     assert not check(0.9, 1.1).separated
-    assert "cannot tell the two files apart here (the interval holds 1x)" in check(0.9, 1.1).line("INT8", "FP32")
-    assert "over 7 paired rounds of 120+ runs" in check(1.2, 1.3).line("INT8", "FP32")
+    assert "unstable: its interval includes 1.0x" in check(0.9, 1.1).line("INT8", "FP32")
+    assert "median of 7 paired rounds of 120+ runs" in check(1.2, 1.3).line("INT8", "FP32")
     assert check(1.2, 1.3).agreed and "disagree" not in check(1.2, 1.3).line("INT8", "FP32")
     wide = check(1.69, 3.10)  # the sub-millisecond classifier: "2.45x (1.69-3.10)"
     assert wide.separated and not wide.agreed
     assert "the rounds disagree (the interval spans 1.83x)" in wide.line("INT8", "FP32")
+    # The line: 1.60x (95 % 0.82-1.80x) holds "slower", and is flagged so; one clear of 1.0x is not.
+    undecided = SpeedCheck(1.60, Interval(0.82, 1.80, 7, "bootstrap"), 1, 1, 5.0, 8.0)
+    assert undecided.undecided and not undecided.slower and undecided.to_dict()["undecided"] is True
+    line = undecided.line("The INT8 file", "the FP32 file")
+    assert "; unstable: its interval includes 1.0x, so it may be no faster than the FP32 file or slower" in line
+    assert "1 thread)" in line
+    assert "unstable" not in check(1.2, 1.4).line("INT8", "FP32") and not check(1.2, 1.4).undecided
 
 
 def test_a_sub_millisecond_model_is_timed_for_a_minimum_time_per_round(tmp_path: Path) -> None:

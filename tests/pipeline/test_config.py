@@ -49,7 +49,8 @@ def test_a_good_file_and_its_defaults(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     (("target = \"cpu\"", "target = \"cpu\"\ncalib_mehtod = \"mse\""), "pipeline.toml:12: unknown key 'calib_mehtod' "
-                                                                      "in [variants]"),
+                                                                      "in [variants]: did you mean 'calib_method'?"),
+    (("[bench]\n", "[bench]\nduraton = 2\n"), "unknown key 'duraton' in [bench]: did you mean 'duration'?"),
     (("batches = [1, 4]", "batches = true"), "pipeline.toml:14: 'batches' in [bench] must be"),
     (("latency_budget_ms = 5.0", "latency_budget_ms = true"), "pipeline.toml:17: 'latency_budget_ms' in [select] "
                                                                "must be a number"),

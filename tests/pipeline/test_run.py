@@ -70,7 +70,7 @@ def test_first_run_runs_every_stage_and_records_them(first_run: Path) -> None:
     assert statuses == {"convert": "ran", "optimize:int8_cpu": "ran", "optimize:fp16": "ran", "build": "skipped",
                         "bench": "ran", "report": "ran"}
     run = json.loads((first_run / "reports" / "digits_resnet" / "run.json").read_text())
-    assert run["choice"]["variant"] and run["choice"]["reason"].startswith("fastest at batch 1")
+    assert run["choice"]["variant"] and re.match(r"(fastest|tied) at batch 1", run["choice"]["reason"])
     assert run["batch_advice"]["batch"] in (1, 4)
     assert all(len(s["key"]) == 64 for s in run["stages"] if s["status"] != "skipped")
     assert json.loads((first_run / "models" / "digits_resnet" / "chosen.json").read_text())["choice"]
@@ -108,7 +108,8 @@ def test_html_report_is_self_contained_with_every_chart(first_run: Path) -> None
         assert f'id=chart-{chart}><svg' in html
     assert "<script" not in html and "<link" not in html
     assert not re.search(r"""(src|href)=["']?https?://""", html)  # nothing fetched from a network
-    assert "Chosen:" in html and "Environment" in html
+    # Chosen in green from steady rows, in amber from rows flagged unstable (a busy machine's)
+    assert re.search(r"Chosen( under load| from an unstable measurement)?: ", html) and "Environment" in html
     # Every figure says what it is, in the report itself: the memory column names how it was measured.
     assert "<dt>Host MB</dt><dd>peak resident memory" in html and "fresh process" in html
     assert "<dt>Agreement</dt>" in html and "<dt>Variant</dt>" not in html  # only the columns that need it

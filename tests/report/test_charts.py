@@ -123,7 +123,7 @@ def test_a_variant_outside_the_accuracy_budget_is_marked_in_every_chart_and_the_
     assert _fill(group_style(pareto, svg_id("point", CHOSEN))) == CHOSEN_COLOR
     assert _fill(group_style(pareto, svg_id("point", WITHIN))) not in (OUTSIDE_COLOR, CHOSEN_COLOR)
     key = page[page.index("<table class=chart-key>"):]
-    assert re.search(rf"<tr class=outside><td class=n>\d+</td><td>✗ {re.escape(BROKEN)}</td><td>18.10 ms, 0.40 %",
+    assert re.search(rf"<tr class=outside><td class=n>\d+</td><td>✗ {re.escape(BROKEN)}</td><td>18.10 ms, 0.40%",
                      key)
     sweep = charts["batch_sweep"]
     assert _stroke(group_style(sweep, svg_id("line", BROKEN))) == OUTSIDE_COLOR
@@ -131,7 +131,7 @@ def test_a_variant_outside_the_accuracy_budget_is_marked_in_every_chart_and_the_
 
     markdown = (tmp_path / "report.md").read_text()
     assert markdown.count(f"| ✗ {BROKEN} (loses 99.60 pp > 5.0 pp (point figure: no interval)) |") == 2
-    assert markdown.count(f"| ★ {CHOSEN} |") == 2 and f"✗ {BROKEN}: 18.10 ms, 0.40 %" in markdown
+    assert markdown.count(f"| ★ {CHOSEN} |") == 2 and f"✗ {BROKEN}: 18.10 ms, 0.40%" in markdown
     for name in charts:
         assert (tmp_path / f"report_{name}.svg").read_text().strip() == charts[name]  # the Markdown's are the same
 
@@ -257,7 +257,7 @@ def test_a_simulation_is_drawn_for_its_accuracy_alone(tmp_path: Path) -> None:
     for name in ("latency", "speedup", "batch_sweep"):
         assert re.search(rf"<p class=note id=chart-{name}-note>Not drawn here \(accuracy only: .*{re.escape(WITHIN)}",
                          page.replace("_<wbr>", "_"))
-    assert re.search(rf"<td>{re.escape(WITHIN)}</td><td>accuracy only, 99\.99 % \(a simulation: no latency\)", page)
+    assert re.search(rf"<td>{re.escape(WITHIN)}</td><td>accuracy only, 99\.99% \(a simulation: no latency\)", page)
     table = page[page.index("<table id=results>"):page.index("</table>", page.index("<table id=results>"))]
     simulated = [r for r in table.split("<tr")[2:] if WITHIN.replace("_", "_<wbr>") in r]
     assert len(simulated) == 2 and all("accuracy only (simulation)" in r and "<td class=n>–</td>" in r
@@ -272,6 +272,9 @@ def test_a_simulation_is_drawn_for_its_accuracy_alone(tmp_path: Path) -> None:
     ({"variant": "none", "artifact": None, "reason": "could not decide: x too noisy", "status": "undecided"},
      "undecided", "Nothing chosen: undecided"),
     ({"variant": "none", "artifact": None, "reason": "no variant meets the budget: x"}, "none", "Nothing chosen"),
+    ({"variant": CHOSEN, "artifact": "a.onnx", "reason": "fastest; chosen under load (x)", "status": "chosen",
+      "flagged": "chosen under load (x): rerun with `--rebench` on a quieter machine"}, "chosen flagged",
+     f"Chosen under load: {CHOSEN}"),
 ])
 def test_the_choice_box_is_green_only_when_something_was_chosen(choice: dict[str, Any], status: str, heading: str,
                                                                 tmp_path: Path) -> None:
@@ -281,5 +284,6 @@ def test_the_choice_box_is_green_only_when_something_was_chosen(choice: dict[str
     page = (tmp_path / "report.html").read_text()
     assert f'<p class="choice {status}" id=choice><b>{heading}</b>' in page and "To decide: measure again." in page
     assert "Chosen: none" not in page and "Chosen: none" not in (tmp_path / "report.md").read_text()
-    css = {"chosen": "#eef7ee", "undecided": "#fff8e1", "none": "#f4f4f4"}[status]
-    assert re.search(r"\.choice" + (rf"\.{status}" if status != "chosen" else "") + r"\{background:" + css, page)
+    css = {"chosen": "#eef7ee", "undecided": "#fff8e1", "none": "#f4f4f4", "chosen flagged": "#fff8e1"}[status]
+    selector = {"chosen": "", "chosen flagged": r"\.flagged,\.choice\.undecided"}.get(status, rf"\.{status}")
+    assert re.search(r"\.choice" + selector + r"\{background:" + css, page)

@@ -125,6 +125,8 @@ def test_report_command_writes_html_markdown_and_charts(report: dict[str, Any], 
         assert f"](report_{chart}.svg)" in markdown
         assert (tmp_path / f"report_{chart}.svg").read_text().startswith("<svg")
     assert "| onnxruntime-int8 | int8 | 1 |" in markdown and "Columns: " in markdown
+    said = " ".join(result.output.split())  # what was written, not only the file's name
+    assert f"Wrote {tmp_path / 'report.html'} and {tmp_path / 'report.md'}: digits_resnet, 4 rows, 4 charts (" in said
 
 
 @pytest.mark.parametrize(("content", "message"), [

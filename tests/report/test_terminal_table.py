@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from trtpipe.bench.stability import ADVICE
+from trtpipe.bench.stability import ADVICE, row_verdict
 from trtpipe.intervals import Interval
 from trtpipe.report.columns import COLUMNS, cell, present_columns
 from trtpipe.report.tables import print_table
@@ -39,6 +39,10 @@ def _report() -> dict[str, object]:
         _row("peer: onnxruntime-int8 (quantize_static U8S8)", 32, 40.1, speedup_vs_torch_fp32=20.0,
              speedup_interval=Interval(19.5, 20.6, 20, "bootstrap").to_dict(), peer="onnxruntime.quantization"),
     ]
+    for row in rows[2:]:  # each row's one verdict, as bench makes it
+        row["unstable"] = row_verdict(row["p50_ms"], Interval.from_dict(row["p50_interval"]),  # type: ignore[arg-type]
+                                      row["speedup_vs_torch_fp32"], Interval.from_dict(row["speedup_interval"]),  # type: ignore[arg-type]
+                                      None)
     return {"model": {"name": "efficientnet_lite0"}, "reference": "PyTorch FP32 eager", "results": rows,
             "environment": {"cpu": "AMD EPYC", "cores": 2, "threads": 2,
                             "versions": {"torch": "2", "onnxruntime": "1"}},
@@ -72,7 +76,7 @@ def test_the_table_fits_the_terminal_and_cuts_no_figure(width: int) -> None:
     header = " ".join(line for line in table_lines if line.startswith("┃"))
     shown = [c for c in COLUMNS if all(word in header for word in c.header.split())]
     # The figures a reader needs first are always there, and every cell of them whole.
-    assert {"Variant", "Batch", "p50 ms", "Speedup (95% CI)", "Rounds"} <= {c.header for c in shown}
+    assert {"Variant", "Batch", "p50 ms", "Speedup (95% CI)", "Stability"} <= {c.header for c in shown}
     body = _cells(text)
     rows = report["results"]
     assert len(body) == len(rows)  # type: ignore[arg-type]
@@ -104,7 +108,9 @@ def test_markdown_carries_the_intervals_and_the_flags() -> None:
 
     report = _report() | {"settings": {"warmup": 5, "iters": None, "duration": 4.0, "rounds": 20}}
     text = to_markdown(report)
-    assert "| 1913x (1710-2936) | steady |" in text and "| 1.00x | unstable |" in text
+    assert "| 1913x (1710-2936) | unstable |" in text and "| 1.00x | unstable |" in text
+    assert "| 20.0x (19.5-20.6) | steady |" in text  # a speedup whose interval is narrow, on a quiet machine
+    assert "- onnxruntime-int8-cpu (efficientnet_lite0_int8_cpu) batch 1: its speedup's 95 % interval" in text
     assert "- pytorch-fp32 batch 32: its 20 rounds' p50s disagree" in text and text.count(ADVICE) == 1
     assert "speedup is the median over rounds of the ratio of p50s paired round by round, with its 95 %" in text
     assert "~4.0 s of runs per variant and batch in 20 rounds taken in turn across the variants" in text

@@ -20,6 +20,25 @@ def test_loadtest_reports_each_concurrency_level(server, tmp_path: Path, run_cli
         assert level["server_cpu_cores"] > 0 and level["server_cpu_ms_per_request"] > 0
         assert level["batches"] > 0 and level["instance_runs"] == [level["batches"]]  # one instance ran them all
         assert 1 <= level["mean_batch_rows"] <= 4  # single-row requests, at most 4 clients waiting together
+        # Rounds: the throughput's and the p99's intervals over them, and one flag as bench gives a row.
+        assert level["rounds"] == 5 and level["throughput_interval"]["units"] == 5
+        low, high = level["tail_interval"]["low"], level["tail_interval"]["high"]
+        assert low <= level["tail_ms"] <= high and "other_load" in level and "unstable" in level
+    assert "Req/s (95% CI)" in result.output and "Tail ms (95% CI)" in result.output
+
+
+def test_round_figures_and_their_flag() -> None:
+    """Five rounds of equal work are steady; one round at a tenth of the rate is flagged, and so is a busy machine."""
+    from trtpipe.tools.load_rounds import round_figures, verdict
+
+    steady = [(0.01 * i, 2.0 + 0.001 * (i % 7)) for i in range(500)]  # 100 requests a second for 5 s
+    figures = round_figures(steady, 5.0)
+    assert figures["round_throughput"] == 100.0 and verdict(figures, 0.02) is None
+    assert verdict(figures, 0.8) is not None and "other processes used 80 %" in str(verdict(figures, 0.8))
+    stalled = [(t, ms) for t, ms in steady if not 2.0 <= t < 4.0 or int(t * 100) % 10 == 0]
+    flagged = verdict(round_figures(stalled, 5.0), None)
+    assert flagged is not None and "rounds' throughput disagree" in flagged
+    assert round_figures(steady[:2], 5.0) == {}  # too few rounds with a request: no interval
 
 
 def test_loadtest_reports_1_8_and_32_clients_and_how_instances_shared_them(  # type: ignore[no-untyped-def]

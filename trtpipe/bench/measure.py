@@ -20,7 +20,7 @@ from trtpipe.bench.memory import MemoryProbe
 from trtpipe.bench.rounds import Schedule, Timed, later_rounds
 from trtpipe.bench.rows import BenchRow
 from trtpipe.bench.samples import Samples, fed
-from trtpipe.bench.stability import median_over_rounds, row_instability
+from trtpipe.bench.stability import median_over_rounds
 from trtpipe.runtime.base import Backend
 
 
@@ -98,15 +98,20 @@ class Measure:
     def later_rounds(self) -> None:
         later_rounds([entry for entry, _ in self.timed], self.schedule, self.bar)
 
+    def runs(self) -> list[dict[str, Any]]:
+        """Every timed run's latency in ms, round by round, per row (variant, batch, with or without copies)."""
+        return [{"variant": row.variant, "batch": row.batch, "includes_transfers": row.includes_transfers,
+                 "rounds": [[float(v) for v in samples] for samples in entry.rounds]} for entry, row in self.timed]
+
     def settle(self) -> None:
         """Every row with the statistics of all its rounds: each round's p50 and p99 when there are several, and
-        with enough of them the medians over rounds, their intervals and the row's flag (stability.py)."""
+        with enough of them the medians over rounds and their intervals (the row's verdict is the runner's, once its
+        speedup is known: stability.row_verdict)."""
         for entry, row in self.timed:
             row.latency, row.round_p50_ms, row.round_p99_ms = entry.latency(), entry.round_p50s(), entry.round_p99s()
             p50 = median_over_rounds(row.round_p50_ms)
             row.p50_interval = None if p50 is None else p50[1]
             row.tail_ms, row.tail_interval = median_over_rounds(row.round_p99_ms) or (None, None)
-            row.unstable = row_instability(row.p50_ms, row.p50_interval)
 
 
 def _row(backend: Backend, entry: Timed, description: ArtifactDescription | None) -> BenchRow:

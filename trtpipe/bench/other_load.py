@@ -4,7 +4,8 @@ Rounds taken in turn put a burst on every row alike, but not with the same effec
 often than a 0.2 ms one, so a neighbour can shift a paired ratio by 10 % with every round agreeing (measured:
 docs/results/busy-machine.md). pyperf warns when the system load is high for the same reason. Here the share of CPU
 time that went to other processes during the timed rounds is read from the kernel's counters (``/proc/stat`` minus
-this process's own CPU time); above :data:`BUSY_SHARE` every headline says so, as an unstable figure would.
+this process's own CPU time); above :data:`BUSY_SHARE` every row of the run is unstable (stability.row_verdict),
+and so every headline and choice made from it.
 """
 
 from __future__ import annotations
@@ -62,11 +63,3 @@ class OtherLoad:
     @property
     def busy(self) -> bool:
         return self.share is not None and self.share > BUSY_SHARE
-
-    def flag(self) -> str:
-        """The line every headline carries when the machine was busy (empty otherwise)."""
-        if not self.busy or self.share is None:
-            return ""
-        return (f"unstable: other processes used {100 * self.share:.0f} % of this machine's CPU while the rounds ran "
-                f"(above {100 * BUSY_SHARE:.0f} %), which can slow one row more than another; rerun on a quieter "
-                "machine to confirm")

@@ -92,18 +92,27 @@ class Timed:
         """One line once the first of ``count`` rounds is timed."""
         stats = LatencyStats.from_samples(self.rounds[0], self.batch)
         console.note(f"{self.name} batch {self.batch:>3}: p50 {stats.p50_ms:8.2f} ms  p99 {stats.p99_ms:8.2f} ms  "
-                     f"{stats.throughput:9.1f} items/s  ({stats.iters} runs"
+                     f"{stats.throughput:9.1f} items/s  ({stats.iters} run{'s' if stats.iters != 1 else ''}"
                      f"{', round 1 of ' + str(count) if count > 1 else ''})")
 
 
 def later_rounds(timed: list[Timed], schedule: Schedule, bar: Any) -> None:
     """Rounds 2..N: per batch, every row in turn (the rows a speedup pairs are timed moments apart), in an order
     rotated by one every other round and reversed in between, so no row is always first, last, or after the same
-    one."""
+    one. The bar's first line counts every timed call of these rounds, with the time left; off a terminal a
+    heartbeat says the same every few seconds."""
+    total = (schedule.count - 1) * len(timed)
+    if total <= 0:
+        return
+    overall = bar.add_task(f"rounds 2-{schedule.count} of {schedule.count}", total=total)
+    heartbeat = console.Heartbeat(f"bench rounds 2-{schedule.count}", total)
     for round_index in range(1, schedule.count):
         for batch in sorted({entry.batch for entry in timed}):
             for entry in turn_order([entry for entry in timed if entry.batch == batch], round_index):
                 entry.time_round(schedule, round_index, bar)
+                bar.advance(overall)
+                heartbeat.tick()
+    bar.remove_task(overall)
 
 
 def turn_order(entries: list[Timed], round_index: int) -> list[Timed]:

@@ -30,7 +30,7 @@ from trtpipe.bench.reference import REFERENCE, OnnxReference
 from trtpipe.bench.rounds import Schedule
 from trtpipe.bench.rows import BENCH_SCHEMA, BenchRow
 from trtpipe.bench.samples import draw_samples
-from trtpipe.bench.stability import Ratio, format_interval, format_ratio
+from trtpipe.bench.stability import Ratio, format_interval, format_ratio, load_reason, row_verdict
 from trtpipe.bench.standing import peer_standing, pytorch_standing
 from trtpipe.bench.variants import Variants
 from trtpipe.hardware import usable_cores
@@ -40,16 +40,17 @@ from trtpipe.vocab import ArtifactKind, Baseline, Precision, __version__
 
 
 def run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
-                  options: BenchOptions | None = None) -> dict[str, Any]:
+                  options: BenchOptions | None = None, *, keep_runs: bool = False) -> dict[str, Any]:
     """Benchmark ``loaded`` in PyTorch FP32 eager and each artifact; returns the JSON-ready report, whose
-    ``warnings`` repeat what the run warned about (rows skipped on this machine, and why)."""
+    ``warnings`` repeat what the run warned about (rows skipped on this machine, and why). ``keep_runs``: the report
+    also holds every timed run's latency under ``runs`` (for ``bench --csv``; too long for the JSON)."""
     with console.recording_warnings() as warnings:
-        report = _run_benchmark(loaded, artifacts, options or BenchOptions())
+        report = _run_benchmark(loaded, artifacts, options or BenchOptions(), keep_runs)
     return report | {"warnings": list(dict.fromkeys(warnings))}
 
 
 def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
-                   options: BenchOptions) -> dict[str, Any]:
+                   options: BenchOptions, keep_runs: bool) -> dict[str, Any]:
     threads = options.threads or usable_cores()
     paths = [Path(a) for a in artifacts] + ([Path(options.load_engine)] if options.load_engine else [])
     descriptions = [describe(path, options) for path in paths]  # engines are checked against their sidecar
@@ -73,11 +74,13 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         if options.peers:
             variants.peers(descriptions)
         measure.later_rounds()
-    if other_load.stop() is not None and other_load.busy:
-        console.warn(other_load.flag().removeprefix("unstable: ").replace("other", "Other", 1) + ".")
+    if (load := load_reason(other_load.stop())) is not None:
+        console.warn(f"O{load[1:]}: every row of this run is flagged unstable; rerun on a quieter machine to confirm.",
+                     record=False)  # the reports say it with the unstable rows, not among what they left out
     measure.settle()
     rows = variants.rows
     _speedups(rows)
+    verdicts(rows, other_load.share)
     _slower_than_float(rows)
     results = [r.to_dict() for r in rows]
     return {
@@ -91,10 +94,11 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         "task": agreement.task,
         "agreement_inputs": agreement.inputs_sentence(rows),
         "results": results,
-        "standing": _busy(peer_standing(results), other_load),
-        "standing_pytorch": _busy(pytorch_standing(results), other_load),
+        "standing": peer_standing(results),
+        "standing_pytorch": pytorch_standing(results),
         "other_load": other_load.share,
-    } | ({"layer_timing": facts.layer_timing} if options.profile_layers else {})
+    } | ({"layer_timing": facts.layer_timing} if options.profile_layers else {}) | (
+        {"runs": measure.runs()} if keep_runs else {})
 
 
 def _speedups(rows: list[BenchRow]) -> None:
@@ -112,6 +116,14 @@ def _speedups(rows: list[BenchRow]) -> None:
             continue
         ratio = Ratio(base.round_p50_ms, row.round_p50_ms, base.p50_ms, row.p50_ms)
         row.speedup_vs_torch_fp32, row.speedup_interval = ratio.value, ratio.interval
+
+
+def verdicts(rows: list[BenchRow], other_share: float | None) -> None:
+    """Each row's one stability verdict (stability.row_verdict), made here once its speedup is known: every report,
+    chart, headline and choice reads it from the row."""
+    for row in rows:
+        row.unstable = row_verdict(row.p50_ms, row.p50_interval, row.speedup_vs_torch_fp32, row.speedup_interval,
+                                   other_share)
 
 
 def _slower_than_float(rows: list[BenchRow]) -> None:
@@ -135,14 +147,3 @@ def _slower_than_float(rows: list[BenchRow]) -> None:
             words = (f"slower than {fp32.variant} on the same runtime ({format_ratio(ratio.value)}x its speed"
                      f"{spread}): no speed win")
             row.note = f"{row.note}; {words}" if row.note else words
-
-
-def _busy(entries: list[dict[str, Any]], other_load: OtherLoad) -> list[dict[str, Any]]:
-    """Every headline of a run timed beside other work says so (a steady interval cannot show a shift that hit
-    every round alike): its ``unstable`` carries the other processes' share of the CPU and what to do."""
-    if other_load.busy:
-        peers = [other for entry in entries for other in entry.get("other_peers", [])]
-        for figure in [*entries, *peers]:
-            figure["unstable"] = figure.get("unstable") or other_load.flag()
-    return entries
-

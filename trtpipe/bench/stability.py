@@ -8,6 +8,12 @@ rounds' p99s, and a speedup the median of the ratios of two rows' p50s paired ro
 apart, so a burst that slows both cancels out). A median over rounds is what a burst hitting a minority of rounds
 cannot swing; its interval says how far the rounds let it move.
 
+A row has one stability verdict, made once here (:func:`row_verdict`) and read by every report, the selection and
+the JSON (the row's ``unstable``): it is unstable when its p50's interval or its speedup's interval reaches too far
+(below), or when other processes took more than other_load.BUSY_SHARE of the machine while the rounds ran (a shift
+that hits every round alike, which no interval over rounds shows). So no row is ``steady`` in the table and
+``unstable`` in a headline.
+
 A figure is *unstable* when its interval reaches more than :data:`REACH` (10 %) away from it on either side: then
 its rounds disagree too much for the figure to be read as a measurement, whatever the point says. The threshold is
 pyperf's (it warns when a benchmark's standard deviation exceeds 10 % of its mean); stated on the interval of the
@@ -21,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from trtpipe.bench.other_load import BUSY_SHARE
 from trtpipe.intervals import Interval, bootstrap_values
 
 # Fewer rounds than this have no median to speak of (of two it is their mean, and one stalled round makes it) and
@@ -63,12 +70,63 @@ def is_unstable(figure: float, interval: Interval | None) -> bool:
 
 
 def row_instability(p50_ms: float, interval: Interval | None) -> str | None:
-    """A row's flag: None when its rounds agree, else one line saying how they disagree and what to do."""
+    """A row's p50 flag alone: None when its rounds agree, else one line saying how they disagree and what to do."""
+    reason = _p50_reason(p50_ms, interval)
+    return None if reason is None else f"{reason}; {ADVICE}"
+
+
+def _p50_reason(p50_ms: float, interval: Interval | None) -> str | None:
     if interval is None or not is_unstable(p50_ms, interval):
         return None
     return (f"its {interval.units} rounds' p50s disagree: the 95 % interval of their median, {_ms(interval.low)}-"
             f"{_ms(interval.high)} ms, reaches {_percent(reach(p50_ms, interval))} from {_ms(p50_ms)} ms (above "
-            f"{100 * REACH:.0f} %); {ADVICE}")
+            f"{100 * REACH:.0f} %)")
+
+
+def _speedup_reason(speedup: float | None, interval: Interval | None) -> str | None:
+    if speedup is None or interval is None or not is_unstable(speedup, interval):
+        return None
+    return (f"its speedup's 95 % interval, {format_interval(interval)} over {interval.units} paired rounds, reaches "
+            f"{_percent(reach(speedup, interval))} from {format_ratio(speedup)}x (above {100 * REACH:.0f} %)")
+
+
+def load_reason(other_share: float | None) -> str | None:
+    """The machine-wide reason every row of a run shares: other processes took more than BUSY_SHARE of the CPU
+    while the rounds ran (None where they did not, or where it could not be read)."""
+    if other_share is None or other_share <= BUSY_SHARE:
+        return None
+    return (f"other processes used {100 * other_share:.0f} % of this machine's CPU while the rounds ran (above "
+            f"{100 * BUSY_SHARE:.0f} %), which can slow one row more than another")
+
+
+def row_verdict(p50_ms: float, p50_interval: Interval | None, speedup: float | None,
+                speedup_interval: Interval | None, other_share: float | None) -> str | None:
+    """A row's one stability verdict: None (steady) when its p50's and its speedup's intervals reach no further
+    than REACH and the machine was not busy; else every reason in one line, then what to do."""
+    reasons = [reason for reason in (_p50_reason(p50_ms, p50_interval), _speedup_reason(speedup, speedup_interval),
+                                     load_reason(other_share)) if reason]
+    return "; ".join([*reasons, ADVICE]) if reasons else None
+
+
+def verdict_reasons(unstable: str | None) -> list[str]:
+    """The reasons of a row's verdict (:func:`row_verdict`), without the advice: [] for a steady row."""
+    if not unstable:
+        return []
+    return [reason for reason in unstable.removesuffix(ADVICE).split("; ") if reason]
+
+
+def is_load_reason(reason: str) -> bool:
+    """Whether ``reason`` is the machine-wide one (:func:`load_reason`), which every row of the run shares."""
+    return reason.startswith("other processes used")
+
+
+def is_speedup_reason(reason: str) -> bool:
+    return reason.startswith("its speedup's")
+
+
+def verdict_word(unstable: str | None) -> str:
+    """The verdict as one word, as the table's Stability column and the charts print it."""
+    return "unstable" if unstable else "steady"
 
 
 def _percent(fraction: float) -> str:
@@ -97,6 +155,12 @@ def format_ratio(value: float) -> str:
 def format_interval(interval: Interval, unit: str = "x") -> str:
     """``6.52-7.10x``: a ratio's interval as the reports print it."""
     return f"{format_ratio(interval.low)}-{format_ratio(interval.high)}{unit}"
+
+
+def format_speedup(value: float, interval: Interval | None) -> str:
+    """``8.87x (8.60-9.19)``: a speedup with its interval as every table, chart and choice line prints it."""
+    text = f"{format_ratio(value)}x"
+    return f"{text} ({format_interval(interval, unit='')})" if interval is not None else text
 
 
 class Ratio:

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtpipe.bench.stability import MIN_ROUNDS, Ratio, format_interval, format_ratio
+from trtpipe.bench.stability import (
+    ADVICE,
+    MIN_ROUNDS,
+    Ratio,
+    format_interval,
+    format_ratio,
+    is_load_reason,
+    is_speedup_reason,
+    verdict_reasons,
+)
 from trtpipe.intervals import Interval
 from trtpipe.runtime.registry import is_eager
 from trtpipe.vocab import Device
@@ -54,18 +63,33 @@ def _against(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
     ratio = Ratio(peer.get("round_p50_ms"), ours.get("round_p50_ms"), peer["p50_ms"], ours["p50_ms"])
     ratios = ratio.ratios
     return {"ratio": ratio.value, "interval": None if ratio.interval is None else ratio.interval.to_dict(),
-            "unstable": ratio.unstable, "p50_ratio": peer["p50_ms"] / ours["p50_ms"],
+            "unstable": _unstable(ratio, ours, peer), "p50_ratio": peer["p50_ms"] / ours["p50_ms"],
             "rounds": len(ratios) if ratios else None, "round_ratio_min": min(ratios) if ratios else None,
             "round_ratio_median": ratio.value if ratios else None, "round_ratio_max": max(ratios) if ratios else None}
 
 
+def _unstable(ratio: Ratio, ours: dict[str, Any], peer: dict[str, Any]) -> str | None:
+    """The headline's flag: its own ratio's, and every reason either row's verdict gives (stability.row_verdict),
+    so a headline never reads steady beside a row the table calls unstable. A row's speedup reason is left out where
+    the peer is the reference (then it is this ratio's own); the machine-wide load is said once."""
+    reasons = verdict_reasons(ratio.unstable.removeprefix("unstable: ") if ratio.unstable else None)
+    for row in (ours, peer):
+        for reason in verdict_reasons(row.get("unstable")):
+            if is_speedup_reason(reason) and peer.get("reference"):
+                continue
+            reasons.append(reason if is_load_reason(reason) else f"{row['variant']}: {reason}")
+    reasons = list(dict.fromkeys(reasons))
+    return f"unstable: {'; '.join(reasons)}; {ADVICE}" if reasons else None
+
+
 def figure(entry: dict[str, Any]) -> str:
-    """A ratio as every report prints it: ``4.29x (95 % interval 3.91-4.52x over 20 paired rounds)``; an entry of
-    an older report, without an interval, with the spread of its rounds."""
+    """A ratio as every report prints it: ``4.29x (median of 20 paired rounds, 95 % interval 3.91-4.52x)``, so a
+    reader who divides the two p50s quoted beside it (a different statistic) knows why they need not give it; an
+    entry of an older report, without an interval, with the spread of its rounds."""
     if entry.get("interval"):
         interval = Interval.from_dict(entry["interval"])
-        return (f"{format_ratio(entry['ratio'])}x (95 % interval {format_interval(interval)} over {interval.units} "
-                "paired rounds)")
+        return (f"{format_ratio(entry['ratio'])}x (median of {interval.units} paired rounds, 95 % interval "
+                f"{format_interval(interval)})")
     if entry.get("rounds"):
         return (f"{entry['ratio']:.2f}x (median of {entry['rounds']} round-by-round ratios, "
                 f"{entry['round_ratio_min']:.2f}x-{entry['round_ratio_max']:.2f}x)")

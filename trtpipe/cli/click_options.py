@@ -49,6 +49,17 @@ def _click_type(spec: OptionSpec) -> Any:
     return click.STRING
 
 
+class _Option(click.Option):
+    """An option whose default, given as the text to show, is shown as it is ("[default: 1,8,32]"): click puts a
+    text default in brackets ("[default: (1,8,32)]"), which reads as a tuple."""
+
+    def get_help_extra(self, ctx: click.Context) -> Any:
+        extra = super().get_help_extra(ctx)
+        if isinstance(self.show_default, str) and "default" in extra:
+            extra["default"] = self.show_default
+        return extra
+
+
 def _shown_default(default: Any, spec: OptionSpec) -> str | bool:
     if default is None or default == () or default == {}:
         return False
@@ -86,7 +97,7 @@ def options_from(cls: type, param: str, *, only: Iterable[str] | None = None,
                 continue
             declaration = [flag, dest] if not spec.short else [spec.short, flag, dest]
             wrapper = click.option(*declaration, type=_click_type(spec), default=None, metavar=spec.metavar,
-                                   show_default=_shown_default(default, spec), help=spec.help)(wrapper)
+                                   show_default=_shown_default(default, spec), help=spec.help, cls=_Option)(wrapper)
         return wrapper
 
     return decorate

@@ -24,7 +24,7 @@ from trtpipe.debug.options import DebugOptions
 from trtpipe.engine.inspect_options import InspectOptions
 from trtpipe.engine.options import EngineOptions
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import require_file
+from trtpipe.files import is_stdout, require_file, require_onnx_bytes, write_json_output
 from trtpipe.models.options import ModelOptions
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.pipeline.options import SelectOptions
@@ -69,7 +69,10 @@ class InputFile(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         path = Path(os.fsdecode(super().convert(value, param, ctx)))
         try:
-            return require_file(path, self.what)
+            require_file(path, self.what)
+            if self.what == "ONNX file" or path.suffix == ".onnx":  # a PNG named .onnx: said before any import
+                require_onnx_bytes(path)
+            return path
         except TrtpipeError as error:
             raise user_error(error) from None
 
@@ -114,12 +117,18 @@ def _load_model(source: str, model: ModelOptions) -> Any:
 
 @click.group(cls=TrtpipeGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="trtpipe")
-def main() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No notes, progress bars or progress lines: warnings, errors and "
+              "results only.")
+def main(quiet: bool) -> None:
     """Turn a trained PyTorch CNN into the fastest inference artifact that keeps its accuracy, with proof.
 
     MODEL is a registry name (see 'trtpipe models'), a checkpoint (.pt/.pth/.safetensors, with --arch),
-    a TorchScript file, or path/to/file.py:factory / package.module:factory.
+    a TorchScript file, path/to/file.py:factory / package.module:factory, or (for bench and run) an FP32 .onnx
+    file or a packaged ONNX model.
     """
+    from trtpipe import console
+
+    console.set_quiet(quiet)
 
 
 @main.command()
@@ -175,28 +184,31 @@ def verify(model: str, onnx_file: Path, options: ConvertOptions, source: ModelOp
 @click.argument("model")
 @click.argument("artifacts", nargs=-1, type=InputFile("Artifact"))
 @options_from(BenchOptions, "options")
-@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON.")
-@click.option("--markdown", type=OUTPUT_FILE, help="Write a Markdown table.")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON ('-': to stdout).")
+@click.option("--markdown", type=OUTPUT_FILE, help="Write a Markdown table ('-': to stdout).")
+@click.option("--csv", "csv_path", type=OUTPUT_FILE,
+              help="Write every timed run (variant, batch, round, latency) and each row's summary as CSV ('-': to "
+                   "stdout).")
 @options_from(ModelOptions, "source")
 def bench(model: str, artifacts: tuple[Path, ...], options: BenchOptions, json_path: Path | None,
-          markdown: Path | None, source: ModelOptions) -> None:
+          markdown: Path | None, csv_path: Path | None, source: ModelOptions) -> None:
     """Measure MODEL (PyTorch FP32 eager; an FP32 .onnx or a packaged model on ONNX Runtime) and each ARTIFACT, with
     the same inputs, in one run."""
+    from trtpipe import console
     from trtpipe.bench.runner import run_benchmark
-    from trtpipe.files import require_parent_dir
+    from trtpipe.files import require_outputs
     from trtpipe.report.tables import print_table, write_reports
 
-    for path in (json_path, markdown):
-        if path:
-            require_parent_dir(path)
+    require_outputs(json_path, markdown, csv_path)
     from trtpipe.bench.reference import bench_reference
 
     # An FP32 ONNX file from elsewhere (or a packaged model) is its own reference, on ONNX Runtime; one convert made
     # leads back to its PyTorch model; else MODEL is the PyTorch model.
     reference, files = bench_reference(model, source, artifacts)
-    report = run_benchmark(reference or _load_model(model, source), files, options)
-    print_table(report)
-    write_reports(report, json_path, markdown)
+    report = run_benchmark(reference or _load_model(model, source), files, options, keep_runs=csv_path is not None)
+    with console.stdout_kept(any(is_stdout(path) for path in (json_path, markdown, csv_path))):
+        print_table(report)  # on stderr where stdout holds what '-' asked for
+    write_reports(report, json_path, markdown, csv_path)
 
 
 @main.command()
@@ -233,19 +245,22 @@ def build(onnx_file: Path, output: Path, options: EngineOptions) -> None:
 @main.command()
 @click.argument("onnx_file", type=InputFile("ONNX file"))
 @options_from(CheckOptions, "options")
-@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the findings as JSON.")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the findings as JSON ('-': to stdout).")
 def check(onnx_file: Path, options: CheckOptions, json_path: Path | None) -> None:
     """Check ONNX_FILE against what the target runtime accepts (TensorRT's Q/DQ, typing and operator rules),
     without TensorRT. Exit 1 when there are errors."""
     from trtpipe.conformance.check import check_file, print_report
-    from trtpipe.files import require_parent_dir, write_json_atomic
+    from trtpipe.files import require_parent_dir
 
     if json_path:
         require_parent_dir(json_path)
     report = check_file(onnx_file, options.target)
-    print_report(report, limit=1000)
+    from trtpipe import console
+
+    with console.stdout_kept(is_stdout(json_path)):
+        print_report(report, limit=1000)
     if json_path:
-        write_json_atomic(json_path, report.to_dict())
+        write_json_output(json_path, report.to_dict())
     if not report.passed:
         raise click.exceptions.Exit(1)
 
@@ -253,39 +268,45 @@ def check(onnx_file: Path, options: CheckOptions, json_path: Path | None) -> Non
 @main.command()
 @click.argument("model", type=InputFile("ONNX file"))
 @options_from(DebugOptions, "options")
-@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the report as JSON.")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the report as JSON ('-': to stdout).")
 def debug(model: Path, options: DebugOptions, json_path: Path | None) -> None:
     """Compare MODEL (an FP16 or INT8 Q/DQ ONNX from 'trtpipe optimize') with its FP32 reference tensor by tensor
     on ONNX Runtime CPU, and name the first tensor whose error jumps. A report: exit 0 either way."""
     from trtpipe.debug.compare import debug_model
     from trtpipe.debug.report import print_report
-    from trtpipe.files import require_parent_dir, write_json_atomic
+    from trtpipe.files import require_parent_dir
 
     if json_path:
         require_parent_dir(json_path)
     report = debug_model(model, options)
-    print_report(report)
+    from trtpipe import console
+
+    with console.stdout_kept(is_stdout(json_path)):
+        print_report(report)
     if json_path:
-        write_json_atomic(json_path, report.to_dict())
+        write_json_output(json_path, report.to_dict())
 
 
 @main.command()
 @click.argument("path", type=InputFile("Engine or layer information file"))
 @options_from(InspectOptions, "options")
-@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the layer table as JSON.")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Also write the layer table as JSON ('-': to stdout).")
 def inspect(path: Path, options: InspectOptions, json_path: Path | None) -> None:
     """Show an engine's layers: fused ONNX nodes, precisions, tensor formats, tactics. PATH is a layer information
     JSON (ENGINE.layers.json from 'trtpipe build', or trtexec --exportLayerInfo), read anywhere, or an engine,
     read with TensorRT on a GPU."""
     from trtpipe.engine.inspect import inspect_file, print_layers
-    from trtpipe.files import require_parent_dir, write_json_atomic
+    from trtpipe.files import require_parent_dir
 
     if json_path:
         require_parent_dir(json_path)
     layers = inspect_file(path, trust_engine=options.trust_engine)
-    print_layers(layers)
+    from trtpipe import console
+
+    with console.stdout_kept(is_stdout(json_path)):
+        print_layers(layers)
     if json_path:
-        write_json_atomic(json_path, layers.to_dict())
+        write_json_output(json_path, layers.to_dict())
 
 
 @main.command()
@@ -340,27 +361,30 @@ def export_triton(artifacts: tuple[Path, ...], output: Path, names: tuple[str, .
 @main.command()
 @click.argument("url", default="http://127.0.0.1:8000")
 @click.option("--model", required=True, help="Model name on the server.")
-@click.option("--concurrency", type=BatchListType(), default="1,8,32", show_default=True,
+@click.option("--concurrency", type=BatchListType(), default="1,8,32", show_default=True, metavar="LEVELS",
               help="Concurrent clients, one level after another.")
 @click.option("--duration", type=click.FloatRange(0.5, 600), default=10.0, show_default=True,
               help="Seconds per level.")
-@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON.")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write results JSON ('-': to stdout).")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback URL.")
 @click.option("--server-pid", type=click.IntRange(1), help="Also report the CPU the server (and every process under "
               "it) spends per level, read from /proc: the process id of trtpipe serve or tritonserver.")
 def loadtest(url: str, model: str, concurrency: tuple[int, ...], duration: float, json_path: Path | None,
              allow_remote: bool, server_pid: int | None) -> None:
     """Drive a running server with bounded concurrent clients; report throughput and p50/p90/p99."""
-    from trtpipe.files import require_parent_dir, write_json_atomic
+    from trtpipe.files import require_parent_dir
     from trtpipe.tools.loadtest import print_loadtest, run_loadtest
 
     if json_path:
         require_parent_dir(json_path)
     report = run_loadtest(url, model, list(concurrency), duration_s=duration, allow_remote=allow_remote,
                           server_pid=server_pid)
-    print_loadtest(report)
+    from trtpipe import console
+
+    with console.stdout_kept(is_stdout(json_path)):
+        print_loadtest(report)
     if json_path:
-        write_json_atomic(json_path, report)
+        write_json_output(json_path, report)
 
 
 SET_HELP = "Set any pipeline-file key, e.g. bench.duration=2 or variants.calib_samples=64 (repeatable)."
@@ -401,11 +425,21 @@ def run(pipeline_or_model: str, select: SelectOptions, overrides: tuple[str, ...
 @click.option("--batch", type=click.IntRange(1), help="Batch for the accuracy-vs-latency chart (default smallest).")
 def report(results: Path, output: Path, markdown: Path | None, batch: int | None) -> None:
     """Write an HTML (and Markdown) report with charts from a bench RESULTS.json."""
+    from trtpipe import console
     from trtpipe.files import require_parent_dir
     from trtpipe.report.html import load_results, write_report
+    from trtpipe.report.tables import counted, unstable_lines
 
     require_parent_dir(output)
-    write_report(load_results(results), output, markdown, batch=batch)
+    loaded = load_results(results)
+    drawn = write_report(loaded, output, markdown, batch=batch)
+    rows, unstable = loaded["results"], sum(bool(row.get("unstable")) for row in loaded["results"])
+    console.success(f"Wrote {output}{f' and {markdown}' if markdown else ''}: {loaded['model']['name']}, "
+                    f"{counted(len(rows), 'row')}"
+                    + (f" ({unstable} flagged unstable)" if unstable else "")
+                    + f", {counted(len(drawn), 'chart')}" + (f" ({', '.join(drawn)})" if drawn else ""))
+    if unstable_lines(loaded):
+        console.warn("Some figures are flagged unstable: the report says which and why, beside the table.")
     click.echo(output)
 
 

@@ -61,13 +61,21 @@ class SpeedCheck:
         """Whether the rounds agree: the interval's high within AGREED of its low."""
         return self.interval.low > 0 and self.interval.high / self.interval.low <= AGREED
 
+    @property
+    def undecided(self) -> bool:
+        """The interval holds 1.0x: these rounds cannot tell it from no faster, or slower (the figure is flagged)."""
+        return self.interval.low <= 1.0 <= self.interval.high
+
     def line(self, candidate: str, reference: str) -> str:
+        """The figure with its interval, as bench prints a speedup; flagged where the interval holds 1.0x, and said
+        where the rounds disagree."""
         text = (f"{candidate} runs {self.speedup:.2f}x the speed of {reference} on ONNX Runtime here "
-                f"(95 % {self.interval.low:.2f}-{self.interval.high:.2f}x over {self.interval.units} paired rounds "
-                f"of {self.runs}+ runs; {self.candidate_ms:.3g} vs {self.reference_ms:.3g} ms, batch {self.batch}, "
-                f"{self.threads} threads)")
-        if not self.separated:
-            text += "; the rounds cannot tell the two files apart here (the interval holds 1x)"
+                f"(median of {self.interval.units} paired rounds of {self.runs}+ runs, 95 % {self.interval.low:.2f}-"
+                f"{self.interval.high:.2f}x; {self.candidate_ms:.3g} vs {self.reference_ms:.3g} ms, batch "
+                f"{self.batch}, {self.threads} thread{'s' if self.threads != 1 else ''})")
+        if self.undecided:
+            text += (f"; unstable: its interval includes 1.0x, so it may be no faster than {reference} or slower: "
+                     "`trtpipe bench` both files to measure it")
         elif not self.agreed:
             spread = self.interval.high / self.interval.low
             text += (f"; the rounds disagree (the interval spans {spread:.2f}x) on this busy machine: trtpipe bench "
@@ -78,7 +86,7 @@ class SpeedCheck:
         return {"speedup": self.speedup, "interval": self.interval.to_dict(), "threads": self.threads,
                 "batch": self.batch, "candidate_ms": self.candidate_ms, "reference_ms": self.reference_ms,
                 "runs_per_round": self.runs, "slower": self.slower, "separated": self.separated,
-                "agreed": self.agreed}
+                "agreed": self.agreed, "undecided": self.undecided}
 
 
 def _session(model: onnx.ModelProto | Path, threads: int) -> object:

@@ -20,6 +20,7 @@ CLI flags come from):
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -137,6 +138,13 @@ class _Source:
         return BadInput(f"{self.where(section, key)}: {message}")
 
 
+def unknown_key_hint(key: str, known: list[str]) -> str:
+    """The end of "unknown key 'duraton' in [bench]": ": did you mean 'duration'?" where a known key is close (a
+    typo), else the known keys (what the section takes)."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f": did you mean '{close[0]}'?" if close else f" (known: {', '.join(known)})."
+
+
 def _options(source: _Source, section: str, table: dict[str, Any], base: Any = None, cls: type | None = None) -> Any:
     """The section's options object from its table (into ``cls``, else the section's class), every key checked
     against the options class."""
@@ -149,8 +157,8 @@ def _options(source: _Source, section: str, table: dict[str, Any], base: Any = N
                 raise source.error(section, key, f"'{key}' in [{section}] must be {extra[key].__name__}, not "
                                    f"{type(value).__name__} {value!r}.")
         elif key not in known:
-            raise source.error(section, key, f"unknown key '{key}' in [{section}] (known: "
-                               f"{', '.join(section_keys(section, cls))}).")
+            raise source.error(section, key, f"unknown key '{key}' in [{section}]"
+                               f"{unknown_key_hint(key, section_keys(section, cls))}")
     try:
         return from_mapping(cls, {k: v for k, v in table.items() if k in known}, base=base)
     except OptionValueError as error:
@@ -168,8 +176,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         if section not in SECTIONS:
             raise BadInput(f"--set '{item}': unknown section '{section}' (known: {', '.join(SECTIONS)}).")
         if key not in section_keys(section):
-            raise BadInput(f"--set '{item}': unknown key '{key}' in [{section}] (known: "
-                           f"{', '.join(section_keys(section))}).")
+            raise BadInput(f"--set '{item}': unknown key '{key}' in [{section}]"
+                           f"{unknown_key_hint(key, section_keys(section))}")
         parsed: Any = value.strip()
         if key in EXTRA_KEYS.get(section, {}) and EXTRA_KEYS[section][key] is bool:
             parsed = parsed.lower() in ("true", "1", "yes", "on")

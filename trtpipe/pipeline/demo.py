@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from trtpipe import console
-from trtpipe.pipeline.config import load_pipeline
+from trtpipe.pipeline.config import Pipeline, load_pipeline
 from trtpipe.pipeline.run import run_pipeline
 
 PIPELINES_DIR = Path(__file__).parent / "examples"
@@ -31,10 +31,32 @@ def run_demo(repository: Path, reports: Path, pipelines: tuple[Path, ...] | None
              overrides: list[str] | None = None) -> list[dict[str, object]]:
     start = time.perf_counter()
     runs = []
-    for path in pipelines or tuple(PIPELINES_DIR / name for name in DEMO_PIPELINES):
+    paths = pipelines or tuple(PIPELINES_DIR / name for name in DEMO_PIPELINES)
+    loaded = []
+    for path in paths:
         pipeline = load_pipeline(path, overrides)
         pipeline.output = replace(pipeline.output, repository=repository, reports=reports)
+        loaded.append(pipeline)
+    for index, pipeline in enumerate(loaded, start=1):
+        console.err.rule(f"[bold]demo: model {index} of {len(loaded)}, {pipeline.name}", style="magenta")
+        console.note(f"demo: model {index} of {len(loaded)} ({pipeline.name}), {time.perf_counter() - start:.0f} s so "
+                     f"far{_time_left(loaded[index - 1:])}")
         runs.append(run_pipeline(pipeline))
     console.success(f"Demo finished in {time.perf_counter() - start:.0f} s: models in {repository}/, reports in "
                     f"{reports}/<model>/report.html")
     return runs
+
+
+def _time_left(pipelines: list[Pipeline]) -> str:
+    """", about N s left by their last runs here" from each remaining pipeline's run manifest (reports/<model>/
+    run.json: how long its last run on this machine took, stages reused or not); "" where one has never run."""
+    import json
+
+    total = 0.0
+    for pipeline in pipelines:
+        manifest = pipeline.output.reports / pipeline.name / "run.json"
+        try:
+            total += float(json.loads(manifest.read_text())["total_seconds"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+    return f", about {total:.0f} s left by the last runs here (less where stages are reused)"

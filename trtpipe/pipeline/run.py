@@ -247,8 +247,13 @@ class _PipelineRun:
             decide = over_budget(self.pipeline)
         selection = _Selection(choice, advice, batch, outside, decide)
         if choice and choice.status == "chosen":
-            (console.warn if str(Limit.ACCURACY) in choice.undecided else console.success)(
-                f"Chosen: {choice.variant} — {choice.reason}")
+            if choice.flagged:  # amber: the measurement it rests on is flagged (ranking.py)
+                console.warn(f"Chosen under load: {choice.variant} — {choice.reason}" if "under load" in choice.flagged
+                             else f"Chosen from an unstable measurement: {choice.variant} — {choice.reason}")
+            elif str(Limit.ACCURACY) in choice.undecided:  # amber: within the budget on the best estimate only
+                console.warn(f"Chosen, undecided on accuracy: {choice.variant} — {choice.reason}")
+            else:
+                console.success(f"Chosen: {choice.variant} — {choice.reason}")
             write_json_atomic(self.repository / self.pipeline.name / "chosen.json", selection.summary)
         elif choice and choice.status == "undecided":
             console.warn(f"Undecided — {choice.reason}")

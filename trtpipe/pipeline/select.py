@@ -27,6 +27,7 @@ from trtpipe.artifact.records.sections import DataRecord
 from trtpipe.bench.rows import BenchRow
 from trtpipe.errors import BadInput
 from trtpipe.intervals import Interval, trials_to_resolve
+from trtpipe.pipeline.ranking import rank, under_load
 from trtpipe.runtime.registry import is_eager
 from trtpipe.vocab import BackendKind, Device
 
@@ -63,6 +64,9 @@ class Choice:
     runtime: BackendKind | None = None  # what ran the chosen artifact (onnxruntime, openvino, tensorrt)
     undecided: tuple[str, ...] = ()  # the limits (Limit values) some candidate could not be judged on
     over: tuple[str, ...] = ()  # nothing chosen: the limit (Limit value) every candidate certainly breaks
+    # The measurement it rests on was flagged unstable (under load, or a wide interval): why, and the rerun hint.
+    # A chosen variant with it is shown in amber, never green (ranking.py).
+    flagged: str | None = None
 
     @property
     def status(self) -> str:
@@ -306,33 +310,39 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
             lead = (f"every variant's latency is over the {latency_budget_ms} ms budget, the lowest {name} "
                     f"{value:.2f} ms ({best.variant}): this CPU, with what else runs on it, does not hold that "
                     "budget; ")
-        return Choice("none", None, f"no variant meets the budget: {lead}" + "; ".join(rejected),
-                      over=(str(Limit.LATENCY),) if lead else ())
+        loaded = under_load(candidates)
+        return Choice("none", None, f"no variant meets the budget: {lead}" + "; ".join(rejected)
+                      + (f"; {loaded}" if loaded else ""), over=(str(Limit.LATENCY),) if lead else (), flagged=loaded)
     trusted = [item for item in fitting if item[0].variant not in fit_to]
     pool = trusted if max_accuracy_drop is not None and trusted else fitting
-    row, judged = min(pool, key=lambda item: item[0].p50_ms)
+    ranked = rank([r for r, _ in pool], batch=batch, reference=_reference_name(rows))  # speed: ranking.py
+    row, judged = next(item for item in pool if item[0] is ranked.row)
     figures = [j.text for j in judged]
     drop = accuracy_drop_pp(row)
     if max_accuracy_drop is None and drop is not None:
         figures.append(drop_words(drop) + " against the reference")
-    reference = "PyTorch FP32" if any(r.is_reference and is_eager(r.backend) for r in rows) \
-        else "the FP32 ONNX"
     faster_open = [(other, open_) for other, open_ in undecided if other.p50_ms < row.p50_ms]
-    reason = (f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms, {row.speedup_vs_torch_fp32 or 0:.2f}x "
-              f"{reference}) among {len(fitting)} of {len(candidates)} variants meeting the limits"
+    reason = (f"{ranked.words}; among {len(fitting)} of {len(candidates)} variants meeting the limits"
               + (f"; {', '.join(figures)}" if figures else "")
               + (f"; CAUTION: {fit_to[row.variant]}" if row.variant in fit_to else "")
               + "".join(f"; not the faster {other.variant}: {fit_to[other.variant]}" for other, _ in fitting
                         if other.variant in fit_to and other not in [p for p, _ in pool]
                         and other.p50_ms < row.p50_ms)
               + "".join(f"; not the faster {other.variant}: {', '.join(j.text for j in open_)}"
-                        for other, open_ in faster_open))
+                        for other, open_ in faster_open)
+              + (f"; {ranked.flagged}" if ranked.flagged else ""))
     unsure = [j for j in judged if not j.sure]
     if unsure:
         reason += "; UNDECIDED: " + ", ".join(j.text for j in unsure)
     return Choice(row.variant, row.artifact, reason, row.p99_ms, row.throughput, row.backend,
                   undecided=tuple(dict.fromkeys([str(j.limit) for j in unsure]
-                                                + [str(j.limit) for _, open_ in faster_open for j in open_])))
+                                                + [str(j.limit) for _, open_ in faster_open for j in open_])),
+                  flagged=ranked.flagged)
+
+
+def _reference_name(rows: list[BenchRow]) -> str:
+    """What the speedups are against, in the choice line: PyTorch FP32, or the FP32 ONNX given as the model."""
+    return "PyTorch FP32" if any(r.is_reference and is_eager(r.backend) for r in rows) else "the FP32 ONNX"
 
 
 def batch_advice(rows: list[BenchRow], variant: str, latency_budget_ms: float | None,

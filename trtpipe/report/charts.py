@@ -25,6 +25,8 @@ import matplotlib.pyplot as plt  # after matplotlib.use: the backend must be cho
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from trtpipe.bench.stability import verdict_word
+from trtpipe.report.columns import share_text, speedup_text
 from trtpipe.report.labels import place_labels
 from trtpipe.report.marks import (
     ACCURACY_ONLY,
@@ -199,18 +201,28 @@ def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
                                                 f"figure.")
     figure, axis = _horizontal_bars(rows, variants, marks, lambda r: r.get("speedup_vs_torch_fp32"))
     batches = _batches(rows)
-    if len(batches) <= 3:  # each bar's figure at its end; more bars than that and the figures crowd
-        height = 0.8 / len(batches)
-        for index, batch in enumerate(batches):
-            for position, variant in enumerate(variants):
-                row = _row(rows, variant, batch)
-                if row and row.get("speedup_vs_torch_fp32"):
-                    axis.annotate(f"{row['speedup_vs_torch_fp32']:.2f}×", (row["speedup_vs_torch_fp32"],
-                                  position + index * height), xytext=(3, 0), textcoords="offset points",
-                                  va="center", fontsize=7, color="#333333")
-        axis.set_xlim(0, axis.get_xlim()[1] * 1.12)
+    height = 0.8 / len(batches)
+    for index, batch in enumerate(batches):  # each bar's 95 % interval as a whisker, and beside it the table's cell
+        for position, variant in enumerate(variants):
+            row = _row(rows, variant, batch)
+            if not row or not row.get("speedup_vs_torch_fp32"):
+                continue
+            value, y = row["speedup_vs_torch_fp32"], position + index * height
+            if interval := row.get("speedup_interval"):
+                spread = [[max(value - interval["low"], 0.0)], [max(interval["high"] - value, 0.0)]]
+                axis.errorbar(value, y, xerr=spread,
+                              fmt="none", ecolor="#333333", elinewidth=0.8, capsize=2,
+                              gid=svg_id("whisker", variant, batch))
+            if len(batches) <= 3:  # more bars than that and the figures crowd
+                flag = f" {verdict_word(row.get('unstable'))}" if row.get("unstable") else ""
+                axis.annotate(f"{speedup_text(row)}{flag}", (interval["high"] if interval else value, y),
+                              xytext=(3, 0), textcoords="offset points", va="center", fontsize=7,
+                              color="#b26a00" if flag else "#333333", gid=svg_id("figure", variant, batch))
+    if len(batches) <= 3:
+        axis.set_xlim(0, axis.get_xlim()[1] * 1.3)
     axis.axvline(1.0, color="grey", linewidth=1, linestyle="--")
-    axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (ratio of p50; dashed: 1×)")
+    axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (median of paired round "
+                    "ratios, whisker its 95 % interval; dashed: 1×)")
     axis.set_title(title)
     return Chart("speedup", title, _svg(figure), note=note)
 
@@ -279,6 +291,21 @@ def _draw_points(axis: Any, points: list[dict[str, Any]], xy: tuple[list[float],
                                                             "floor, its figure beside it")
 
 
+def _whiskers(axis: Any, points: list[dict[str, Any]], key: str, xy: tuple[list[float], list[float]],
+              far: list[bool]) -> None:
+    """Each point's 95 % intervals as whiskers: its accuracy's over the samples (up and down) and its p50's over the
+    rounds (left and right), where measured; none on a point drawn on the floor (its figure is not where it sits)."""
+    interval = "accuracy_interval" if key == "top1_accuracy" else "agreement_interval"
+    for row, x, y, on_floor in zip(points, *xy, far, strict=True):
+        accuracy, p50 = row.get(interval), row.get("p50_interval")
+        if on_floor or (accuracy is None and p50 is None):
+            continue
+        yerr = [[max(y - 100 * accuracy["low"], 0.0)], [max(100 * accuracy["high"] - y, 0.0)]] if accuracy else None
+        xerr = [[max(x - p50["low"], 0.0)], [max(p50["high"] - x, 0.0)]] if p50 else None
+        axis.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor="#888888", elinewidth=0.7, capsize=1.5,
+                      zorder=2, gid=svg_id("whisker", row["variant"]))
+
+
 def _pareto_front(xs: list[float], ys: list[float], standings: list[Standing]) -> list[int]:
     """Indices of the points within the budget that no faster point beats on accuracy, fastest first."""
     front, best = [], -1.0
@@ -322,6 +349,11 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
     ys, far, bottom = _on_the_floor([100 * r[key] for r in points], standings)
     figure, axis = _figure(4.4)
     _draw_points(axis, points, (xs, ys), standings, far, marks)
+    _whiskers(axis, points, key, (xs, ys), far)
+    if max(xs) > 10 * min(xs):  # a range over 10x on a linear axis squeezes the fast points into one
+        axis.set_xscale("log")
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.xaxis.set_minor_formatter(NullFormatter())
     front = _pareto_front(xs, ys, standings)
     if len(front) > 1:
         axis.plot([xs[i] for i in front], [ys[i] for i in front], linestyle="--", color="grey", linewidth=1,
@@ -337,7 +369,8 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
         axis.annotate(str(first + offset), (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
                       textcoords="offset points", va="center", fontsize=8, color="#8a6d00", annotation_clip=False,
                       gid=f"pareto-level-{offset}")
-    axis.set_xlabel(f"p50 latency at batch {batch}, ms")
+    log = axis.get_xscale() == "log"
+    axis.set_xlabel(f"p50 latency at batch {batch}, ms{' (log scale)' if log else ''}; whiskers: 95 % intervals")
     axis.set_ylabel("accuracy, %" if key == "top1_accuracy" else name)
     axis.set_title(f"{title}: points numbered, keyed in the table below")
     _legend_below(figure, columns=2)
@@ -348,9 +381,11 @@ def pareto_chart(rows: list[dict[str, Any]], batch: int, marks: Marks) -> Chart:
     styles = _point_styles()
     sizes = [math.sqrt(styles[s]["s"]) / 2 + 1.5 for s in standings]  # a marker's half-width, in points
     place_labels(axis, list(zip(xs, ys, strict=True)), texts, radii_pt=sizes, gid_prefix="pareto-label-")
-    key_rows = [(n, r["variant"], f"{r['p50_ms']:.2f} ms, {100 * r[key]:.2f} %")
+    interval = "accuracy_interval" if key == "top1_accuracy" else "agreement_interval"
+    key_rows = [(n, r["variant"], f"{r['p50_ms']:.2f} ms, {share_text(r[key], r.get(interval))}")
                 for n, r in zip(numbers, points, strict=True)]
-    key_rows += [(str(first + i), r["variant"], f"accuracy only, {100 * r[key]:.2f} % (a simulation: no latency)")
+    key_rows += [(str(first + i), r["variant"], f"accuracy only, {share_text(r[key], r.get(interval))} (a "
+                                                "simulation: no latency)")
                  for i, r in enumerate(levels)]
     note = (f"Dotted levels ({', '.join(r['variant'] for r in levels)}): {ACCURACY_ONLY}." if levels else None)
     return Chart("pareto", title, _svg(figure), key=tuple(key_rows), note=note)

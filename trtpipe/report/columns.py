@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trtpipe.bench.stability import REACH, format_interval, format_ratio
+from trtpipe.bench.other_load import BUSY_SHARE
+from trtpipe.bench.stability import REACH, format_speedup, verdict_word
 from trtpipe.intervals import Interval
 from trtpipe.report.marks import Marks, Standing
 
@@ -27,15 +28,33 @@ class Column:
     render: Callable[[dict[str, Any]], str] | None = None  # the cell from the whole row, where one field is not enough
 
 
-def _speedup(row: dict[str, Any]) -> str:
-    """The speedup with its interval beside it (the figure the headline prints too)."""
-    text = f"{format_ratio(row['speedup_vs_torch_fp32'])}x"
+def speedup_text(row: dict[str, Any]) -> str:
+    """The speedup with its interval beside it (the figure the headline prints too, and the speedup chart beside
+    its bar)."""
     interval = row.get("speedup_interval")
-    return f"{text} ({format_interval(Interval.from_dict(interval), unit='')})" if interval else text
+    return format_speedup(row["speedup_vs_torch_fp32"], Interval.from_dict(interval) if interval else None)
 
 
-def _rounds(row: dict[str, Any]) -> str:
-    return "unstable" if row.get("unstable") else "steady"
+def share_text(value: float, interval: dict[str, Any] | Interval | None) -> str:
+    """``81.25% (64.7-91.1)``: an agreement or accuracy with its 95 % interval over the samples, as every table,
+    chart key and choice line prints it (the bare figure where no interval was measured)."""
+    text = f"{100 * value:.2f}%"
+    if isinstance(interval, dict):
+        interval = Interval.from_dict(interval)
+    return f"{text} ({100 * interval.low:.1f}-{100 * interval.high:.1f})" if interval is not None else text
+
+
+def _agreement(row: dict[str, Any]) -> str:
+    return share_text(row["agreement"], row.get("agreement_interval"))
+
+
+def _accuracy(row: dict[str, Any]) -> str:
+    return share_text(row["top1_accuracy"], row.get("accuracy_interval"))
+
+
+def _stability(row: dict[str, Any]) -> str:
+    """The row's one verdict (stability.row_verdict), the same word every report and chart prints."""
+    return verdict_word(row.get("unstable"))
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -51,25 +70,29 @@ COLUMNS: tuple[Column, ...] = (
            meaning="the median of the rounds' p99s: a burst of load that hits a minority of rounds cannot move it"),
     Column("Mean ms", "mean_ms", "{:.2f}"),
     Column("Items/s", "throughput", "{:.1f}", meaning="batch items per second at the p50 latency"),
-    Column("Speedup (95% CI)", "speedup_vs_torch_fp32", "{}", render=_speedup,
+    Column("Speedup (95% CI)", "speedup_vs_torch_fp32", "{}", render=speedup_text,
            meaning="how many times faster than the reference (PyTorch FP32 eager, or the FP32 ONNX the report names) "
                    "at the same batch in the same run: the median over rounds of the two rows' p50s paired round by "
                    "round, and in brackets its 95 % bootstrap interval over the rounds"),
-    Column("Rounds", "p50_interval", "{}", text=True, render=_rounds,
-           meaning=f"steady where the row's rounds agree; unstable where the 95 % interval of its p50 over the rounds "
-                   f"reaches more than {100 * REACH:.0f} % from it (the lines under the table say why and what to "
+    Column("Stability", "p50_interval", "{}", text=True, render=_stability,
+           meaning=f"the row's one verdict, the same in every report, chart, choice and the JSON: unstable where the "
+                   f"95 % interval of its p50 or of its speedup over the rounds reaches more than {100 * REACH:.0f} % "
+                   f"from the figure, or where other processes used more than {100 * BUSY_SHARE:.0f} % of the "
+                   "machine's CPU while the rounds ran; else steady (the lines under the table say why and what to "
                    "do)"),
     Column("Max abs err", "max_abs_err", "{:.2e}",
            meaning="largest absolute difference from the reference's outputs on the agreement samples, over every "
                    "output"),
     Column("Worst output", "worst_output", "{}", text=True,
            meaning="of a model with several outputs, the one furthest from the reference's (lowest cosine)"),
-    Column("Agreement", "agreement", "{:.2%}",
+    Column("Agreement", "agreement", "{:.2%}", render=_agreement,
            meaning="how much of the reference's answer the row gives, by the model's task: top-1 agreement "
                    "(classify), pixel agreement (segment), mAP@0.5 of its detections against the reference's "
-                   "(detect), F1 of the map (dense), mean cosine (embed); the heading names the one used"),
-    Column("Accuracy", "top1_accuracy", "{:.2%}",
-           meaning="the task's accuracy against the samples' labels (top-1, pixel accuracy, mAP@0.5)"),
+                   "(detect), F1 of the map (dense), mean cosine (embed); the heading names the one used; in "
+                   "brackets its 95 % interval over the agreement samples"),
+    Column("Accuracy", "top1_accuracy", "{:.2%}", render=_accuracy,
+           meaning="the task's accuracy against the samples' labels (top-1, pixel accuracy, mAP@0.5), in brackets "
+                   "its 95 % interval over the samples"),
     Column("Size MB", "model_size_mb", "{:.2f}", meaning="the artifact file's size"),
     Column("Host MB", "host_memory_mb", "{:.0f}",
            meaning="peak resident memory the variant added while loading and running up to this batch; artifact "

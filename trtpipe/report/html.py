@@ -48,7 +48,8 @@ tr.chosen td{background:#eef7ee}tr.chosen td.variant{font-weight:600;color:#1b5e
 .charts{display:grid;grid-template-columns:1fr;gap:1rem}.chart svg{max-width:100%;height:auto}
 .chart-key td,.chart-key th{padding:.1rem .5rem}
 .note{color:#555;font-size:.85rem}.choice{background:#eef7ee;padding:.6rem 1rem;border-left:4px solid #4a4}
-.choice.undecided{background:#fff8e1;border-left-color:#e0a000}.choice.none{background:#f4f4f4;border-left-color:#888}
+.choice.flagged,.choice.undecided{background:#fff8e1;border-left-color:#e0a000}
+.choice.none{background:#f4f4f4;border-left-color:#888}
 .legend{color:#555;font-size:.8rem}.legend dt{font-weight:600;float:left;clear:left;margin-right:.4rem}
 .legend dt:after{content:":"}.legend dd{margin:0 0 .15rem 0}
 """
@@ -63,6 +64,11 @@ def load_results(path: Path) -> dict[str, Any]:
         raise BadInput(f"{path} is not JSON ({error}).") from None
     if not isinstance(report, dict) or report.get("schema") != BENCH_SCHEMA:
         found = report.get("schema") if isinstance(report, dict) else None
+        kind = str(found).split("/")[0].removeprefix("trtpipe.") if str(found).startswith("trtpipe.") else None
+        if kind and kind != "bench":  # another trtpipe record (a manifest, a sidecar): not an older bench JSON
+            raise BadInput(f"{path} is trtpipe's {kind} record ({found}), not bench results: give 'trtpipe report' "
+                           "the JSON 'trtpipe bench --json FILE' wrote (or reports/<model>/bench.json from 'trtpipe "
+                           "run').")
         raise BadInput(f"{path} has results layout {found!r}, not {BENCH_SCHEMA!r}: it was written by another (older) "
                        "trtpipe; rerun 'trtpipe bench' to produce it again.")
     return report
@@ -76,6 +82,9 @@ def _breakable(text: str) -> str:
 def _choice_heading(choice: dict[str, Any]) -> str:
     """The choice box's heading: what was chosen, or that nothing was and whether noise is why."""
     status = choice_status(choice)
+    if status == "chosen" and choice.get("flagged"):
+        return f"Chosen under load: {choice['variant']}" if "under load" in str(choice["flagged"]) \
+            else f"Chosen from an unstable measurement: {choice['variant']}"
     if status == "chosen":
         return f"Chosen: {choice['variant']}"
     return "Nothing chosen: undecided" if status == "undecided" else "Nothing chosen"
@@ -146,7 +155,7 @@ def render_html(report: dict[str, Any], charts: Sequence[Chart], summary: dict[s
              "</p>"]
     if summary and summary.get("choice"):
         choice = summary["choice"]
-        status = choice_status(choice)
+        status = choice_status(choice) + (" flagged" if choice.get("flagged") else "")  # flagged: amber
         parts.append(f"<p class=\"choice {status}\" id=choice><b>{html.escape(_choice_heading(choice))}</b> — "
                      f"{html.escape(choice['reason'])}")
         if summary.get("decide"):
@@ -229,7 +238,9 @@ def render_markdown(report: dict[str, Any], chart_files: dict[str, str], summary
 
 
 def write_report(report: dict[str, Any], html_path: Path, markdown_path: Path | None = None,
-                 summary: dict[str, Any] | None = None, batch: int | None = None) -> None:
+                 summary: dict[str, Any] | None = None, batch: int | None = None) -> list[str]:
+    """The HTML (and Markdown with its SVGs); returns the titles of the charts drawn (the others' lines say why
+    they were left out)."""
     from trtpipe.report.charts import all_charts
 
     charts = all_charts(report, batch or min(r["batch"] for r in report["results"]), marks_of(report, summary))
@@ -244,3 +255,4 @@ def write_report(report: dict[str, Any], html_path: Path, markdown_path: Path | 
             write_text_atomic(chart_path, chart.svg)
             files[chart.name] = chart_path.name
         write_text_atomic(markdown_path, render_markdown(report, files, summary, charts))
+    return [chart.title for chart in charts if chart.svg is not None]

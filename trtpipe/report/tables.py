@@ -3,6 +3,7 @@ column table."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,9 @@ from rich.table import Table
 
 from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
-from trtpipe.bench.stability import ADVICE, MIN_ROUNDS
+from trtpipe.bench.stability import ADVICE, MIN_ROUNDS, is_load_reason, verdict_reasons
 from trtpipe.bench.standing import describe, describe_pytorch, pytorch_standing, standing_of
-from trtpipe.files import write_json_atomic, write_text_atomic
+from trtpipe.files import write_output
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
 from trtpipe.report.layer_timing import markdown_lines, print_layer_timing
 from trtpipe.report.terminal import fit_columns
@@ -26,8 +27,13 @@ def machine_line(report: dict[str, Any]) -> str:
     flags = f"{', '.join(env['cpu_flags'])}; " if env.get("cpu_flags") else ""
     versions = env["versions"]
     optional = "".join(f", {name} {versions[name]}" for name in OPTIONAL_PACKAGES if name in versions)
-    return (f"{env['cpu']} ({flags}{env['cores']} cores, {env['threads']} threads used{gpu}); torch "
-            f"{versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
+    return (f"{env['cpu']} ({flags}{counted(env['cores'], 'core')}, {counted(env['threads'], 'thread')} used{gpu}); "
+            f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
+
+
+def counted(count: int, noun: str) -> str:
+    """"1 thread", "2 threads": a count with its noun agreeing."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def print_table(report: dict[str, Any], to: Console | None = None) -> None:
@@ -57,10 +63,15 @@ def print_table(report: dict[str, Any], to: Console | None = None) -> None:
 
 
 def unstable_lines(report: dict[str, Any]) -> list[str]:
-    """One line per row whose timed rounds disagree (its ``unstable``): which row and how; what to do is said once
-    after them (stability.ADVICE)."""
-    return [f"{row['variant']} batch {row['batch']}: {str(row['unstable']).removesuffix(f'; {ADVICE}')}"
-            for row in report["results"] if row.get("unstable")]
+    """The reasons of the rows' verdicts (their ``unstable``, stability.row_verdict): the machine-wide load once,
+    for every row, then one line per row for the reasons of its own; what to do is said once after them
+    (stability.ADVICE)."""
+    rows = [row for row in report["results"] if row.get("unstable")]
+    reasons = {id(row): verdict_reasons(row["unstable"]) for row in rows}
+    load = list(dict.fromkeys(reason for row in rows for reason in reasons[id(row)] if is_load_reason(reason)))
+    own = [(row, [reason for reason in reasons[id(row)] if not is_load_reason(reason)]) for row in rows]
+    return ([f"every row: {reason}" for reason in load]
+            + [f"{row['variant']} batch {row['batch']}: {'; '.join(mine)}" for row, mine in own if mine])
 
 
 def speed_statement(report: dict[str, Any]) -> str:
@@ -86,8 +97,11 @@ def standing_lines(report: dict[str, Any]) -> list[str]:
     line per batch; nothing when the run had no peers)."""
     stored = report.get("standing_pytorch")
     pytorch = stored if stored is not None else pytorch_standing(report["results"])
-    return ([f"Against PyTorch, {describe_pytorch(entry)}." for entry in pytorch]
-            + [f"Against the peers, {describe(entry)}." for entry in standing_of(report)])
+    lines = ([f"Against PyTorch, {describe_pytorch(entry)}" for entry in pytorch]
+             + [f"Against the peers, {describe(entry)}" for entry in standing_of(report)])
+    if unstable_lines(report):  # what to do is said once, after the unstable rows
+        lines = [line.replace(f"; {ADVICE}", "") for line in lines]
+    return [f"{line}." for line in lines]
 
 
 def left_out_lines(report: dict[str, Any], summary: dict[str, Any] | None = None) -> list[str]:
@@ -128,10 +142,14 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_reports(report: dict[str, Any], json_path: Path | None, markdown_path: Path | None) -> None:
-    if json_path:
-        write_json_atomic(json_path, report)
-        console.success(f"Wrote {json_path}")
-    if markdown_path:
-        write_text_atomic(markdown_path, to_markdown(report))
-        console.success(f"Wrote {markdown_path}")
+def write_reports(report: dict[str, Any], json_path: Path | None, markdown_path: Path | None,
+                  csv_path: Path | None = None) -> None:
+    """The results as JSON, Markdown and CSV (report/csv_table.py), each to its file or, where named ``-``, to
+    standard output."""
+    from trtpipe.report.csv_table import to_csv
+
+    kept = {key: value for key, value in report.items() if key != "runs"}  # every run's latency: the CSV's alone
+    for path, text in ((json_path, lambda: json.dumps(kept, indent=2, default=str) + "\n"),
+                       (markdown_path, lambda: to_markdown(report)), (csv_path, lambda: to_csv(report))):
+        if path and write_output(path, text()):
+            console.success(f"Wrote {path}")

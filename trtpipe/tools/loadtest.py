@@ -1,12 +1,14 @@
 """``trtpipe loadtest``: drive a running server with a bounded number of clients for a bounded time.
 
-Each concurrency level runs ``concurrency`` clients that send single-item infer requests (binary tensors)
-back to back until the duration or the request cap is reached, and reports throughput and latency
-percentiles. Only loopback addresses are targeted unless ``allow_remote`` is set. Given the server's process id
-(Linux), each level also reports what the server spent: CPU seconds of it and every process under it (a Triton
-server's backend stubs included), per second and per request. Where the server publishes trtpipe's Prometheus
-series at /metrics (``trtpipe serve``), each level also reports how it ran the load: the batches it ran and their
-mean rows, and the runs each model instance finished (how ``--instances`` spread them).
+Each concurrency level runs ``concurrency`` clients that send single-item infer requests (binary tensors) back to back
+until the duration or the request cap is reached, and reports throughput and latency percentiles; cut into rounds by
+when each request finished, the level's throughput and p99 also get their medians over the rounds with 95 % intervals
+and bench's flag (load_rounds.py), the other processes' CPU share included where the server's own can be told from it
+(``--server-pid``). Only loopback addresses are targeted unless ``allow_remote`` is set. Given the server's process id
+(Linux), each level also reports what the server spent: CPU seconds of it and every process under it (a Triton server's
+backend stubs included), per second and per request. Where the server publishes trtpipe's Prometheus series at /metrics
+(``trtpipe serve``), each level also reports how it ran the load: the batches it ran and their mean rows, and the runs
+each model instance finished (how ``--instances`` spread them).
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from urllib.parse import urlparse
 import numpy as np
 
 from trtpipe import console
+from trtpipe.bench.other_load import OtherLoad
+from trtpipe.bench.stability import verdict_word
 from trtpipe.errors import BadInput
 from trtpipe.serve.protocol import DATATYPES, HEADER_LENGTH
+from trtpipe.tools.load_rounds import figure, round_figures, verdict
 
 MAX_REQUESTS_PER_LEVEL = 200_000
 
@@ -60,8 +65,10 @@ def _binary_request(metadata: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
 async def _level(client: Any, url: str, body: bytes, headers: dict[str, str], concurrency: int,
                  duration_s: float) -> dict[str, Any]:
     latencies: list[float] = []
+    finished: list[tuple[float, float]] = []  # (seconds into the level, latency ms): the rounds are cut from these
     errors = 0
-    deadline = time.perf_counter() + duration_s
+    began = time.perf_counter()
+    deadline = began + duration_s
 
     async def worker() -> None:
         nonlocal errors
@@ -71,16 +78,18 @@ async def _level(client: Any, url: str, body: bytes, headers: dict[str, str], co
                 await response.read()
                 ok = response.status == 200
             if ok:
-                latencies.append((time.perf_counter() - start) * 1000)
+                done = time.perf_counter()
+                latencies.append((done - start) * 1000)
+                finished.append((done - began, latencies[-1]))
             else:
                 errors += 1
 
-    start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - began
     p50, p90, p99 = np.percentile(latencies, [50, 90, 99]) if latencies else (float("nan"),) * 3
     return {"concurrency": concurrency, "requests": len(latencies), "errors": errors, "seconds": elapsed,
-            "throughput": len(latencies) / elapsed, "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99)}
+            "throughput": len(latencies) / elapsed, "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99),
+            **round_figures(finished, elapsed)}
 
 
 async def _server_counts(client: Any, base: str, model: str) -> dict[str, float] | None:
@@ -150,8 +159,19 @@ def process_tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def _interval_words(interval: dict[str, Any] | None, unit: str) -> str:
+    return f" (95 % {interval['low']:.1f}-{interval['high']:.1f} {unit} over {interval['units']} rounds)" \
+        if interval else ""
+
+
+def _tail_words(result: dict[str, Any]) -> str:
+    interval = result.get("tail_interval")
+    return (f" (median of {interval['units']} rounds' p99s {result['tail_ms']:.2f} ms, 95 % "
+            f"{interval['low']:.2f}-{interval['high']:.2f})" if interval else "")
+
+
 async def _run(base: str, model: str, levels: list[int], duration_s: float, warmup_s: float,
-               cpu_seconds: Callable[[], float] | None) -> list[dict[str, Any]]:
+               cpu_seconds: Callable[[], float] | None, server_in_here: bool = False) -> list[dict[str, Any]]:
     # aiohttp, not httpx: on a small machine the load generator shares the CPU with the server, and aiohttp's
     # client costs several times less per request, so the figures describe the server.
     import aiohttp
@@ -169,7 +189,10 @@ async def _run(base: str, model: str, levels: list[int], duration_s: float, warm
         for concurrency in levels:
             cpu_before = cpu_seconds() if cpu_seconds else 0.0
             counts = await _server_counts(client, base, model)
+            other_load = OtherLoad()
+            other_load.start()
             result = await _level(client, url, body, headers, concurrency, duration_s)
+            share = other_load.stop()
             result.update(_spread(counts, await _server_counts(client, base, model)))
             cost = ""
             if cpu_seconds:
@@ -177,11 +200,18 @@ async def _run(base: str, model: str, levels: list[int], duration_s: float, warm
                 result["server_cpu_cores"] = spent / result["seconds"]
                 result["server_cpu_ms_per_request"] = 1000 * spent / max(result["requests"], 1)
                 cost = f", server {result['server_cpu_cores']:.2f} cores"
+                if share is not None and not server_in_here:  # the server's CPU is the load, not other work
+                    share = max(share - result["server_cpu_cores"] / (os.cpu_count() or 1), 0.0)
             if "instance_runs" in result:
                 cost += f", runs per instance {'/'.join(map(str, result['instance_runs']))}"
-            console.note(f"{model} concurrency {concurrency:>3}: {result['throughput']:8.1f} req/s, p50 "
-                         f"{result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms ({result['errors']} errors"
-                         f"{cost})")
+            # Other processes' share, only where the server's own CPU could be told from it (--server-pid).
+            result["other_load"] = share if cpu_seconds else None
+            result["unstable"] = verdict(result, result["other_load"])
+            flag = "; unstable" if result["unstable"] else ""
+            console.note(f"{model} concurrency {concurrency:>3}: {figure(result['throughput'], None)} req/s"
+                         f"{_interval_words(result.get('throughput_interval'), 'req/s')}, p50 {result['p50_ms']:.2f} "
+                         f"ms, p99 {result['p99_ms']:.2f} ms{_tail_words(result)} ({result['errors']} errors"
+                         f"{cost}){flag}")
             results.append(result)
         return results
 
@@ -199,7 +229,8 @@ def run_loadtest(url: str, model: str, levels: list[int], *, duration_s: float =
         def cpu_seconds() -> float:
             return process_tree_cpu_seconds(server_pid)
     try:
-        results = asyncio.run(_run(base, model, levels, duration_s, warmup_s, cpu_seconds))
+        results = asyncio.run(_run(base, model, levels, duration_s, warmup_s, cpu_seconds,
+                                   server_in_here=server_pid == os.getpid()))
     except (OSError, aiohttp.ClientError) as error:
         raise BadInput(f"Cannot reach {base}: {error}. Is 'trtpipe serve' running?") from None
     report: dict[str, Any] = {"url": base, "model": model, "duration_s": duration_s, "results": results}
@@ -215,7 +246,9 @@ def print_loadtest(report: dict[str, Any]) -> None:
     with_cpu = all("server_cpu_cores" in r for r in report["results"])
     with_batches = all("batches" in r for r in report["results"])
     with_instances = all("instance_runs" in r for r in report["results"])
-    headers = ("Concurrency", "Requests", "Errors", "Req/s", "p50 ms", "p90 ms", "p99 ms")
+    with_rounds = any(r.get("throughput_interval") for r in report["results"])
+    headers = ("Concurrency", "Requests", "Errors", "Req/s (95% CI)" if with_rounds else "Req/s", "p50 ms", "p90 ms",
+               "p99 ms") + (("Tail ms (95% CI)", "Stability") if with_rounds else ())
     for header in headers + (("Server cores", "Server CPU ms/req") if with_cpu else ()) + (
             ("Rows/batch",) if with_batches else ()) + (("Runs per instance",) if with_instances else ()):
         table.add_column(header, justify="right")
@@ -223,6 +256,17 @@ def print_loadtest(report: dict[str, Any]) -> None:
         cpu = (f"{r['server_cpu_cores']:.2f}", f"{r['server_cpu_ms_per_request']:.2f}") if with_cpu else ()
         batches = (f"{r['mean_batch_rows']:.1f}",) if with_batches else ()
         instances = ("/".join(map(str, r["instance_runs"])),) if with_instances else ()
-        table.add_row(str(r["concurrency"]), str(r["requests"]), str(r["errors"]), f"{r['throughput']:.1f}",
-                      f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['p99_ms']:.2f}", *cpu, *batches, *instances)
+        rounds = (figure(r["tail_ms"], r.get("tail_interval"), ".2f") if r.get("tail_ms") is not None else "–",
+                  verdict_word(r.get("unstable"))) if with_rounds else ()
+        table.add_row(str(r["concurrency"]), str(r["requests"]), str(r["errors"]),
+                      figure(r["throughput"], r.get("throughput_interval") if with_rounds else None),
+                      f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['p99_ms']:.2f}", *rounds, *cpu, *batches,
+                      *instances)
     console.out.print(table)
+    for r in report["results"]:
+        if r.get("unstable"):
+            console.out.print(f"unstable: concurrency {r['concurrency']}: {r['unstable']}", soft_wrap=True,
+                              markup=False)
+    if with_rounds and not any(r.get("other_load") is not None for r in report["results"]):
+        console.out.print("Other processes' load was not judged: give --server-pid so the server's own CPU can be "
+                          "told from other work.", soft_wrap=True, markup=False)

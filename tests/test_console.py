@@ -1,0 +1,35 @@
+"""What long work says while it runs: off a terminal, a line every few seconds with the time left; nothing but
+warnings and results under --quiet."""
+
+from __future__ import annotations
+
+import pytest
+
+from trtpipe import console
+
+
+def test_off_a_terminal_long_work_says_where_it_is_and_the_time_left(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(console, "HEARTBEAT_S", 0.0)
+    beat = console.Heartbeat("bench rounds 2-20", 4)
+    for _ in range(4):
+        beat.tick()
+    lines = [line for line in capsys.readouterr().err.splitlines() if "bench rounds 2-20" in line]
+    assert lines[0].endswith("1 of 4 done, about 0 s left") and len(lines) == 3  # the last step says nothing
+
+
+def test_quiet_keeps_warnings_and_drops_notes_and_heartbeats(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str], run_cli) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(console, "HEARTBEAT_S", 0.0)
+    console.set_quiet(True)
+    try:
+        console.note("a note")
+        console.warn("a warning", record=False)
+        beat = console.Heartbeat("work", 3)
+        beat.tick()
+        assert console.progress().disable
+    finally:
+        console.set_quiet(False)
+    err = capsys.readouterr().err
+    assert "a note" not in err and "a warning" in err and "work:" not in err
+    assert "-q, --quiet" in run_cli("--help").output

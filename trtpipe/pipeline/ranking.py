@@ -1,0 +1,119 @@
+"""Which of the variants that meet every limit is the fastest, by the statistic the table prints, and whether the
+measurement can tell them apart.
+
+Selection ranks by the row's speedup (bench's median of paired round ratios against the reference, with its 95 %
+interval: the figure of the table's Speedup column, the headline and the chart), not by its p50, so the choice never
+contradicts the table. Where the fastest row's interval overlaps another's, the measurement cannot say which is
+faster: the two are *tied*, and the simpler, smaller, more portable artifact is preferred (FP32 before reduced
+precision, which gains nothing measurable; then the smaller file; then the runtime that runs the file on more
+machines), and the line says so and why. A choice made from a row flagged unstable (stability.row_verdict: a wide
+interval, or other processes' load while it was timed) is *flagged*: the run says so in amber with the rerun hint.
+Rows without a speedup (a bench JSON without a reference at that batch) are ranked by p50, without ties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtpipe.bench.rows import BenchRow
+from trtpipe.bench.stability import format_speedup, is_load_reason, verdict_reasons
+from trtpipe.intervals import Interval
+from trtpipe.vocab import BackendKind, Precision
+
+# Simpler first: FP32 computes as the reference does; each reduced precision adds a step that can change answers.
+_PRECISION_ORDER = (Precision.FP32, Precision.TF32, Precision.BF16, Precision.FP16, Precision.INT8)
+# More portable first: ONNX Runtime runs an ONNX file on any CPU; OpenVINO on x86 and ARM CPUs; a TensorRT engine
+# on the one GPU model and TensorRT version that built it.
+_RUNTIME_ORDER = (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO, BackendKind.AOTI, BackendKind.TORCH,
+                  BackendKind.TENSORRT)
+_RUNTIME_NAMES = {BackendKind.ONNXRUNTIME: "ONNX Runtime", BackendKind.OPENVINO: "OpenVINO",
+                  BackendKind.TENSORRT: "TensorRT", BackendKind.AOTI: "AOTInductor", BackendKind.TORCH: "PyTorch"}
+RERUN = "rerun with `--rebench` on a quieter machine"
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The chosen row among those meeting the limits, the rows tied with it, and the words for both."""
+
+    row: BenchRow
+    tied: tuple[BenchRow, ...]  # the other rows whose speed the measurement cannot tell from the chosen one's
+    words: str  # "fastest at batch 1: 3.08x (2.52-3.62) ..." or "tied at batch 1 ...: chosen as ..."
+    flagged: str | None  # why the choice rests on an unstable measurement, with the rerun hint; None when steady
+
+
+def speed(row: BenchRow) -> tuple[float, Interval | None]:
+    """The row's speed as the table prints it: its speedup and that speedup's 95 % interval."""
+    return row.speedup_vs_torch_fp32 or 0.0, row.speedup_interval
+
+
+def figure(row: BenchRow) -> str:
+    """``3.08x (2.52-3.62)``: the table's Speedup cell of the row."""
+    value, interval = speed(row)
+    return format_speedup(value, interval)
+
+
+def _overlap(a: BenchRow, b: BenchRow) -> bool:
+    (_, first), (_, second) = speed(a), speed(b)
+    return first is not None and second is not None and first.low <= second.high and second.low <= first.high
+
+
+def _preference(row: BenchRow) -> tuple[int, float, int]:
+    precision = _PRECISION_ORDER.index(row.precision) if row.precision in _PRECISION_ORDER else len(_PRECISION_ORDER)
+    runtime = _RUNTIME_ORDER.index(row.backend) if row.backend in _RUNTIME_ORDER else len(_RUNTIME_ORDER)
+    return precision, row.model_size_mb if row.model_size_mb is not None else float("inf"), runtime
+
+
+def _why_preferred(chosen: BenchRow, other: BenchRow) -> str:
+    """Why ``chosen`` is preferred to ``other`` when their speeds are tied, in a few words."""
+    mine, theirs = _preference(chosen), _preference(other)
+    if mine[0] != theirs[0]:
+        return (f"the simpler arithmetic ({chosen.precision.upper()} rather than {other.precision.upper()}: no "
+                "measurable speed is given up for a reduced precision)")
+    if mine[1] != theirs[1] and chosen.model_size_mb is not None and other.model_size_mb is not None:
+        return f"the smaller file ({chosen.model_size_mb:.1f} MB rather than {other.model_size_mb:.1f} MB)"
+    if mine[2] != theirs[2]:
+        return (f"the more portable runtime ({_RUNTIME_NAMES.get(chosen.backend, chosen.backend)} rather than "
+                f"{_RUNTIME_NAMES.get(other.backend, other.backend)})")
+    return "the first of equals"
+
+
+def flag(rows: list[BenchRow]) -> str | None:
+    """Why a choice among ``rows`` rests on an unstable measurement, with what to do; None when every row is
+    steady. Under load: ``chosen under load (...): rerun with `--rebench` on a quieter machine``."""
+    reasons = list(dict.fromkeys(reason for row in rows for reason in verdict_reasons(row.unstable)))
+    if not reasons:
+        return None
+    load = [reason for reason in reasons if is_load_reason(reason)]
+    if load:
+        return f"chosen under load ({load[0]}): {RERUN}"
+    flagged = [row.variant for row in rows if row.unstable]
+    return f"chosen from an unstable measurement ({', '.join(flagged)}: {reasons[0]}): {RERUN}"
+
+
+def rank(rows: list[BenchRow], *, batch: int, reference: str) -> Ranked:
+    """The row to choose among ``rows`` (each meets every limit): the fastest by speedup, or among those tied with
+    it the preferred one; without speedups, the lowest p50."""
+    if not all(row.speedup_vs_torch_fp32 for row in rows):
+        row = min(rows, key=lambda r: r.p50_ms)
+        return Ranked(row, (), f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms; no speedup to rank by)",
+                      flag([row]))
+    fastest = max(rows, key=lambda r: speed(r)[0])
+    tied = [row for row in rows if row is fastest or _overlap(row, fastest)]
+    row = min(tied, key=lambda r: (_preference(r), -speed(r)[0]))
+    others = tuple(other for other in tied if other is not row)
+    statistic = (f"{figure(row)} {reference}, the median of paired rounds with its 95 % interval; p50 "
+                 f"{row.p50_ms:.2f} ms")
+    if not others:
+        return Ranked(row, (), f"fastest at batch {batch}: {statistic}", flag([row]))
+    named = "; ".join(f"{other.variant} {figure(other)}" for other in others)
+    words = (f"tied at batch {batch} with {named} (their 95 % intervals overlap, so the measurement cannot say which "
+             f"is faster): {row.variant} {statistic}, chosen as "
+             f"{_why_preferred(row, fastest if fastest is not row else others[0])}")
+    return Ranked(row, others, words, flag([row, *others]))
+
+
+def under_load(rows: list[BenchRow]) -> str | None:
+    """Where nothing was chosen from rows timed beside other processes' work: that the figures (tails first) were
+    taken under load, with the rerun hint; None on a quiet machine."""
+    load = next((reason for row in rows for reason in verdict_reasons(row.unstable) if is_load_reason(reason)), None)
+    return f"measured under load ({load}), which inflates tails: {RERUN}" if load else None
