@@ -32,7 +32,7 @@ from trtpipe.runtime.registry import failed_node, refused_by_runtime
 from trtpipe.serve.batching.batcher import QueueFull
 from trtpipe.serve.http.json_body import parse_infer_request
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.protocol import InferRequest, ProtocolError
+from trtpipe.serve.protocol import InferRequest, ProtocolError, shown
 from trtpipe.serve.refusal_log import REFUSALS
 from trtpipe.serve.repository.loading import ServedModel
 
@@ -86,10 +86,10 @@ def lookup(models: dict[str, dict[str, ServedModel]], name: str, version: str | 
     """A model version by name (the newest when ``version`` is empty); 404 naming what exists otherwise."""
     versions = models.get(name)
     if versions is None:
-        raise ProtocolError(404, f"Unknown model '{name}': this server has {', '.join(sorted(models))}.")
+        raise ProtocolError(404, f"Unknown model '{shown(name)}': this server has {', '.join(sorted(models))}.")
     version = version or max(versions, key=int)
     if version not in versions:
-        raise ProtocolError(404, f"Model '{name}' has no version {version}: it has {', '.join(versions)}.")
+        raise ProtocolError(404, f"Model '{name}' has no version {shown(version)}: it has {', '.join(versions)}.")
     return versions[version]
 
 
@@ -339,8 +339,9 @@ class InferenceService:
     def accounted(self, name: str) -> Iterator[None]:
         """Count one inference request for model ``name``, from arrival to its answer.
 
-        Counted as a request on entry; on leaving, its latency when it succeeded, a failure by status code when it
-        raised ProtocolError, a disconnect on ClientLeft or when the call was cancelled (a gRPC client cancelling).
+        Counted as a request on entry; on leaving, its latency when it succeeded, a failure by status code (and a
+        log line, rate-limited: see ``refusal_log``) when it raised ProtocolError, a disconnect on ClientLeft or
+        when the call was cancelled (a gRPC client cancelling).
         Any other exception is the model failing: :func:`classify_failure` turns it into the ProtocolError it
         means (503 out of memory, 400 data the model refused, 500 otherwise), counted under that status, logged in
         one line (rate-limited: see ``refusal_log``) and re-raised, so every transport reports it the same way and
@@ -353,6 +354,7 @@ class InferenceService:
             yield
         except ProtocolError as error:
             self.metrics.failures.labels(label, str(error.status)).inc()
+            REFUSALS(f"{shown(name) or UNKNOWN_MODEL} answered {error.status}: {error.message}")
             raise
         except (ClientLeft, asyncio.CancelledError):
             self.metrics.disconnects.labels(label).inc()

@@ -31,11 +31,12 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.errors import MissingDependency
+from trtpipe.serve.answers import check_answer_size, wanted_outputs
 from trtpipe.serve.grpc.bridge import Bridge, CallAborted, Dispatch, ForwardedCall, GrpcThread, status_number
 from trtpipe.serve.grpc.forwarding import ConnectionGone
 from trtpipe.serve.grpc.messages import Undecodable, infer_request_from_message, parse_request
 from trtpipe.serve.memory import give_back, short_of_room, warm_thread
-from trtpipe.serve.protocol import InferRequest, ProtocolError, datatype_of
+from trtpipe.serve.protocol import InferRequest, ProtocolError, bounded, datatype_of
 from trtpipe.serve.repository.loading import ServedModel
 from trtpipe.serve.service import (
     LARGE_DECODES_AT_ONCE,
@@ -179,6 +180,8 @@ class GrpcEndpoints:
             request_id = message.id
             del message, request, raw  # their copies of the tensors: the arrays hold what the model needs
             outputs = await service.run(entry, [parsed.inputs[t.name] for t in model.inputs])
+            check_answer_size(wanted_outputs(parsed, model.outputs, outputs), service.settings.max_response_bytes,
+                              "grpc")  # RESOURCE_EXHAUSTED before anything is copied into the answer
             return self._infer_response(entry, request_id, parsed, outputs)
 
     def _after(self, size: int) -> None:
@@ -276,8 +279,8 @@ def dispatcher(endpoints: Any, grpc: Any, messages: Any) -> tuple[Dispatch, dict
             return status_number(codes.UNIMPLEMENTED), f"trtpipe does not implement {call.method}.", b""
         try:
             response = await answer(call)
-        except CallAborted as aborted:
-            return status_number(aborted.code), aborted.details, b""
+        except CallAborted as aborted:  # its details bounded like every ProtocolError's (clients bound trailers)
+            return status_number(aborted.code), bounded(aborted.details), b""
         except (ClientLeft, ConnectionGone):
             raise ConnectionGone from None  # nobody to answer
         except NotImplementedError:
