@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from trtpipe import console
-from trtpipe.errors import MissingDependency
+from trtpipe.errors import import_failure
 from trtpipe.serve.answers import check_answer_size, wanted_outputs
 from trtpipe.serve.grpc.bridge import Bridge, CallAborted, Dispatch, ForwardedCall, GrpcThread, status_number
 from trtpipe.serve.grpc.forwarding import ConnectionGone
@@ -58,9 +58,9 @@ def _grpc_modules() -> tuple[Any, Any, Any]:
     try:
         import grpc
         from tritonclient.grpc import service_pb2, service_pb2_grpc
-    except ImportError:
-        raise MissingDependency("tritonclient[grpc]", "The gRPC service (--grpc-port)",
-                                "pip install 'trtpipe[triton]'") from None
+    except ImportError as error:  # not installed, or installed and not loadable (a library not mapped): say which
+        raise import_failure(error, "tritonclient[grpc]", "The gRPC service (--grpc-port)",
+                             "pip install 'trtpipe[triton]'", ("grpc", "tritonclient", "google")) from None
     return grpc, service_pb2, service_pb2_grpc
 
 
