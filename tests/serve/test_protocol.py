@@ -279,9 +279,9 @@ def test_a_large_json_tensor_is_decoded_within_twice_its_body() -> None:
 
 
 def test_json_besides_the_data_arrays_is_bounded() -> None:
-    """What is not a data array becomes Python objects: more than 1 MiB of it is refused before it is parsed."""
-    with pytest.raises(ProtocolError, match="over 1048576 bytes of JSON besides its inputs' data arrays") as refused:
-        _parse(_request(id="x" * 2_000_000))
+    """What is not a data array becomes Python objects: more than 256 KiB of it is refused before it is parsed."""
+    with pytest.raises(ProtocolError, match="over 262144 bytes of JSON besides its inputs' data arrays") as refused:
+        _parse(_request(id="x" * 300_000))
     assert refused.value.status == 400
     with pytest.raises(ProtocolError, match="besides its inputs' data arrays"):
         _parse(_request(inputs=[_input(shape=[1] * 600_000)]))

@@ -19,6 +19,7 @@ import pytest
 
 from tests.optional import optional
 from tests.serve.test_deep_nesting import Served
+from trtpipe.serve.http.json_body import JSON_OUTSIDE_DATA_LIMIT
 
 service_pb2 = optional("tritonclient.grpc.service_pb2")
 service_pb2_grpc = optional("tritonclient.grpc.service_pb2_grpc")
@@ -44,9 +45,11 @@ def _entries(field: str, count: int) -> bytes:
     return b'{"%s":[' % field.encode() + b",".join([entry] * count) + b"]}"
 
 
-@pytest.mark.parametrize(("field", "count"), [("inputs", ENTRIES), ("outputs", 55_000)])  # each under 1 MiB
+@pytest.mark.parametrize(("field", "count"), [("inputs", ENTRIES), ("inputs", 15_000), ("outputs", 14_000)])
 def test_sixty_one_thousand_entries_are_refused_in_milliseconds_over_http(served: Served, field: str,
                                                                           count: int) -> None:
+    """61,000 entries (1 MB) are over the 256 KiB of JSON a request may hold besides its data arrays; 15,000 (255
+    KB) are not, and are refused by their count, before any entry is looked at."""
     body = _entries(field, count)
     if field == "outputs":  # a valid input, then the outputs
         body = (b'{"inputs":[{"name":"input","shape":[1,1,32,32],"datatype":"FP32","data":' +
@@ -58,8 +61,11 @@ def test_sixty_one_thousand_entries_are_refused_in_milliseconds_over_http(served
         spent = served.cpu_s() - before
     assert refused.status_code == 400, refused.text
     noun = "Input 'input' is given" if field == "inputs" else "Output 'output' is requested"
-    assert refused.json()["error"] == (f"{noun} more than once (the request has {count} entries in "
-                                       f"'{field}')."), refused.text
+    error = refused.json()["error"]
+    if len(body) > JSON_OUTSIDE_DATA_LIMIT:
+        assert error.startswith(f"The request has over {JSON_OUTSIDE_DATA_LIMIT} bytes of JSON besides"), error
+    else:
+        assert error == f"{noun} more than once (the request has {count} entries in '{field}').", error
     assert spent < SERVER_CPU_LIMIT_S, f"{count} entries took {spent * 1000:.1f} ms of the server's CPU"
 
 
@@ -153,3 +159,22 @@ def test_no_body_costs_much_more_cpu_per_megabyte_than_an_honest_one(attack: str
     adversarial = _cpu_per_mb(body)
     assert adversarial < CPU_RATIO_LIMIT * honest, (f"{attack}: {adversarial * 1000:.1f} ms/MB against an honest "
                                                     f"{honest * 1000:.1f} ms/MB")
+
+
+def test_grpc_refuses_classification_and_shared_memory_naming_them(served: Served) -> None:
+    """gRPC's parameters are checked as HTTP's are: a classification request answered every score before."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{served.grpc_port}")
+    tensor = grpcclient.InferInput("input", [1, 1, 32, 32], "FP32")
+    tensor.set_data_from_numpy(np.zeros((1, 1, 32, 32), np.float32))
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("digits", [tensor], outputs=[grpcclient.InferRequestedOutput("output", class_count=3)])
+    assert refused.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "Output 'output' has the parameter 'classification' (3)" in refused.value.message()
+    tensor.set_shared_memory("region0", 4096)
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("digits", [tensor])
+    assert "Input 'input' has the parameter 'shared_memory_region' (\"region0\")" in refused.value.message()
+    client.close()

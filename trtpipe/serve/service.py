@@ -185,6 +185,10 @@ SERVICE_THREADS = min(32, (os.cpu_count() or 1) + 4)  # what the event loop's de
 # Large requests each transport decodes at once: together they leave at least two service threads to small requests
 # and unbatched models, so that requests that have not reached a model's queue cannot hold every thread.
 LARGE_DECODES_AT_ONCE = max(1, min(4, (SERVICE_THREADS - 2) // 2))
+# Bytes of a request above which it is decoded only while it holds one of those slots: a body of a few hundred
+# kilobytes already costs tens of milliseconds of CPU, most of it in one call that holds the GIL, and six 1 MB bodies
+# decoded at once (they were under the old 1 MiB threshold) kept every small request waiting (#56).
+COSTLY_DECODE = 1 << 18
 DECODE_BUDGET_S = 10.0  # the longest a request's decoding may take without --timeout-ms (504 past it)
 
 

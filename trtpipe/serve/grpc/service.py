@@ -39,6 +39,7 @@ from trtpipe.serve.memory import give_back, short_of_room, warm_thread
 from trtpipe.serve.protocol import InferRequest, ProtocolError, bounded, datatype_of
 from trtpipe.serve.repository.loading import ServedModel
 from trtpipe.serve.service import (
+    COSTLY_DECODE,
     LARGE_DECODES_AT_ONCE,
     SERVICE_THREADS,
     ClientLeft,
@@ -193,10 +194,10 @@ class GrpcEndpoints:
 
     @contextlib.asynccontextmanager
     async def _room(self, size: int, need: int | None = None) -> AsyncIterator[None]:
-        """A large request (``size`` bytes) only while it holds one of a few slots, and only when the memory it may
-        still take (``need``, its size unless said: its message before it is read, as much again to decode it)
-        leaves the reserve free."""
-        async with self.large_messages if size > LARGE_MESSAGE else contextlib.nullcontext():
+        """A costly request (``size`` bytes, over COSTLY_DECODE) only while it holds one of a few slots, and a large
+        one only when the memory it may still take (``need``, its size unless said: its message before it is read,
+        as much again to decode it) leaves the reserve free."""
+        async with self.large_messages if size > COSTLY_DECODE else contextlib.nullcontext():
             short = short_of_room(size if need is None else need) if size > LARGE_MESSAGE else None
             if short is not None:
                 raise ProtocolError(503, short)

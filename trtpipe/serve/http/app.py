@@ -28,11 +28,11 @@ from trtpipe.serve.memory import give_back
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import HEADER_LENGTH, InferRequest, ProtocolError, tensor_metadata
 from trtpipe.serve.repository.loading import ServedModel
-from trtpipe.serve.service import LARGE_DECODES_AT_ONCE, ClientLeft, InferenceService, Metrics
+from trtpipe.serve.service import COSTLY_DECODE, LARGE_DECODES_AT_ONCE, ClientLeft, InferenceService, Metrics
 from trtpipe.vocab import __version__
 
 CLIENT_CLOSED = 499  # nginx's code for a request the client abandoned: logged, never sent
-LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
+LARGE_BODY = COSTLY_DECODE  # bytes: a body above this (or of unknown size) waits for one of a few slots
 LARGE_BODIES_AT_ONCE = LARGE_DECODES_AT_ONCE
 
 T = TypeVar("T")

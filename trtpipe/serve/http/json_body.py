@@ -330,7 +330,9 @@ SCAN_FIRST, SCAN_BLOCK = 1 << 13, 1 << 20  # bytes of a data array scanned at on
 DEEP_BLOCK = 1 << 16  # bytes scanned at once past TooDeep: the block where the array closes is followed bracket by
 # bracket, which in a block of brackets only costs temporary arrays 8 times its size
 SMALL_ARRAY = 1 << 12  # bytes: a data array shorter than this is parsed by orjson with the rest of the request
-JSON_OUTSIDE_DATA_LIMIT = 1 << 20  # JSON bytes besides the data arrays; orjson turns them into Python objects
+JSON_OUTSIDE_DATA_LIMIT = 1 << 18  # JSON bytes besides the data arrays; orjson turns them into Python objects (a
+# request has a few hundred of them; 1 MiB of tiny arrays cost twice an honest megabyte's CPU, in one call that holds
+# the GIL: #56)
 DATA_KEY = b'"data"'
 MAX_DATA_KEYS = 1024  # "data" keys looked at per request (each costs some Python work): the rest is orjson's
 MAX_DEEP_SCANS = 16  # small data arrays nested too deep that are scanned to be named; more are orjson's to refuse
