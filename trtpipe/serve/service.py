@@ -269,6 +269,11 @@ class InferenceService:
         if size > limit:
             raise ProtocolError(413, f"The request body is {size} bytes; the limit is {limit}.")
 
+    def decode_deadline(self) -> float:
+        """When a request arriving now must be decoded and checked by (time.monotonic()): ``--timeout-ms``, or
+        DECODE_BUDGET_S without it; both transports' decoding stops (504) past it."""
+        return time.monotonic() + (self.settings.timeout_s or DECODE_BUDGET_S)
+
     async def parse(self, entry: ServedModel, body: bytes | bytearray, header_length: int | None) -> InferRequest:
         """The request checked against the model's tensors, parsed in a worker thread: a large body takes long to
         decode, and meanwhile the event loop keeps answering health checks and other models. Decoding may take
@@ -276,7 +281,7 @@ class InferenceService:
         504, so that no body holds a thread for longer (the threads are shared with unbatched models)."""
         assert entry.model is not None
         self.check_body_size(len(body))
-        deadline = time.monotonic() + (self.settings.timeout_s or DECODE_BUDGET_S)
+        deadline = self.decode_deadline()
         return await asyncio.get_running_loop().run_in_executor(
             self.executor, parse_infer_request, body, header_length, entry.model.inputs, entry.model.outputs,
             entry.max_batch_size, None, deadline)

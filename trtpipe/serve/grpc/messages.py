@@ -295,11 +295,12 @@ def _narrowed(values: np.ndarray, dtype: np.dtype[Any], name: str, datatype: str
 def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: list[TensorInfo],
                                max_batch_size: int | None, max_tensor_bytes: int | None,
                                wire: bytes | None = None,
-                               split: tuple[list[memoryview], list[tuple[int, memoryview] | None]] | None = None
-                               ) -> InferRequest:
+                               split: tuple[list[memoryview], list[tuple[int, memoryview] | None]] | None = None,
+                               deadline: float | None = None) -> InferRequest:
     """A ModelInferRequest checked against the model's tensors and decoded, in the form the protocol module
     checks for both transports: typed contents and raw contents become TensorData, read only once counted (in
-    place in ``wire``, the message's bytes, where given)."""
+    place in ``wire``, the message's bytes, where given). Past ``deadline`` (time.monotonic()), ProtocolError(504)
+    where the checks look at the clock."""
     check_count(len(message.inputs), [t.name for t in message.inputs[:len(inputs) + 1]], inputs, "inputs")
     check_count(len(message.outputs), [o.name for o in message.outputs[:len(outputs) + 1]], outputs, "outputs")
     raw = message.raw_input_contents
@@ -333,7 +334,7 @@ def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: 
     if message.outputs:
         header["outputs"] = [{"name": o.name, "parameters": refused_parameters(o.parameters)}
                              for o in message.outputs]
-    return infer_request(header, memoryview(b""), inputs, outputs, max_batch_size, max_tensor_bytes)
+    return infer_request(header, memoryview(b""), inputs, outputs, max_batch_size, max_tensor_bytes, deadline)
 
 
 def refused_parameters(parameters: Any) -> dict[str, Any]:

@@ -161,6 +161,7 @@ class GrpcEndpoints:
         or decoded is a 503 (UNAVAILABLE) for this request, as it is over HTTP; so is a large message that would
         leave the server less memory than it keeps in reserve (memory.short_of_room)."""
         service = self.service
+        deadline = service.decode_deadline()  # decoding and checking count against the request's budget, as HTTP's
         try:
             size[0] = context.size
             service.check_body_size(context.size)
@@ -177,7 +178,7 @@ class GrpcEndpoints:
             assert model is not None
             parsed = await self._in_thread(len(request), infer_request_from_message, message, model.inputs,
                                            model.outputs, entry.max_batch_size, service.settings.max_body_bytes,
-                                           request, raw)
+                                           request, raw, deadline)
             request_id = message.id
             del message, request, raw  # their copies of the tensors: the arrays hold what the model needs
             outputs = await service.run(entry, [parsed.inputs[t.name] for t in model.inputs])
