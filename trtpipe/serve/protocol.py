@@ -276,7 +276,7 @@ def _requested_outputs(header: dict[str, Any], outputs: list[TensorInfo],
 # Parameters of KServe v2 extensions (Triton's) that this server does not implement: a request that uses one is
 # refused, since ignoring it would answer something else than was asked (all the classes' scores instead of the top
 # ones; zeros read from a request without data). Any other parameter is a custom one, which KServe v2 lets a server
-# ignore: documented in docs/guides/serving.md, 'Parameters'.
+# ignore: the serving guide (docs/guides/serving.md) lists them.
 UNSUPPORTED_PARAMETERS = {
     "classification": "this server does not classify: request the output and take its top classes yourself",
     "shared_memory_region": "this server has no shared memory: send the values in the request",
