@@ -1,7 +1,8 @@
 """`make soak`: a real `trtpipe serve` under load and faults for a few minutes, on loopback, and what it did.
 
-The script builds two small models with onnx.helper into a temporary repository (``tinyconv``, a two-conv net on
-1x28x28, and ``resnetish``, a four-stage residual net of about 4 MB on 3xHxW with free height and width), starts
+The script builds three small models with onnx.helper into a temporary repository (``tinyconv``, a two-conv net on
+1x28x28, ``resnetish``, a four-stage residual net of about 4 MB on 3xHxW with free height and width, and ``spread``,
+whose output is a million times its input), starts
 ``trtpipe serve`` on 127.0.0.1 with HTTP and gRPC ports, dynamic batching on and an address-space limit
 (RLIMIT_AS, ``--memory-limit-gib``; no MALLOC_ARENA_MAX of its own: the server bounds its allocator), and drives
 it with one asyncio client (aiohttp, grpc.aio with Triton's generated stubs) in phases:
@@ -9,6 +10,13 @@ it with one asyncio client (aiohttp, grpc.aio with Triton's generated stubs) in 
 - warm-up (not counted), then **baseline**: valid requests only, ``--concurrency`` closed-loop clients cycling
   through HTTP JSON, HTTP binary, gRPC raw and gRPC typed contents on both models; every answer is compared with
   ONNX Runtime run in this process on the same input;
+- **attacks** (#56; ``--attack-s`` each, on top of ``--duration``): the same valid load, plus six clients sending one
+  hostile request of about a megabyte back to back, one attack after another (61,000 copies of one input, 71,000
+  ``"data":[[[[["`` in parameters, a megabyte of tiny strings or of small arrays in parameters, a classification
+  parameter, a string for a boolean, an answer over ``--max-response-mb`` and a 16 MiB binary one from ``spread``, a
+  third model whose output is a million times its input, gRPC's 40,000 copies of one input and a 70,000-character
+  model name); the summary shows the valid requests' p50 and p99 over HTTP and gRPC during each, against the
+  baseline's. They are in the fault phase's malformed mix too;
 - **fault**: the same valid load, plus clients sending malformed requests (bad JSON, data nested up to a million
   deep or otherwise than its shape, wrong shapes and dtypes, unknown models, truncated binary, duplicated inputs,
   null/NaN data, undecodable protobuf), oversized ones (bodies and messages over ``--max-body-mb``, huge declared
@@ -142,6 +150,25 @@ def resnetish(repository: Path, widths: tuple[int, ...] = (24, 48, 96, 192)) -> 
     return g.save(repository / "resnetish" / "1" / "model.onnx", "resnetish",
                   [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 3, "h", "w"])],
                   g.head(x, channels))
+
+
+SPREAD_WIDTH = 1 << 20  # float32 values per row of spread's output: 4 MiB as binary data, up to 16 MiB as JSON
+
+
+def spread(repository: Path) -> Path:
+    """[n, 1] -> [n, SPREAD_WIDTH], each row its value repeated: a few bytes in, megabytes out (the large answers
+    of #56)."""
+    width = numpy_helper.from_array(np.array([1, SPREAD_WIDTH], np.int64), "width")
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "width"], ["y"])], "spread",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", SPREAD_WIDTH])],
+                              initializer=[width])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    onnx.checker.check_model(model)
+    path = repository / "spread" / "1" / "model.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+    return path
 
 
 # -- requests ------------------------------------------------------------------------------------------------------
@@ -436,7 +463,63 @@ class Clients:
             ("gRPC no values", lambda: stub.ModelInfer(changed(raw=[]), timeout=wait), invalid),
             ("gRPC NaN in raw contents", lambda: stub.ModelInfer(nan, timeout=wait), ("gRPC OK", *invalid)),
         ]
-        return cases + [self.grpc_case(name, "malformed", call, documented) for name, call, documented in grpc_cases]
+        return (cases + [self.grpc_case(name, "malformed", call, documented) for name, call, documented in grpc_cases]
+                + self.attack_cases())
+
+    def attack_cases(self) -> list[Case]:
+        """The hostile requests of #56, each of about a megabyte: they are in the malformed mix, and each is also
+        sent alone by ATTACKERS clients in its own phase while the valid clients run (see :func:`drive`), so that
+        the report shows what each costs the well-formed requests."""
+        js, mb = {"Content-Type": "application/json"}, 1_000_000
+
+        def padded(prefix: bytes, unit: bytes, suffix: bytes) -> bytes:
+            return prefix + unit * ((mb - len(prefix) - len(suffix)) // len(unit)) + suffix
+
+        message = self.pb.ModelInferRequest(model_name="tinyconv")
+        for _ in range(40_000):
+            message.inputs.add(name="input", datatype="FP32", shape=[1, 1, 28, 28])
+        entries = message.SerializeToString()  # once: the client's own serialization is not what is measured
+        stub, wait = self.stubs[1], self.settings.request_timeout_s
+        tensor = {"name": "input", "shape": [1, 1, 28, 28], "datatype": "FP32", "data": [0.0] * 784}
+        bad_400 = ("HTTP 400",)
+        honest = json.dumps({"inputs": [{"name": "input", "shape": [32, 1, 28, 28], "datatype": "FP32", "data":
+                                         np.random.default_rng(5).standard_normal(32 * 784).tolist()}]}).encode()
+        return [
+            # What six clients of honest JSON requests cost the others: the attacks are to be read against it.
+            self.http_case(f"attack: none (honest JSON, 32 rows, {len(honest) / 1e6:.2f} MB)", "malformed", honest,
+                           js, ("HTTP 200",)),
+            self.http_case("attack: 61,000 copies of one input", "malformed",
+                           padded(b'{"inputs":[', b'{"name":"input"},', b'{"name":"input"}]}'), js, bad_400),
+            self.http_case("attack: \"data\":[[[[[\" x 71,000 in parameters", "malformed",
+                           padded(b'{"parameters":{"x":[', b'"data":[[[[["', b"]}}"), js, bad_400),
+            self.http_case("attack: 1 MB of tiny strings in parameters", "malformed",
+                           padded(b'{"parameters":{"x":[', b'"a",', b'"a"]},"inputs":[' + json.dumps(tensor).encode()
+                                  + b"]}"), js, bad_400),
+            self.http_case("attack: 1 MB of small arrays in parameters", "malformed",
+                           padded(b'{"parameters":{"x":[', b"[0],", b"[0]]},\"inputs\":[" + json.dumps(tensor).encode()
+                                  + b"]}"), js, bad_400),
+            self.http_case("attack: classification parameter", "malformed",
+                           json.dumps({"inputs": [tensor], "outputs": [
+                               {"name": "logits", "parameters": {"classification": 1_000_000_000}}]}).encode(),
+                           js, bad_400),
+            self.http_case("attack: binary_data_output \"yes\"", "malformed",
+                           json.dumps({"inputs": [tensor], "parameters": {"binary_data_output": "yes"}}).encode(), js,
+                           bad_400),
+            self.http_case(f"attack: JSON answer of up to {16 * 8} MiB (spread, 8 rows)", "malformed",
+                           json.dumps({"inputs": [{"name": "x", "shape": [8, 1], "datatype": "FP32",
+                                                   "data": [0.5] * 8}]}).encode(), js, ("HTTP 413",),
+                           path="/v2/models/spread/infer"),
+            self.http_case("attack: 16 MiB binary answer (spread, 4 rows)", "malformed",
+                           json.dumps({"inputs": [{"name": "x", "shape": [4, 1], "datatype": "FP32",
+                                                   "data": [0.5] * 4}],
+                                       "parameters": {"binary_data_output": True}}).encode(), js, ("HTTP 200",),
+                           path="/v2/models/spread/infer"),
+            self.grpc_case(f"attack: gRPC 40,000 copies of one input ({len(entries) / 1e6:.2f} MB)", "malformed",
+                           lambda: self.raw_infer(entries, timeout=wait), ("gRPC INVALID_ARGUMENT",)),
+            self.grpc_case("attack: gRPC model name of 70,000 characters", "malformed",
+                           lambda: stub.ModelMetadata(self.pb.ModelMetadataRequest(name="m" * 70_000), timeout=wait),
+                           ("gRPC NOT_FOUND",)),
+        ]
 
     def oversized_cases(self) -> list[Case]:
         limit, js = self.body_limit, {"Content-Type": "application/json"}
@@ -818,6 +901,10 @@ async def drive(server: Server, settings: argparse.Namespace, models: dict[str, 
             await asyncio.wait([watcher], timeout=seconds)
             if watcher.done():
                 break
+            if phase == "baseline" and settings.attack_s > 0:
+                await attack_phases(soak, clients.attack_cases(), settings, watcher)
+                if watcher.done():
+                    break
         soak.begin("end")
     finally:
         soak.stopping = True
@@ -831,6 +918,28 @@ async def drive(server: Server, settings: argparse.Namespace, models: dict[str, 
         await clients.close()
     return soak, {"bomb": getattr(clients, "bomb", {}), "fault_stragglers_s": straggled_s,
                   "server_metrics": server_counters(metrics)}
+
+
+ATTACKERS = 6  # clients sending one attack at once, as in #56's hostile-client run
+ATTACK = "attack: "  # the phase of each attack is named after its case
+
+
+async def attack_phases(soak: Soak, attacks: list[Case], settings: argparse.Namespace,
+                        watcher: asyncio.Future[None]) -> None:
+    """Each attack in a phase of its own (``--attack-s`` seconds), ATTACKERS clients sending it back to back while
+    the valid clients go on; the attackers of one finish what they sent (in a pause, not counted) before the next
+    begins, so that each phase's valid latencies are that attack's alone."""
+    for case in attacks:
+        phase = case.name
+        soak.begin(phase)
+        print(f"[{time.strftime('%H:%M:%S')}] {phase} ({settings.attack_s:.0f} s, {ATTACKERS} clients)", flush=True)
+        attackers = [asyncio.ensure_future(soak.loop([case], 0, while_phase=phase)) for _ in range(ATTACKERS)]
+        await asyncio.wait([watcher], timeout=settings.attack_s)
+        soak.begin("between attacks")
+        await asyncio.wait([watcher, asyncio.gather(*attackers, return_exceptions=True)],
+                           timeout=settings.request_timeout_s + 5, return_when=asyncio.FIRST_COMPLETED)
+        if watcher.done():
+            return
 
 
 def server_counters(text: str) -> dict[str, float]:
@@ -849,8 +958,11 @@ def server_counters(text: str) -> dict[str, float]:
 # -- the report ------------------------------------------------------------------------------------------------------
 
 
-def valid_figures(soak: Soak, phase: str) -> dict[str, Any]:
-    records = [r for r in soak.records if r.kind == "valid" and r.phase == phase]
+def valid_figures(soak: Soak, phase: str, transport: str | None = None) -> dict[str, Any]:
+    """The valid requests of ``phase``: counts, throughput, latency percentiles; of one transport ("HTTP",
+    "gRPC") when given."""
+    records = [r for r in soak.records if r.kind == "valid" and r.phase == phase
+               and (transport is None or (" gRPC " in r.case) == (transport == "gRPC"))]
     seconds = soak.phase_ended.get(phase, time.monotonic()) - soak.phase_started.get(phase, time.monotonic())
     ok = [r for r in records if r.outcome.label in ("HTTP 200", "gRPC OK") and not r.outcome.wrong]
     latencies = sorted(r.seconds * 1000 for r in ok)
@@ -916,6 +1028,8 @@ def report(soak: Soak, extra: dict[str, Any], settings: argparse.Namespace, setu
         "readiness": probes, "server_metrics": extra["server_metrics"],
         "phases": {"baseline": baseline, "fault": valid_figures(soak, "fault"), "settle": valid_figures(soak, "settle"),
                    "recovery": recovery},
+        "attacks": {phase: {transport: valid_figures(soak, phase, transport) for transport in ("HTTP", "gRPC")}
+                    for phase in ["baseline", *(p for p in soak.phase_started if p.startswith(ATTACK))]},
         "recovery_throughput_ratio": round(ratio, 3), "recovered": recovered, "server_alive": alive,
         "server_died": soak.death,
         "aborts": int(bool(soak.death) and (soak.server.process.returncode or 0) < 0),  # killed by a signal
@@ -965,6 +1079,13 @@ def print_report(figures: dict[str, Any], server_log_tail: str) -> None:
         p99 = f"{p['p99_ms']:.1f}" if p["p99_ms"] is not None else "-"
         print(f"  {phase:<9} {p['seconds']:>5g} {p['requests']:>9} {p['succeeded']:>10} {p['success_rate']:>8.2%} "
               f"{p['throughput']:>7.1f} {p50:>8} {p99:>8}")
+    if len(figures["attacks"]) > 1:
+        print(f"\nValid requests during each attack ({ATTACKERS} attackers) against the baseline, by transport "
+              "(p50 / p99 ms, success):")
+        for phase, by in figures["attacks"].items():
+            cells = [f"{t} {_ms(f['p50_ms'])} / {_ms(f['p99_ms'])} ({f['succeeded']}/{f['requests']})"
+                     for t, f in by.items()]
+            print(f"  {phase.removeprefix(ATTACK):<48} {cells[0]:<32} {cells[1]}")
     if figures["valid_failures"]:
         print("  Valid requests not answered 200/OK with the right outputs:")
     for f in figures["valid_failures"]:
@@ -989,6 +1110,10 @@ def print_report(figures: dict[str, Any], server_log_tail: str) -> None:
         print(f"\nServer log (last lines):\n{server_log_tail}")
 
 
+def _ms(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else "-"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -1007,6 +1132,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fault-kinds", type=lambda text: tuple(text.split(",")), default=KINDS[1:],
                         help="Which faults the fault phase sends, comma-separated (e.g. 'malformed' alone: what the "
                              "valid requests' latency pays for the malformed mix, without the memory bombs).")
+    parser.add_argument("--attack-s", type=float, default=10.0,
+                        help="Seconds of each attack of #56 after the baseline, sent by 6 clients while the valid "
+                             "clients run (0: none; they stay in the malformed mix). Comes on top of --duration.")
     parser.add_argument("--json", type=Path, help="Write the figures to this file.")
     parser.add_argument("--keep", action="store_true", help="Keep the model repository and the server log.")
     settings = parser.parse_args(argv)
@@ -1022,7 +1150,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     folder = Path(tempfile.mkdtemp(prefix="trtpipe-soak-"))
     repository = folder / "repository"
-    models = {"tinyconv": tinyconv(repository), "resnetish": resnetish(repository)}
+    models = {"tinyconv": tinyconv(repository), "resnetish": resnetish(repository), "spread": spread(repository)}
     sizes = ", ".join(f"{name} {path.stat().st_size / 2**20:.1f} MB" for name, path in models.items())
     print(f"Models in {repository}: {sizes}", flush=True)
     with running_server(repository, folder, settings) as server:

@@ -37,3 +37,27 @@ class MissingDependency(TrtpipeError):
         super().__init__(f"{purpose} needs {package}, which is not installed: {install}")
         self.package = package
         self.install = install
+
+
+class UnloadableDependency(TrtpipeError):
+    """An optional package that is installed but could not be loaded: a shared library that could not be mapped
+    (under a memory limit), a broken or mismatched install. Saying "not installed" would hide the cause, so the
+    message carries the underlying error."""
+
+    exit_code = 3
+
+    def __init__(self, package: str, purpose: str, error: BaseException) -> None:
+        super().__init__(f"{purpose} needs {package}, which is installed but could not be loaded "
+                         f"({type(error).__name__}: {error}).")
+        self.package = package
+
+
+def import_failure(error: ImportError, package: str, purpose: str, install: str,
+                   modules: tuple[str, ...]) -> TrtpipeError:
+    """The error for an optional import that failed: MissingDependency when one of ``modules`` (top-level package
+    names, e.g. ``("grpc", "tritonclient")``) is not installed, UnloadableDependency with the underlying message
+    when it is but could not be loaded (an ImportError of another kind, or a module missing inside it)."""
+    missing = error.name.split(".")[0] if isinstance(error, ModuleNotFoundError) and error.name else None
+    if missing in modules:
+        return MissingDependency(package, purpose, install)
+    return UnloadableDependency(package, purpose, error)

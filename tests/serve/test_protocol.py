@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from trtpipe.artifact.tensors import TensorInfo
+from trtpipe.serve.answers import encode_infer_response
 from trtpipe.serve.http.json_body import SMALL_ARRAY, parse_infer_request
-from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError, encode_infer_response
+from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError
 
 INPUTS = [TensorInfo("input", "float32", ("batch", 1, 2, 2))]
 OUTPUTS = [TensorInfo("output", "float32", ("batch", 3)), TensorInfo("aux", "int64", ("batch",))]
@@ -278,9 +279,9 @@ def test_a_large_json_tensor_is_decoded_within_twice_its_body() -> None:
 
 
 def test_json_besides_the_data_arrays_is_bounded() -> None:
-    """What is not a data array becomes Python objects: more than 1 MiB of it is refused before it is parsed."""
-    with pytest.raises(ProtocolError, match="over 1048576 bytes of JSON besides its inputs' data arrays") as refused:
-        _parse(_request(id="x" * 2_000_000))
+    """What is not a data array becomes Python objects: more than 256 KiB of it is refused before it is parsed."""
+    with pytest.raises(ProtocolError, match="over 262144 bytes of JSON besides its inputs' data arrays") as refused:
+        _parse(_request(id="x" * 300_000))
     assert refused.value.status == 400
     with pytest.raises(ProtocolError, match="besides its inputs' data arrays"):
         _parse(_request(inputs=[_input(shape=[1] * 600_000)]))
@@ -303,3 +304,46 @@ def test_the_body_limit_is_in_mib_as_its_help_says() -> None:
 
     field = next(f for f in dataclasses.fields(ServeOptions) if f.name == "max_body_mb")
     assert "MiB" in spec_of(field).help and ServeOptions(max_body_mb=1).max_body_bytes == 2**20
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (_request(outputs=[{"name": "output", "parameters": {"classification": 3}}]),
+     "Output 'output' has the parameter 'classification' (3): this server does not classify"),
+    (_request(outputs=[{"name": "output", "parameters": {"classification": -1}}]), "'classification' (-1)"),
+    (_request(inputs=[_input(parameters={"shared_memory_region": "r0"})]),
+     "Input 'input' has the parameter 'shared_memory_region' (\"r0\"): this server has no shared memory"),
+    (_request(outputs=[{"name": "output", "parameters": {"shared_memory_byte_size": 64}}]),
+     "Output 'output' has the parameter 'shared_memory_byte_size'"),
+    (_request(parameters={"binary_data_output": "yes"}),
+     "The parameter 'binary_data_output' of the request must be true or false, not \"yes\""),
+    (_request(parameters={"binary_data_output": 1}), "must be true or false, not 1"),
+    (_request(outputs=[{"name": "output", "parameters": {"binary_data": 0}}]),
+     "The parameter 'binary_data' of output 'output' must be true or false, not 0"),
+    (_request(inputs=[_input()] * 3), "Input 'input' is given more than once (the request has 3 entries in 'inputs')"),
+    (_request(inputs=[_input(), _input(name="b")]), "The request has 2 entries in 'inputs'; the model has 1 (input)"),
+    (_request(outputs=[{"name": n} for n in ("output", "aux", "x")]), "The request has 3 entries in 'outputs'"),
+], ids=["classification", "classification-negative", "shared-memory-input", "shared-memory-output",
+        "string-boolean", "number-boolean", "output-number-boolean", "inputs-repeated", "inputs-over", "outputs-over"])
+def test_parameters_are_checked_like_inputs(body: dict[str, object], message: str) -> None:
+    """Parameters this server does not implement are refused naming them (ignored, classification answered every
+    score and shared memory read nothing); booleans are JSON booleans only ("yes" and 1 counted as true)."""
+    with pytest.raises(ProtocolError) as refused:
+        _parse(body)
+    assert refused.value.status == 400 and message in refused.value.message, refused.value.message
+
+
+def test_custom_parameters_are_ignored() -> None:
+    """KServe v2 lets a request carry parameters of its own: those this server does not know are not read."""
+    body = _request(parameters={"priority": 3, "trace": {"id": "x"}, "binary_data_output": True},
+                    inputs=[_input(parameters={"note": "anything"})], outputs=[{"name": "aux", "parameters": {"k": 1}}])
+    parsed = _parse(body)
+    assert parsed.outputs == [("aux", True)] and parsed.binary_default
+
+
+def test_long_names_are_echoed_cut_and_marked() -> None:
+    from trtpipe.serve.protocol import MESSAGE_LIMIT
+
+    with pytest.raises(ProtocolError) as refused:
+        _parse(_request(inputs=[_input(name="n" * 70_000)]))
+    assert "'" + "n" * 256 + "...(70000 characters)'" in refused.value.message
+    assert len(ProtocolError(400, "x" * 100_000).message) <= MESSAGE_LIMIT

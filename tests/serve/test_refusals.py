@@ -116,3 +116,28 @@ def test_each_refused_request_is_one_log_line_and_a_flood_is_summed_up(repositor
     said = len(lines) + sum(int(line.split("more refused")[0].split()[-1]) for line in held)
     assert said == 3 + flood, output  # every refusal is in the log, one by one or summed up when the server stops
     assert len(lines) < 3 + flood and held, output  # a flood is not a line per request
+
+
+def test_every_refused_inference_request_is_a_log_line(repository: Path) -> None:
+    """The guide promises a line per refused request; requests refused before the model ran (malformed, unknown
+    model, an unsupported parameter) had none, only /metrics counted them (#56)."""
+    process, base = _serve(repository)
+    try:
+        wait_until_ready(base, "/v2/health/ready")
+        good = {"name": "input", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}
+        refused = [httpx.post(f"{base}/v2/models/lookup/infer", content=b"{not json", timeout=60),
+                   httpx.post(f"{base}/v2/models/nothing/infer", json={"inputs": [good]}, timeout=60),
+                   httpx.post(f"{base}/v2/models/lookup/infer", timeout=60,
+                              json={"inputs": [good], "outputs": [{"name": "output",
+                                                                   "parameters": {"classification": 3}}]}),
+                   httpx.post(f"{base}/v2/models/lookup/infer", json={"inputs": [good, good]}, timeout=60),
+                   httpx.post(f"{base}/v2/models/lookup/infer", json={"inputs": []}, timeout=60)]
+        assert [answer.status_code for answer in refused] == [400, 404, 400, 400, 400]
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+    lines = [line for line in output.splitlines() if " answered 4" in line]
+    assert len(lines) == len(refused), output
+    assert sum("lookup answered 400: " in line for line in lines) == 4, output
+    assert any("nothing answered 404: Unknown model 'nothing'" in line for line in lines), output

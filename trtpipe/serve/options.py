@@ -28,6 +28,9 @@ class ServeOptions(Options):
     timeout_ms: float | None = option(None, "Per-request inference timeout (504 past it).", type=float, minimum=1)
     max_body_mb: float = option(64.0, "Largest request body accepted, in MiB (1 MiB = 1,048,576 bytes; 413 past "
                                 "it).", type=float, minimum=0.001)
+    max_response_mb: float = option(64.0, "Largest answer sent, in MiB (413, gRPC RESOURCE_EXHAUSTED, past it: "
+                                    "refused before it is encoded, JSON data counted at its longest text per value).",
+                                    type=float, minimum=0.001)
     threads: int | None = option(None, "ONNX Runtime (or OpenVINO) threads per model.", type=int, minimum=1)
     device: Device = option(Device.CPU, "Where ONNX Runtime runs ONNX models: cpu, or cuda (its CUDA provider with "
                             "inputs and outputs bound on the device and the artifact's tuned settings, a CUDA graph "
@@ -64,6 +67,10 @@ class ServeOptions(Options):
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def max_response_bytes(self) -> int:
+        return int(self.max_response_mb * 1024 * 1024)
 
     @property
     def timeout_s(self) -> float | None:

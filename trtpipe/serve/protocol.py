@@ -14,6 +14,7 @@ messages are grpc/messages.py's.
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -31,11 +32,44 @@ NUMPY_TO_DATATYPE = {v: k for k, v in DATATYPES.items()}
 MAX_ELEMENTS = 2**31  # per input tensor; the body limit bounds real requests long before this
 
 
+NAME_SHOWN = 256  # characters of a name a client sent that a message echoes
+MESSAGE_LIMIT = 4096  # characters of any error message: a gRPC status travels in its trailers, which clients bound
+
+
 class ProtocolError(Exception):
+    """A request refused with an HTTP ``status`` (each transport maps it to its own) and a one-line ``message``,
+    cut at MESSAGE_LIMIT characters whatever it echoes."""
+
     def __init__(self, status: int, message: str) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def bounded(message: str) -> str:
+    """``message`` cut at MESSAGE_LIMIT characters, saying so."""
+    if len(message) <= MESSAGE_LIMIT:
+        return message
+    return message[:MESSAGE_LIMIT - 40] + f"... (cut: {len(message)} characters)"
+
+
+def shown(name: str) -> str:
+    """A name a client sent (a model's, a tensor's), as a message echoes it: its first NAME_SHOWN characters, and a
+    mark saying how long it was when it is longer. Echoed whole, a 70,000-character model name made a gRPC status
+    longer than the client's metadata limit, and the client reported UNAVAILABLE instead of NOT_FOUND."""
+    if len(name) <= NAME_SHOWN:
+        return name
+    return f"{name[:NAME_SHOWN]}...({len(name)} characters)"
+
+
+def check_deadline(deadline: float | None) -> None:
+    """ProtocolError(504) once ``deadline`` (a time.monotonic() value) has passed: decoding a request counts
+    against its ``--timeout-ms``, and a request past it stops taking CPU where decoding looks at the clock (each
+    block of a scan, each slice of values, each step of the checks)."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise ProtocolError(504, "The request was not decoded within its time limit (--timeout-ms, or the decode "
+                                 "budget): send it as binary data, or in smaller requests.")
 
 
 @dataclass
@@ -122,33 +156,42 @@ class _Planned:
 
 
 def infer_request(header: dict[str, Any], binary: memoryview, inputs: list[TensorInfo], outputs: list[TensorInfo],
-                  max_batch_size: int | None, max_tensor_bytes: int | None = None) -> InferRequest:
+                  max_batch_size: int | None, max_tensor_bytes: int | None = None,
+                  deadline: float | None = None) -> InferRequest:
     """Check a request in the JSON form (``data`` as TensorData, or ``binary_data_size`` slices of ``binary``)
     against the model's tensors, then decode it. Both transports come here, so both accept and refuse the same
-    things; every check that needs no decoding runs before any array is built."""
+    things; every check that needs no decoding runs before any array is built.
+
+    Each step costs time in proportion to the request at most, and within its budget (``deadline``, as decoding):
+    a request with more ``inputs`` or ``outputs`` entries than the model declares is refused before any entry is
+    looked at (61,000 copies of one input took 33 s of CPU to be found duplicates: docs/results/serving.md)."""
     if not isinstance(header, dict) or not isinstance(header.get("inputs"), list):
         raise ProtocolError(400, "The request needs an 'inputs' list.")
     request_id = header.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise ProtocolError(400, f"'id' must be a string, not {type(request_id).__name__}.")
     parameters = _parameters(header, "the request")
-    for item in header["inputs"]:
+    _refuse_unsupported(parameters, "The request")
+    entries = header["inputs"]
+    _check_count(entries, inputs, "inputs")
+    for item in entries:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise ProtocolError(400, "Each entry of 'inputs' must be an object with a string 'name'.")
-        _parameters(item, f"input '{item['name']}'")
+        _parameters(item, f"input '{shown(item['name'])}'")
 
     expected = {t.name: t for t in inputs}
-    given = [i["name"] for i in header["inputs"]]
-    twice = sorted({g for g in given if given.count(g) > 1})
+    given = [i["name"] for i in entries]
+    twice = _repeated(given)
     if twice:
-        raise ProtocolError(400, f"Input {', '.join(repr(t) for t in twice)} is given more than once.")
+        raise ProtocolError(400, f"Input {', '.join(repr(shown(t)) for t in twice)} is given more than once.")
     missing, extra = sorted(set(expected) - set(given)), sorted(set(given) - set(expected))
     if missing or extra:
         raise ProtocolError(400, f"Inputs do not match the model: missing {missing or 'none'}, unexpected "
-                                 f"{extra or 'none'} (the model takes {', '.join(expected)}).")
+                                 f"{[shown(e) for e in extra] or 'none'} (the model takes {', '.join(expected)}).")
+    check_deadline(deadline)
     planned: list[_Planned] = []
     offset = 0
-    for item in header["inputs"]:
+    for item in entries:
         plan, used = _plan_input(item, expected[item["name"]], binary[offset:], max_tensor_bytes)
         offset += used
         planned.append(plan)
@@ -157,8 +200,39 @@ def infer_request(header: dict[str, Any], binary: memoryview, inputs: list[Tenso
                                  f"up to {offset}.")
     _check_batch(planned, inputs, max_batch_size)
     requested = _requested_outputs(header, outputs, parameters)
+    check_deadline(deadline)
     arrays = {p.info.name: p.data.decode(p.info.name, p.datatype, p.dtype).reshape(p.shape) for p in planned}
-    return InferRequest(request_id, arrays, requested, bool(parameters.get("binary_data_output", False)))
+    return InferRequest(request_id, arrays, requested, _flag(parameters, "binary_data_output", "the request", False))
+
+
+def _repeated(names: list[Any]) -> list[Any]:
+    """The names that occur more than once, sorted: one pass with a set (hashable names only are compared)."""
+    seen: set[Any] = set()
+    twice: set[Any] = set()
+    for name in names:
+        if isinstance(name, str):
+            (twice if name in seen else seen).add(name)
+    return sorted(twice)
+
+
+def check_count(count: int, first: list[Any], declared: list[TensorInfo], field: str) -> None:
+    """ProtocolError(400) when a request has more entries in ``field`` ('inputs' or 'outputs': ``count``) than the
+    model declares tensors, before any entry is looked at: only ``first``, the names of the first few (one more
+    than the model declares), are, to say which name repeats. Both transports call it."""
+    if count <= len(declared):
+        return
+    twice = _repeated(first[:len(declared) + 1])
+    if twice:
+        verb = "is given" if field == "inputs" else "is requested"
+        raise ProtocolError(400, f"{field.capitalize()[:-1]} {', '.join(repr(shown(t)) for t in twice)} {verb} "
+                                 f"more than once (the request has {count} entries in '{field}').")
+    raise ProtocolError(400, f"The request has {count} entries in '{field}'; the model has {len(declared)} "
+                             f"({', '.join(t.name for t in declared)}): name each at most once.")
+
+
+def _check_count(entries: list[Any], declared: list[TensorInfo], field: str) -> None:
+    first = [e.get("name") if isinstance(e, dict) else None for e in entries[:len(declared) + 1]]
+    check_count(len(entries), first, declared, field)
 
 
 def _check_batch(planned: list[_Planned], inputs: list[TensorInfo], max_batch_size: int | None) -> None:
@@ -182,17 +256,51 @@ def _requested_outputs(header: dict[str, Any], outputs: list[TensorInfo],
         return None
     if not isinstance(header["outputs"], list):
         raise ProtocolError(400, "'outputs' must be a list of {\"name\": ...} objects.")
+    _check_count(header["outputs"], outputs, "outputs")
     known = {t.name for t in outputs}
+    default = _flag(parameters, "binary_data_output", "the request", False)
     requested: list[tuple[str, bool]] = []
     for item in header["outputs"]:
         name = item.get("name") if isinstance(item, dict) else None
         if not isinstance(name, str) or name not in known:
-            raise ProtocolError(400, f"Unknown output {name!r}: the model's outputs are {', '.join(known)}.")
+            read = repr(shown(name)) if isinstance(name, str) else describe_json(name)
+            raise ProtocolError(400, f"Unknown output {read}: the model's outputs are {', '.join(known)}.")
         if name in {n for n, _ in requested}:
             raise ProtocolError(400, f"Output '{name}' is requested twice.")
-        binary_flag = _parameters(item, f"output '{name}'").get("binary_data", parameters.get("binary_data_output"))
-        requested.append((name, bool(binary_flag)))
+        own = _parameters(item, f"output '{name}'")
+        _refuse_unsupported(own, f"Output '{name}'")
+        requested.append((name, _flag(own, "binary_data", f"output '{name}'", default)))
     return requested
+
+
+# Parameters of KServe v2 extensions (Triton's) that this server does not implement: a request that uses one is
+# refused, since ignoring it would answer something else than was asked (all the classes' scores instead of the top
+# ones; zeros read from a request without data). Any other parameter is a custom one, which KServe v2 lets a server
+# ignore: the serving guide (docs/guides/serving.md) lists them.
+UNSUPPORTED_PARAMETERS = {
+    "classification": "this server does not classify: request the output and take its top classes yourself",
+    "shared_memory_region": "this server has no shared memory: send the values in the request",
+    "shared_memory_byte_size": "this server has no shared memory: send the values in the request",
+    "shared_memory_offset": "this server has no shared memory: send the values in the request",
+}
+
+
+def _refuse_unsupported(parameters: dict[str, Any], what: str) -> None:
+    """ProtocolError(400) naming the first parameter of UNSUPPORTED_PARAMETERS that ``parameters`` holds."""
+    for key, why in UNSUPPORTED_PARAMETERS.items():
+        if key in parameters:
+            raise ProtocolError(400, f"{what} has the parameter '{key}' ({describe_json(parameters[key])}): {why}.")
+
+
+def _flag(parameters: dict[str, Any], key: str, what: str, default: bool) -> bool:
+    """A boolean parameter: a JSON true or false, or ``default`` when absent; anything else ("yes", 1) a 400."""
+    value = parameters.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ProtocolError(400, f"The parameter '{key}' of {what} must be true or false, not "
+                                 f"{describe_json(value)}.")
+    return value
 
 
 def _parameters(item: dict[str, Any], what: str) -> dict[str, Any]:
@@ -211,7 +319,8 @@ def _plan_input(item: dict[str, Any], info: TensorInfo, binary: memoryview,
     name = info.name
     datatype = item.get("datatype")
     if datatype != datatype_of(info.dtype):
-        raise ProtocolError(400, f"Input '{name}' has datatype {datatype}; the model expects "
+        read = shown(datatype) if isinstance(datatype, str) else describe_json(datatype)
+        raise ProtocolError(400, f"Input '{name}' has datatype {read}; the model expects "
                                  f"{datatype_of(info.dtype)}.")
     shape = item.get("shape")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
@@ -233,7 +342,9 @@ def _plan_input(item: dict[str, Any], info: TensorInfo, binary: memoryview,
         raise ProtocolError(413, f"Input '{name}' of shape {format_shape(shape)} and datatype {datatype} takes "
                                  f"{count * dtype.itemsize} bytes; the limit is {max_tensor_bytes} bytes "
                                  f"(--max-body-mb, in MiB).")
-    size = (item.get("parameters") or {}).get("binary_data_size")
+    parameters = item.get("parameters") or {}
+    _refuse_unsupported(parameters, f"Input '{name}'")
+    size = parameters.get("binary_data_size")
     used = 0
     if size is not None:
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -252,37 +363,3 @@ def _plan_input(item: dict[str, Any], info: TensorInfo, binary: memoryview,
             raise TypeError(f"Input '{name}' data is a {type(data).__name__}, not TensorData.")
     data.check(name, shape, datatype, dtype)
     return _Planned(info, shape, datatype, dtype, data), used
-
-
-def encode_infer_response(model_name: str, version: str, request: InferRequest, outputs: list[TensorInfo],
-                          arrays: list[np.ndarray]) -> tuple[bytes, dict[str, str]]:
-    """The response body and headers: JSON, with binary tensors appended where they were asked for."""
-    wanted = request.outputs or [(t.name, request.binary_default) for t in outputs]
-    by_name = {t.name: a for t, a in zip(outputs, arrays, strict=True)}
-    entries, chunks = [], []
-    for name, binary in wanted:
-        array = np.ascontiguousarray(by_name[name])
-        entry: dict[str, Any] = {"name": name, "datatype": datatype_of(array.dtype.name), "shape": list(array.shape)}
-        if binary:
-            raw = array.tobytes()
-            entry["parameters"] = {"binary_data_size": len(raw)}
-            chunks.append(raw)
-        else:
-            flat = array.reshape(-1).astype(array.dtype.newbyteorder("="), copy=False)
-            if flat.dtype.kind == "f" and not np.isfinite(flat).all():
-                # JSON has no NaN or Infinity: they go out as null, and the entry says so. Binary outputs carry
-                # the exact IEEE values.
-                entry["parameters"] = {"non_finite_as_null": int((~np.isfinite(flat)).sum())}
-            entry["data"] = flat
-        entries.append(entry)
-    response: dict[str, Any] = {"model_name": model_name, "model_version": version, "outputs": entries}
-    if request.id is not None:
-        response["id"] = request.id
-    # orjson writes numpy arrays itself, in C (NaN and infinities as null, each float in its own type's shortest
-    # form): no Python object per value, on the event loop that answers every other request (tolist() and json
-    # took an order of magnitude longer: docs/results/serving.md, 'Request decoding costs').
-    header = orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
-    if not chunks:
-        return header, {"content-type": "application/json"}
-    return header + b"".join(chunks), {"content-type": "application/octet-stream",
-                                      HEADER_LENGTH: str(len(header))}

@@ -1,6 +1,6 @@
-"""One log line per request the server refused for a reason of its own or its model's (the model refusing the
-data, memory running out, the model failing), rate-limited so that a client flooding the server with such requests
-cannot flood its log.
+"""One log line per inference request the server refused (a malformed or oversized request, an unknown model, the
+model refusing the data, memory running out, the model failing, a timeout), rate-limited so that a client flooding
+the server with such requests cannot flood its log.
 
 The first ``burst`` refusals of each window are logged one by one; the others are counted and said in one line when
 the window ends (and when the server stops). /metrics counts every one (``trtpipe_inference_failures``). The runtime's

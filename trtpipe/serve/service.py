@@ -32,7 +32,7 @@ from trtpipe.runtime.registry import failed_node, refused_by_runtime
 from trtpipe.serve.batching.batcher import QueueFull
 from trtpipe.serve.http.json_body import parse_infer_request
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.protocol import InferRequest, ProtocolError
+from trtpipe.serve.protocol import InferRequest, ProtocolError, shown
 from trtpipe.serve.refusal_log import REFUSALS
 from trtpipe.serve.repository.loading import ServedModel
 
@@ -86,10 +86,10 @@ def lookup(models: dict[str, dict[str, ServedModel]], name: str, version: str | 
     """A model version by name (the newest when ``version`` is empty); 404 naming what exists otherwise."""
     versions = models.get(name)
     if versions is None:
-        raise ProtocolError(404, f"Unknown model '{name}': this server has {', '.join(sorted(models))}.")
+        raise ProtocolError(404, f"Unknown model '{shown(name)}': this server has {', '.join(sorted(models))}.")
     version = version or max(versions, key=int)
     if version not in versions:
-        raise ProtocolError(404, f"Model '{name}' has no version {version}: it has {', '.join(versions)}.")
+        raise ProtocolError(404, f"Model '{name}' has no version {shown(version)}: it has {', '.join(versions)}.")
     return versions[version]
 
 
@@ -185,6 +185,10 @@ SERVICE_THREADS = min(32, (os.cpu_count() or 1) + 4)  # what the event loop's de
 # Large requests each transport decodes at once: together they leave at least two service threads to small requests
 # and unbatched models, so that requests that have not reached a model's queue cannot hold every thread.
 LARGE_DECODES_AT_ONCE = max(1, min(4, (SERVICE_THREADS - 2) // 2))
+# Bytes of a request above which it is decoded only while it holds one of those slots: a body of a few hundred
+# kilobytes already costs tens of milliseconds of CPU, most of it in one call that holds the GIL, and six 1 MB bodies
+# decoded at once (they were under the old 1 MiB threshold) kept every small request waiting (#56).
+COSTLY_DECODE = 1 << 18
 DECODE_BUDGET_S = 10.0  # the longest a request's decoding may take without --timeout-ms (504 past it)
 
 
@@ -265,6 +269,11 @@ class InferenceService:
         if size > limit:
             raise ProtocolError(413, f"The request body is {size} bytes; the limit is {limit}.")
 
+    def decode_deadline(self) -> float:
+        """When a request arriving now must be decoded and checked by (time.monotonic()): ``--timeout-ms``, or
+        DECODE_BUDGET_S without it; both transports' decoding stops (504) past it."""
+        return time.monotonic() + (self.settings.timeout_s or DECODE_BUDGET_S)
+
     async def parse(self, entry: ServedModel, body: bytes | bytearray, header_length: int | None) -> InferRequest:
         """The request checked against the model's tensors, parsed in a worker thread: a large body takes long to
         decode, and meanwhile the event loop keeps answering health checks and other models. Decoding may take
@@ -272,7 +281,7 @@ class InferenceService:
         504, so that no body holds a thread for longer (the threads are shared with unbatched models)."""
         assert entry.model is not None
         self.check_body_size(len(body))
-        deadline = time.monotonic() + (self.settings.timeout_s or DECODE_BUDGET_S)
+        deadline = self.decode_deadline()
         return await asyncio.get_running_loop().run_in_executor(
             self.executor, parse_infer_request, body, header_length, entry.model.inputs, entry.model.outputs,
             entry.max_batch_size, None, deadline)
@@ -339,8 +348,9 @@ class InferenceService:
     def accounted(self, name: str) -> Iterator[None]:
         """Count one inference request for model ``name``, from arrival to its answer.
 
-        Counted as a request on entry; on leaving, its latency when it succeeded, a failure by status code when it
-        raised ProtocolError, a disconnect on ClientLeft or when the call was cancelled (a gRPC client cancelling).
+        Counted as a request on entry; on leaving, its latency when it succeeded, a failure by status code (and a
+        log line, rate-limited: see ``refusal_log``) when it raised ProtocolError, a disconnect on ClientLeft or
+        when the call was cancelled (a gRPC client cancelling).
         Any other exception is the model failing: :func:`classify_failure` turns it into the ProtocolError it
         means (503 out of memory, 400 data the model refused, 500 otherwise), counted under that status, logged in
         one line (rate-limited: see ``refusal_log``) and re-raised, so every transport reports it the same way and
@@ -353,6 +363,7 @@ class InferenceService:
             yield
         except ProtocolError as error:
             self.metrics.failures.labels(label, str(error.status)).inc()
+            REFUSALS(f"{shown(name) or UNKNOWN_MODEL} answered {error.status}: {error.message}")
             raise
         except (ClientLeft, asyncio.CancelledError):
             self.metrics.disconnects.labels(label).inc()

@@ -40,6 +40,7 @@ from trtpipe.serve.options import ServeOptions
 
 START_TIMEOUT_S = 120.0  # for the listener process to bind its port (its imports, on a loaded machine)
 LARGE_ANSWER = 1 << 20  # bytes: an answer above this is sent from a worker thread (the GIL released meanwhile)
+ANSWER_FRAMING = 1 << 16  # bytes of an answer besides its tensors (names, shapes): allowed past --max-response-mb
 RESTART_PAUSE_S = 1.0  # before the first retry of a restart that failed; doubled each time, up to
 MAX_RESTART_PAUSE_S = 60.0
 PING_S = 1.0  # between the pings that tell whether the listener process still answers
@@ -204,6 +205,7 @@ class Bridge:
         settings = self.settings
         return json.dumps({"host": settings.host, "port": settings.grpc_port, "socket": self.path,
                            "max_message": settings.max_body_bytes, "max_calls": settings.max_connections,
+                           "max_answer": settings.max_response_bytes + ANSWER_FRAMING,
                            **self.methods})
 
     async def _start_process(self) -> None:

@@ -144,7 +144,8 @@ async def serve(config: dict[str, Any]) -> int:
 
     codes = {code.value[0]: code for code in grpc.StatusCode}
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", config["max_message"]),
-                                      ("grpc.max_send_message_length", config["max_message"]),
+                                      ("grpc.max_send_message_length", config.get("max_answer",
+                                                                                  config["max_message"])),
                                       ("grpc.so_reuseport", 0)],  # a second server must not share the port
                              maximum_concurrent_rpcs=config["max_calls"])
     connections = Connections(config["socket"])

@@ -22,7 +22,17 @@ from typing import Any
 import numpy as np
 
 from trtpipe.artifact.tensors import TensorInfo
-from trtpipe.serve.protocol import InferRequest, ProtocolError, RawData, TensorData, count_mismatch, infer_request
+from trtpipe.serve.protocol import (
+    UNSUPPORTED_PARAMETERS,
+    InferRequest,
+    ProtocolError,
+    RawData,
+    TensorData,
+    check_count,
+    count_mismatch,
+    infer_request,
+    shown,
+)
 
 # Typed contents field of InferTensorContents for each KServe datatype (FP16 travels as raw bytes only), and the
 # numpy type that field holds.
@@ -110,7 +120,7 @@ class TypedContents(TensorData):
 
 INPUTS_FIELD, RAW_CONTENTS_FIELD, CONTENTS_FIELD_NUMBER = 5, 7, 5  # ModelInferRequest.inputs, .raw_input_contents;
 # InferInputTensor.contents
-MAX_WIRE_FIELDS = 10_000  # stepped through in Python to find them: a request of more is read from its message
+MAX_WIRE_FIELDS = 1_000  # stepped through in Python to find them (inner ones counted): more is protobuf's to read
 EMPTY_RAW_CONTENTS = bytes([RAW_CONTENTS_FIELD << 3 | 2, 0])
 
 
@@ -194,9 +204,10 @@ def split_message(data: bytes) -> tuple[bytes, list[memoryview], list[tuple[int,
     pieces: list[bytes | memoryview] = []
     raw: list[memoryview] = []
     typed: list[tuple[int, memoryview] | None] = []
-    kept_from = 0
+    kept_from = walked = 0
     try:
-        for walked, (number, wire, start, end) in enumerate(_fields(data, 0, len(data))):
+        for number, wire, start, end in _fields(data, 0, len(data)):
+            walked += 1
             if walked > MAX_WIRE_FIELDS:
                 return None
             if wire != 2 or number not in (RAW_CONTENTS_FIELD, INPUTS_FIELD):
@@ -208,7 +219,11 @@ def split_message(data: bytes) -> tuple[bytes, list[memoryview], list[tuple[int,
                 replacement: bytes | None = EMPTY_RAW_CONTENTS
                 raw.append(view[start:end])
             else:
-                replacement, run = _input_without_run(data, start, end)
+                inner = list(itertools.islice(_fields(data, start, end), MAX_WIRE_FIELDS - walked + 1))
+                walked += len(inner)
+                if walked > MAX_WIRE_FIELDS:  # an input of countless fields: stepping through them costs
+                    return None
+                replacement, run = _input_without_run(data, start, end, inner)
                 typed.append(run)
             if replacement is not None:
                 pieces += [view[kept_from:header], replacement]
@@ -224,11 +239,12 @@ def split_message(data: bytes) -> tuple[bytes, list[memoryview], list[tuple[int,
 SPLIT_RUNS = (6, 7)  # InferTensorContents.fp32_contents, .fp64_contents: fixed width, counted by their length
 
 
-def _input_without_run(data: bytes, start: int, end: int) -> tuple[bytes | None, tuple[int, memoryview] | None]:
-    """An InferInputTensor (``data[start:end]``) re-encoded, key and length included, with its contents emptied
-    when they hold one packed fp32 or fp64 run, and that run; (None, None) when there is nothing to split off."""
-    contents = [(s, e) for number, wire, s, e in _fields(data, start, end)
-                if number == CONTENTS_FIELD_NUMBER and wire == 2]
+def _input_without_run(data: bytes, start: int, end: int, fields: list[tuple[int, int, int, int]]
+                       ) -> tuple[bytes | None, tuple[int, memoryview] | None]:
+    """An InferInputTensor (``data[start:end]``, whose ``fields`` the caller has stepped through) re-encoded, key
+    and length included, with its contents emptied when they hold one packed fp32 or fp64 run, and that run;
+    (None, None) when there is nothing to split off."""
+    contents = [(s, e) for number, wire, s, e in fields if number == CONTENTS_FIELD_NUMBER and wire == 2]
     if len(contents) != 1:
         return None, None
     runs = list(itertools.islice(_fields(data, *contents[0]), 2))
@@ -279,18 +295,21 @@ def _narrowed(values: np.ndarray, dtype: np.dtype[Any], name: str, datatype: str
 def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: list[TensorInfo],
                                max_batch_size: int | None, max_tensor_bytes: int | None,
                                wire: bytes | None = None,
-                               split: tuple[list[memoryview], list[tuple[int, memoryview] | None]] | None = None
-                               ) -> InferRequest:
+                               split: tuple[list[memoryview], list[tuple[int, memoryview] | None]] | None = None,
+                               deadline: float | None = None) -> InferRequest:
     """A ModelInferRequest checked against the model's tensors and decoded, in the form the protocol module
     checks for both transports: typed contents and raw contents become TensorData, read only once counted (in
-    place in ``wire``, the message's bytes, where given)."""
+    place in ``wire``, the message's bytes, where given). Past ``deadline`` (time.monotonic()), ProtocolError(504)
+    where the checks look at the clock."""
+    check_count(len(message.inputs), [t.name for t in message.inputs[:len(inputs) + 1]], inputs, "inputs")
+    check_count(len(message.outputs), [o.name for o in message.outputs[:len(outputs) + 1]], outputs, "outputs")
     raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):
         raise ProtocolError(400, f"{len(raw)} raw_input_contents for {len(message.inputs)} inputs: give one per "
                                  "input, in order, or none.")
     for tensor in message.inputs:
         if len(tensor.shape) > MAX_RANK:
-            raise ProtocolError(400, f"Input '{tensor.name}' has a shape of {len(tensor.shape)} dimensions: at "
+            raise ProtocolError(400, f"Input '{shown(tensor.name)}' has a shape of {len(tensor.shape)} dimensions: at "
                                      f"most {MAX_RANK} are read.")
     layout = wire_layout(wire) if wire is not None and split is None else None
     if split is not None:  # split off before protobuf parsed the rest: see split_message
@@ -306,13 +325,24 @@ def infer_request_from_message(message: Any, inputs: list[TensorInfo], outputs: 
         else:
             data = TypedContents(tensor.contents, tensor.datatype, layout[0][index] if layout else None,
                                  split=split is not None and layout is not None and layout[0][index] is not None)
-        items.append({"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape), "data": data})
-    header: dict[str, Any] = {"inputs": items, "parameters": {"binary_data_output": True}}
+        items.append({"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape), "data": data,
+                      "parameters": refused_parameters(tensor.parameters)})
+    header: dict[str, Any] = {"inputs": items,
+                              "parameters": {**refused_parameters(message.parameters), "binary_data_output": True}}
     if message.id:
         header["id"] = message.id
     if message.outputs:
-        header["outputs"] = [{"name": o.name} for o in message.outputs]
-    return infer_request(header, memoryview(b""), inputs, outputs, max_batch_size, max_tensor_bytes)
+        header["outputs"] = [{"name": o.name, "parameters": refused_parameters(o.parameters)}
+                             for o in message.outputs]
+    return infer_request(header, memoryview(b""), inputs, outputs, max_batch_size, max_tensor_bytes, deadline)
+
+
+def refused_parameters(parameters: Any) -> dict[str, Any]:
+    """Of a message's ``parameters`` map (InferParameter values), those the protocol module refuses
+    (UNSUPPORTED_PARAMETERS: classification, shared memory), with their values, so that gRPC refuses them as HTTP
+    does; the others are custom ones, ignored, and never read into Python one by one."""
+    return {key: getattr(parameters[key], parameters[key].WhichOneof("parameter_choice") or "bool_param")
+            for key in UNSUPPORTED_PARAMETERS if key in parameters}
 
 
 class Undecodable:

@@ -30,14 +30,16 @@ from typing import Any
 import numpy as np
 
 from trtpipe import console
-from trtpipe.errors import MissingDependency
+from trtpipe.errors import import_failure
+from trtpipe.serve.answers import check_answer_size, wanted_outputs
 from trtpipe.serve.grpc.bridge import Bridge, CallAborted, Dispatch, ForwardedCall, GrpcThread, status_number
 from trtpipe.serve.grpc.forwarding import ConnectionGone
 from trtpipe.serve.grpc.messages import Undecodable, infer_request_from_message, parse_request
 from trtpipe.serve.memory import give_back, short_of_room, warm_thread
-from trtpipe.serve.protocol import InferRequest, ProtocolError, datatype_of
+from trtpipe.serve.protocol import InferRequest, ProtocolError, bounded, datatype_of
 from trtpipe.serve.repository.loading import ServedModel
 from trtpipe.serve.service import (
+    COSTLY_DECODE,
     LARGE_DECODES_AT_ONCE,
     SERVICE_THREADS,
     ClientLeft,
@@ -57,9 +59,9 @@ def _grpc_modules() -> tuple[Any, Any, Any]:
     try:
         import grpc
         from tritonclient.grpc import service_pb2, service_pb2_grpc
-    except ImportError:
-        raise MissingDependency("tritonclient[grpc]", "The gRPC service (--grpc-port)",
-                                "pip install 'trtpipe[triton]'") from None
+    except ImportError as error:  # not installed, or installed and not loadable (a library not mapped): say which
+        raise import_failure(error, "tritonclient[grpc]", "The gRPC service (--grpc-port)",
+                             "pip install 'trtpipe[triton]'", ("grpc", "tritonclient", "google")) from None
     return grpc, service_pb2, service_pb2_grpc
 
 
@@ -159,6 +161,7 @@ class GrpcEndpoints:
         or decoded is a 503 (UNAVAILABLE) for this request, as it is over HTTP; so is a large message that would
         leave the server less memory than it keeps in reserve (memory.short_of_room)."""
         service = self.service
+        deadline = service.decode_deadline()  # decoding and checking count against the request's budget, as HTTP's
         try:
             size[0] = context.size
             service.check_body_size(context.size)
@@ -175,10 +178,12 @@ class GrpcEndpoints:
             assert model is not None
             parsed = await self._in_thread(len(request), infer_request_from_message, message, model.inputs,
                                            model.outputs, entry.max_batch_size, service.settings.max_body_bytes,
-                                           request, raw)
+                                           request, raw, deadline)
             request_id = message.id
             del message, request, raw  # their copies of the tensors: the arrays hold what the model needs
             outputs = await service.run(entry, [parsed.inputs[t.name] for t in model.inputs])
+            check_answer_size(wanted_outputs(parsed, model.outputs, outputs), service.settings.max_response_bytes,
+                              "grpc")  # RESOURCE_EXHAUSTED before anything is copied into the answer
             return self._infer_response(entry, request_id, parsed, outputs)
 
     def _after(self, size: int) -> None:
@@ -190,10 +195,10 @@ class GrpcEndpoints:
 
     @contextlib.asynccontextmanager
     async def _room(self, size: int, need: int | None = None) -> AsyncIterator[None]:
-        """A large request (``size`` bytes) only while it holds one of a few slots, and only when the memory it may
-        still take (``need``, its size unless said: its message before it is read, as much again to decode it)
-        leaves the reserve free."""
-        async with self.large_messages if size > LARGE_MESSAGE else contextlib.nullcontext():
+        """A costly request (``size`` bytes, over COSTLY_DECODE) only while it holds one of a few slots, and a large
+        one only when the memory it may still take (``need``, its size unless said: its message before it is read,
+        as much again to decode it) leaves the reserve free."""
+        async with self.large_messages if size > COSTLY_DECODE else contextlib.nullcontext():
             short = short_of_room(size if need is None else need) if size > LARGE_MESSAGE else None
             if short is not None:
                 raise ProtocolError(503, short)
@@ -276,8 +281,8 @@ def dispatcher(endpoints: Any, grpc: Any, messages: Any) -> tuple[Dispatch, dict
             return status_number(codes.UNIMPLEMENTED), f"trtpipe does not implement {call.method}.", b""
         try:
             response = await answer(call)
-        except CallAborted as aborted:
-            return status_number(aborted.code), aborted.details, b""
+        except CallAborted as aborted:  # its details bounded like every ProtocolError's (clients bound trailers)
+            return status_number(aborted.code), bounded(aborted.details), b""
         except (ClientLeft, ConnectionGone):
             raise ConnectionGone from None  # nobody to answer
         except NotImplementedError:

@@ -17,19 +17,22 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from trtpipe.serve.answers import LARGE_ANSWER, answer_size, check_answer_size, encode_infer_response, wanted_outputs
+from trtpipe.serve.memory import give_back
 from trtpipe.serve.options import ServeOptions
-from trtpipe.serve.protocol import HEADER_LENGTH, InferRequest, ProtocolError, encode_infer_response, tensor_metadata
+from trtpipe.serve.protocol import HEADER_LENGTH, InferRequest, ProtocolError, tensor_metadata
 from trtpipe.serve.repository.loading import ServedModel
-from trtpipe.serve.service import LARGE_DECODES_AT_ONCE, ClientLeft, InferenceService, Metrics
+from trtpipe.serve.service import COSTLY_DECODE, LARGE_DECODES_AT_ONCE, ClientLeft, InferenceService, Metrics
 from trtpipe.vocab import __version__
 
 CLIENT_CLOSED = 499  # nginx's code for a request the client abandoned: logged, never sent
-LARGE_BODY = 1 << 20  # bytes: a body above this (or of unknown size) waits for one of a few slots
+LARGE_BODY = COSTLY_DECODE  # bytes: a body above this (or of unknown size) waits for one of a few slots
 LARGE_BODIES_AT_ONCE = LARGE_DECODES_AT_ONCE
 
 T = TypeVar("T")
@@ -155,13 +158,32 @@ class HttpEndpoints:
                 assert entry.model is not None
                 outputs = await _unless_client_leaves(
                     request, self.service.run(entry, [parsed.inputs[t.name] for t in entry.model.inputs]))
-                payload, headers = encode_infer_response(entry.name, entry.version, parsed, entry.model.outputs,
-                                                         outputs)
+                payload, headers, large = await self._answer(entry, parsed, outputs)
         except ProtocolError as error:
             return _error(error.status, error.message)
         except ClientLeft:
             return Response(status_code=CLIENT_CLOSED)
-        return Response(payload, headers=headers)
+        return Response(payload, headers=headers, background=BackgroundTask(self._give_back) if large else None)
+
+    async def _answer(self, entry: ServedModel, parsed: InferRequest,
+                      outputs: list[Any]) -> tuple[bytes, dict[str, str], bool]:
+        """The answer's body and headers, and whether it is large: refused (413) over ``--max-response-mb`` before
+        anything is encoded, and a large one encoded in a worker thread, so that the event loop keeps answering
+        health checks meanwhile (a 1.4 GB JSON answer stalled /live for 2.4 s)."""
+        assert entry.model is not None
+        wanted = wanted_outputs(parsed, entry.model.outputs, outputs)
+        check_answer_size(wanted, self.service.settings.max_response_bytes)
+        args = (entry.name, entry.version, parsed, entry.model.outputs, outputs)
+        if answer_size(wanted) <= LARGE_ANSWER:
+            return (*encode_infer_response(*args), False)
+        payload, headers = await asyncio.get_running_loop().run_in_executor(self.service.executor,
+                                                                             encode_infer_response, *args)
+        return payload, headers, True
+
+    async def _give_back(self) -> None:
+        """After a large answer has been sent: malloc's freed memory back to the system, in a worker thread."""
+        with contextlib.suppress(RuntimeError):  # the pool has shut down: the server is stopping
+            await asyncio.get_running_loop().run_in_executor(self.service.executor, give_back)
 
     async def api_description(self, request: Request) -> Response:
         from trtpipe.serve.http.openapi import openapi

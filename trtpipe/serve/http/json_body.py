@@ -15,7 +15,6 @@ import itertools
 import math
 import re
 import secrets
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +23,13 @@ import numpy as np
 import orjson
 
 from trtpipe.artifact.tensors import TensorInfo
+from trtpipe.serve.collector import paused_collection
 from trtpipe.serve.protocol import (
     HEADER_LENGTH,
     InferRequest,
     ProtocolError,
     TensorData,
+    check_deadline,
     count_mismatch,
     describe_json,
     infer_request,
@@ -47,15 +48,6 @@ class TooDeep:
 
 
 Nesting = list[int] | str | TooDeep  # the length at each depth, why the arrays are not rectangular, or too deep
-
-
-def check_deadline(deadline: float | None) -> None:
-    """ProtocolError(504) once ``deadline`` (a time.monotonic() value) has passed: decoding a request counts
-    against its ``--timeout-ms``, and a request past it stops taking CPU where decoding looks at the clock (each
-    block of a scan, each slice of values)."""
-    if deadline is not None and time.monotonic() > deadline:
-        raise ProtocolError(504, "The request was not decoded within its time limit (--timeout-ms, or the decode "
-                                 "budget): send it as binary data, or in smaller requests.")
 
 
 class JsonArray(TensorData):
@@ -338,8 +330,14 @@ SCAN_FIRST, SCAN_BLOCK = 1 << 13, 1 << 20  # bytes of a data array scanned at on
 DEEP_BLOCK = 1 << 16  # bytes scanned at once past TooDeep: the block where the array closes is followed bracket by
 # bracket, which in a block of brackets only costs temporary arrays 8 times its size
 SMALL_ARRAY = 1 << 12  # bytes: a data array shorter than this is parsed by orjson with the rest of the request
-JSON_OUTSIDE_DATA_LIMIT = 1 << 20  # JSON bytes besides the data arrays; orjson turns them into Python objects
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+JSON_OUTSIDE_DATA_LIMIT = 1 << 18  # JSON bytes besides the data arrays; orjson turns them into Python objects (a
+# request has a few hundred of them; 1 MiB of tiny arrays cost twice an honest megabyte's CPU, in one call that holds
+# the GIL: #56)
+DATA_KEY = b'"data"'
+MAX_DATA_KEYS = 1024  # "data" keys looked at per request (each costs some Python work): the rest is orjson's
+MAX_DEEP_SCANS = 16  # small data arrays nested too deep that are scanned to be named; more are orjson's to refuse
+_ENDS_SMALL = re.compile(rb'["{}]')  # a quote or brace: an array that has one soon is small
+_ARRAY_BYTES = re.compile(rb"[\[\] \t\n\r,0-9+\-.eEtruefalsn]*")  # the bytes a plain data array may hold
 _AFTER_DATA_KEY = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
 _BRACKETS_AS_SPACES = bytes.maketrans(b"[]", b"  ")
 _LONG_INTEGER = re.compile(rb"[0-9]{19}")
@@ -357,12 +355,18 @@ def _scan_array(text: bytes | bytearray, start: int, max_depth: int, deadline: f
     before it closes: then orjson reads it, and its own rules refuse it. Blocks grow from SCAN_FIRST to SCAN_BLOCK
     bytes, so that the work is in proportion to the array, whatever its size or nesting: past ``max_depth`` levels
     (the model's deepest input) its nesting is no longer followed (:class:`TooDeep`), only its end looked for. One
-    that nests too deep and never closes is refused here. Past ``deadline``, ProtocolError(504)."""
-    view = np.frombuffer(text, np.uint8)
+    that nests too deep and never closes is refused here. Past ``deadline``, ProtocolError(504).
+
+    Only the run of bytes a plain array may hold is looked at (found first by a regular expression, in C): an array
+    cut short by anything else (a quote, a brace) is left to orjson at the cost of its own bytes, never of a whole
+    block (a block per ``"data":[[[[["`` held a thread for seconds per megabyte: docs/results/serving.md)."""
+    run = _ARRAY_BYTES.match(text, start)  # it matches at least the '[' at start
+    run_end = run.end() if run is not None else start
+    view = np.frombuffer(text, np.uint8)[:run_end]
     depth, elements, in_value, pos, size = 0, 0, False, start, SCAN_FIRST
     nesting = _Nesting()
     deep: TooDeep | None = None
-    while pos < len(text):
+    while pos < run_end:
         check_deadline(deadline)
         kind = _CLASS[view[pos:pos + size]]
         if deep is not None and np.count_nonzero(kind == 4) < depth:
@@ -394,23 +398,25 @@ def _scan_array(text: bytes | bytearray, start: int, max_depth: int, deadline: f
             return JsonArray(text, start, pos + len(kind) - 1, elements, deep or nesting.result(), deadline)
         depth, pos = int(depths[-1]) if depths.size else depth, pos + len(kind)
         size = min(4 * size, SCAN_BLOCK) if deep is None else DEEP_BLOCK
-    if deep is not None:
+    if deep is not None and run_end == len(text):
         raise ProtocolError(400, f"The request is not valid JSON: a 'data' array nests deeper than {max_depth} "
                                  f"levels (at byte {deep.at}) and never closes.")
     return None
 
 
-def _small(text: bytes | bytearray, start: int, max_depth: int) -> bool:
-    """Whether the array opening at ``text[start]`` cannot hold more than SMALL_ARRAY bytes of values: a quote or
-    brace comes first (in valid JSON one follows an array in an object at once). Such an array is left to orjson
-    with the rest, at the cost of a few bounded searches; only larger ones are scanned, each over its own bytes,
-    so that many small arrays cost no more than one large one. One that opens more than ``max_depth`` arrays at
-    once is scanned whatever its size, so that nesting too deep is named as such (orjson would stop at 1,024 levels
-    with a message that names no tensor)."""
+def _extent(text: bytes | bytearray, start: int, max_depth: int) -> str:
+    """What the array opening at ``text[start]`` is worth scanning as: ``"small"`` when it cannot hold more than
+    SMALL_ARRAY bytes of values (a quote or brace comes first: in valid JSON one follows an array in an object at
+    once), left to orjson with the rest at the cost of a bounded search up to that mark; ``"deep"`` when it is small
+    but opens more than ``max_depth`` arrays at once, scanned so that nesting too deep is named as such (orjson
+    would stop at 1,024 levels with a message that names no tensor); ``"large"`` otherwise, scanned over its own
+    bytes. Each search stops at the first quote or brace, so that many small arrays cost no more than their bytes."""
     stop = start + SMALL_ARRAY
-    if text.find(b"[" * (max_depth + 1), start, stop) >= 0:
-        return False
-    return any(text.find(mark, start, stop) >= 0 for mark in (b'"', b"}", b"{")) or stop >= len(text)
+    mark = _ENDS_SMALL.search(text, start, stop)
+    end = mark.start() if mark is not None else min(stop, len(text))
+    if text.find(b"[" * (max_depth + 1), start, end) >= 0:
+        return "deep"
+    return "small" if mark is not None or stop >= len(text) else "large"
 
 
 def read_json(text: bytes | bytearray, max_depth: int = 1, deadline: float | None = None) -> dict[str, Any]:
@@ -419,37 +425,47 @@ def read_json(text: bytes | bytearray, max_depth: int = 1, deadline: float | Non
     of the model has: a data array's nesting is followed that deep and no further (see :func:`_scan_array`).
     Past ``deadline`` (time.monotonic()), ProtocolError(504), wherever decoding has got to.
 
-    The text is walked from string to string (a regular expression finds each; no Python work per byte): a
-    ``"data"`` key followed by an array is scanned and cut out, a placeholder (unguessable, per request) put in
-    its stead. What remains is small and parsed by orjson; more than JSON_OUTSIDE_DATA_LIMIT of it is refused
-    before orjson builds anything, whatever it is. A ``"data"`` array elsewhere than in an input (a custom
-    parameter's) is checked as JSON and left as its placeholder: no parameter of that name is read.
+    The text is searched for ``"data"`` keys (bytes.find, in C: no Python work per string or byte, so that a
+    body of many tiny strings costs what its bytes do): one followed by an array is scanned and cut out, a
+    placeholder (unguessable, per request) put in its stead. (A found ``"data"`` whose first quote is an escaped one
+    ends a key such as ``x\\"data``: its array is cut out all the same, and no input reads it.) Arrays that are small
+    but nest too deep are scanned for the first MAX_DEEP_SCANS of them only (each scan has a fixed cost); later ones
+    are left to orjson, and so is everything after the first MAX_DATA_KEYS ``"data"`` keys (a request has one per
+    input), under the same limit as the rest. What remains is small and parsed by orjson; more than
+    JSON_OUTSIDE_DATA_LIMIT of it is refused before orjson builds anything, whatever it is. A ``"data"`` array
+    elsewhere than in an input (a custom parameter's) is checked as JSON and left as its placeholder: no parameter
+    of that name is read.
     """
     nonce = secrets.token_hex(8)
     arrays: dict[str, JsonArray] = {}
     pieces: list[bytes | bytearray] = []
-    pos = piece = kept = 0  # piece: where the current stretch of kept text starts; kept: bytes kept before it
-    while (quote := text.find(b'"', pos)) >= 0:
+    pos = piece = kept = deep_scans = 0  # piece: where the current stretch of kept text starts; kept: bytes kept
+    for _ in range(MAX_DATA_KEYS):
+        if (found := text.find(DATA_KEY, pos)) < 0:
+            break
         check_deadline(deadline)
-        string = _STRING.match(text, quote)
-        if string is None:
-            break  # an unterminated string: orjson says where
-        pos = string.end()
-        _check_outside_data(kept + pos - piece)
-        if string.group() != b'"data"' or (key := _AFTER_DATA_KEY.match(text, pos)) is None:
+        pos = found + len(DATA_KEY)
+        if (key := _AFTER_DATA_KEY.match(text, pos)) is None:
             continue
         start = key.end() - 1
-        if _small(text, start, max_depth) or (array := _scan_array(text, start, max_depth, deadline)) is None:
+        extent = _extent(text, start, max_depth)
+        if extent == "deep":
+            deep_scans += 1
+        if extent == "small" or (extent == "deep" and deep_scans > MAX_DEEP_SCANS):
+            continue
+        if (array := _scan_array(text, start, max_depth, deadline)) is None:
             continue
         placeholder = f"{nonce}:{len(arrays)}"
         pieces += [text[piece:array.start], b'"' + placeholder.encode() + b'"']
         kept += array.start - piece + len(placeholder) + 2
+        _check_outside_data(kept)
         arrays[placeholder] = array
         pos = piece = array.end + 1
     _check_outside_data(kept + len(text) - piece)
     skeleton = b"".join([*pieces, text[piece:]]) if pieces else text
     try:
-        header = orjson.loads(skeleton)  # nesting is capped (1,024 levels): deep JSON is a 400, not a crash
+        with paused_collection():  # containers of a tiny-array body would set off full collections: collector.py
+            header = orjson.loads(skeleton)  # nesting is capped (1,024 levels): deep JSON is a 400, not a crash
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise ProtocolError(400, f"The request is not valid JSON ({error}).") from None
     if isinstance(header, dict) and isinstance(header.get("inputs"), list):
@@ -487,4 +503,4 @@ def parse_infer_request(body: bytes | bytearray, header_length: int | None, inpu
         header_bytes, binary = body, memoryview(b"")
     max_depth = max([len(t.shape) for t in inputs] + [1])
     return infer_request(read_json(header_bytes, max_depth, deadline), binary, inputs, outputs, max_batch_size,
-                         max_tensor_bytes)
+                         max_tensor_bytes, deadline)

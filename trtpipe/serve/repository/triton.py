@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
-from trtpipe.errors import BadInput, MissingDependency
+from trtpipe.errors import BadInput, import_failure
 from trtpipe.files import atomic_path, write_text_atomic
 from trtpipe.runtime.registry import triton_facts
 from trtpipe.serve.options import ServeOptions
@@ -102,8 +102,9 @@ def _model_config() -> Any:
     """Triton's ModelConfig protobuf class (from tritonclient), or the install line."""
     try:
         from tritonclient.grpc import model_config_pb2
-    except ImportError:
-        raise MissingDependency("tritonclient", "Writing Triton configs", "pip install 'trtpipe[triton]'") from None
+    except ImportError as error:
+        raise import_failure(error, "tritonclient", "Writing Triton configs", "pip install 'trtpipe[triton]'",
+                             ("tritonclient", "google", "grpc")) from None
     return model_config_pb2
 
 
