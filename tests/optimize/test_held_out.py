@@ -213,3 +213,22 @@ def test_cross_fitting_uses_fewer_folds_where_they_would_break_the_time_budget(
     assert manifest["int8"]["final"]["samples"] == judged["samples"]
     assert manifest["int8"]["calibration"]["samples"] == len(split.images)
     assert "Cross-fitted in 1 of 4 folds" in " ".join(result.output.split())
+
+
+def test_a_learned_step_too_slow_for_every_fold_is_judged_on_fewer_said_and_recorded(
+        digits_onnx: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Bias correction costs a pass per layer: where running it in every fold would pass its budget, the later
+    folds are let go (at least one stays), the figures narrowed to the folds kept, and one line says so."""
+    import trtpipe.optimize.int8.cross_fit as cross_fit
+
+    monkeypatch.setattr(cross_fit, "STEP_BUDGET_S", 1e-9)
+    out = tmp_path / "int8.onnx"
+    result = run_cli("optimize", digits_onnx, "-o", out, "--precision", "int8", "--calib", "digits")  # balanced
+    assert result.exit_code == 0, result.output
+    manifest = _manifest(out)
+    judged = manifest["data"]["judged_on"]
+    assert judged["folds_used"] == 1 and judged["folds"] == 4
+    assert manifest["int8"]["final"]["samples"] == judged["samples"] < judged["calibration_samples"]
+    assert "judged on 1 of 4 folds" in " ".join(result.output.split())
+    decided = [line for line in manifest["int8"]["recipe"]["measured"] if line["step"] == "bias_correction"]
+    assert decided and "change_pp" in decided[0]  # the step still ran, and was decided on the folds kept

@@ -4,10 +4,15 @@ Each fold's chain calibrates and runs the INT8 steps on the other folds' samples
 per-sample outputs of all folds are pooled into one figure on every sample, and each step is kept or dropped on that
 pooled figure (the step rule). A final chain, fit on all the samples, takes the same decisions: it is the file that
 is written. Steps with no purpose (they decide by their own measure) decide in each chain for themselves.
+
+Cross-fitting multiplies what a learned step costs (bias correction runs a pass per layer): each step is run on the
+final chain first and timed, and where its folds would take more than ``STEP_BUDGET_S`` the later folds are let go
+(at least one stays), the pooled figure narrowed to the folds kept, and one line says so.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -17,6 +22,8 @@ import onnx
 from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
+
+STEP_BUDGET_S = 120.0  # what one step may take across the folds, beyond the written file's own run of it
 
 
 @dataclass
@@ -52,6 +59,19 @@ class Pool:
         return compare(self.expected, pooled, self.whole.judge.labels, task=context.task, names=self.names,
                        decoder=context.decoder)
 
+    def narrow(self, folds: list[FoldChain], keep: int, total: int) -> None:
+        """Only the first ``keep`` folds judge from now on: the pooled samples (FP32's outputs, the judging data)
+        narrowed to theirs. ``total``: how many folds there were, for the data's name."""
+        del folds[keep:]
+        kept = np.sort(np.concatenate([fold.indices for fold in folds]))
+        positions = np.searchsorted(self.judged, kept)
+        self.expected = [array[positions] for array in self.expected]
+        self.judged = kept
+        judge = self.whole.judge
+        source = judge.source.split(", cross-fitted")[0]
+        self.whole.judge = judge.subset(positions, f"{len(kept)} samples of {source}, cross-fitted ({keep} of "
+                                                   f"{total} folds)")
+
 
 def step_across_folds(step: object, folds: list[FoldChain], final: Candidate, pooled: Comparison, pool: Pool,
                       judge: Callable[[Comparison, Comparison, str], object]) -> tuple[Outcome, Comparison]:
@@ -61,10 +81,23 @@ def step_across_folds(step: object, folds: list[FoldChain], final: Candidate, po
     whole = pool.whole
     name = getattr(step, "name", "a step")
     # Each chain's own lines would be figures on one fold, or in-sample: the pooled decision below is what is said.
-    with console.step(f"{name}: in each of {len(folds)} folds and on all the samples, judged pooled..."), \
+    with console.step(f"{name}: on all the samples, then in each of {len(folds)} folds, judged pooled..."), \
             console.hushed():
-        outcomes = [step.apply(fold.run, fold.current) for fold in folds]  # type: ignore[attr-defined]
+        started = time.perf_counter()
         proposed: Outcome = step.apply(whole, final)  # type: ignore[attr-defined]
+        spent = time.perf_counter() - started
+    fold_cost = spent * 0.75  # a fold fits on three quarters of what the written file fits on
+    affordable = max(1, int(STEP_BUDGET_S // fold_cost)) if fold_cost > 0 else len(folds)
+    if affordable < len(folds):
+        total = len(folds)
+        pool.narrow(folds, affordable, total)
+        with console.hushed():
+            pooled = pool.check(folds, [fold.current.model for fold in folds])
+        console.warn(f"{name} took {spent:.0f} s on all the samples, so running it in all {total} folds would take "
+                     f"about {fold_cost * total:.0f} s more: judged on {affordable} of {total} folds "
+                     f"({len(pool.judged)} samples) from here on; give --eval DATA to judge on other data instead")
+    with console.step(f"{name}: in each of {len(folds)} folds, judged pooled..."), console.hushed():
+        outcomes = [step.apply(fold.run, fold.current) for fold in folds]  # type: ignore[attr-defined]
         after = pool.check(folds, [o.candidate.model for o in outcomes])
     purpose = step.purpose  # type: ignore[attr-defined]
     if purpose is None or proposed.candidate is final:

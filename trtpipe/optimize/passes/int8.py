@@ -31,7 +31,7 @@ from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import Int8Calibration, Int8Record, RecipeRecord, StepRecord
 from trtpipe.optimize.step_rule import StepVerdict, judge_step, speed_tolerance_pp
 
-FOLD_BUDGET_S = 60.0  # the folds' calibration, beyond the written file's own: above it, fewer folds judge
+FOLD_BUDGET_S = 120.0  # the folds' calibration, beyond the written file's own: above it, fewer folds judge
 
 
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
@@ -76,6 +76,7 @@ def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
                 outcome = step.settle(run, current, outcome, rule(current.check, outcome.candidate.check,
                                                                   step.purpose))
         current = _take(outcome, run, lines, placement, records)
+    _record_folds(context, folds)
     recipe = context.recipe
     steps = [*recipe.passes, *recipe.steps] if recipe else []
     context.record(Int8Record(profile.to_dict(), calibration, full_int8, current.check,
@@ -128,10 +129,17 @@ def _folds(fp32: onnx.ModelProto, profile: QuantProfile, context: PassContext) -
                      f"to calibrate, and all {len(folds)} would take over {FOLD_BUDGET_S:.0f} s, so the figures are on "
                      f"the {judged} samples of those folds (the written file still calibrates on all {len(calib)}); "
                      "give --eval DATA to judge on other data instead")
-        record = context.details.get("data", {}).get("judged_on")
-        if isinstance(record, dict):
-            record.update(samples=judged, folds_used=len(chains), folds=len(folds))
     return chains
+
+
+def _record_folds(context: PassContext, folds: list[FoldChain] | None) -> None:
+    """Where fewer folds judged than were drawn (a time budget), the manifest's ``data.judged_on`` says so."""
+    if not folds or context.folds is None or len(folds) == len(context.folds):
+        return
+    record = context.details.get("data", {}).get("judged_on")
+    if isinstance(record, dict):
+        record.update(samples=sum(len(fold.indices) for fold in folds), folds_used=len(folds),
+                      folds=len(context.folds))
 
 
 def _judged(context: PassContext, folds: list[FoldChain] | None) -> Dataset:
