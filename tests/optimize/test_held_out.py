@@ -215,6 +215,7 @@ def test_cross_fitting_uses_fewer_folds_where_they_would_break_the_time_budget(
     assert "Cross-fitted in 1 of 4 folds" in " ".join(result.output.split())
 
 
+@pytest.mark.default_recipe
 def test_a_learned_step_too_slow_for_every_fold_is_judged_on_fewer_said_and_recorded(
         digits_onnx: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """Bias correction costs a pass per layer: where running it in every fold would pass its budget, the later
