@@ -255,6 +255,22 @@ def outside_limits(rows: list[BenchRow], *, batch: int, latency_budget_ms: float
     return {variant: broken for variant, broken in outside.items() if broken}
 
 
+def undecided_limits(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
+                     max_accuracy_drop: float | None, memory_budget_mb: float | None = None) -> dict[str, str]:
+    """Variant -> the limits it could not be judged on, for each deployable variant at ``batch`` that breaks none
+    (the report marks it undecided, never "within the budget")."""
+    undecided = {}
+    for row in rows:
+        if row.batch != batch or not deployable(row):
+            continue
+        judged = judge(row, latency_budget_ms=latency_budget_ms, max_accuracy_drop=max_accuracy_drop,
+                       memory_budget_mb=memory_budget_mb)
+        open_ = [j.text for j in judged if j.verdict is Verdict.UNDECIDED]
+        if open_ and not any(j.verdict is Verdict.BROKEN for j in judged):
+            undecided[row.variant] = "; ".join(open_)
+    return undecided
+
+
 def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
            max_accuracy_drop: float | None, memory_budget_mb: float | None = None,
            fit_to: Mapping[str, str] | None = None) -> Choice | None:
