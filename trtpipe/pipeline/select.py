@@ -329,7 +329,9 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
     figures = [j.text for j in judged]
     drop = accuracy_drop_pp(row)
     if max_accuracy_drop is None and drop is not None:
-        figures.append(drop_words(drop) + " against the reference")
+        bounds = drop_bounds_pp(row)  # its interval, as the accuracy limit would quote it: never a bare figure
+        figures.append(drop_words(drop) + " against the reference" + (
+            f" (drop 95 % CI {bounds[0]:+.2f} to {bounds[1]:+.2f} pp on {bounds[2]} samples)" if bounds else ""))
     faster_open = [(other, open_) for other, open_ in undecided if other.p50_ms < row.p50_ms]
     reason = (f"{ranked.words}; among {len(fitting)} of {len(candidates)} variants meeting the limits"
               + (f"; {', '.join(figures)}" if figures else "")
