@@ -249,7 +249,7 @@ class _PipelineRun:
         undecided = undecided_limits(rows, batch=batch, latency_budget_ms=select.latency_budget_ms,
                                      max_accuracy_drop=select.max_accuracy_drop,
                                      memory_budget_mb=select.memory_budget_mb)
-        selection = _Selection(choice, advice, batch, outside, decide, undecided)
+        selection = _Selection(choice, advice, batch, outside, decide=decide, undecided=undecided)
         if choice and choice.status == "chosen":
             if choice.flagged:  # amber: the measurement it rests on is flagged (ranking.py)
                 console.warn(f"Chosen under load: {choice.variant} — {choice.reason}" if "under load" in choice.flagged
