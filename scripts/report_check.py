@@ -3,7 +3,9 @@
 For each report: a PNG of the whole page at 1280 px wide beside it (report.png), and, measured by Chromium itself
 on a copy of the page with a measuring script added (the report carries no script of its own), that the page does
 not scroll sideways at that width and that no two texts of a chart overlap (tick labels, axis titles, the numbered
-points of the accuracy-vs-latency chart). Exits 1 naming each failure.
+points of the accuracy-vs-latency chart), and that every whisker (a 95 % interval: speedup bars, accuracy points)
+lies inside its chart; it prints each chart's whiskers in words beside the figure drawn at their bar. Exits 1 naming
+each failure.
 
 Usage: python scripts/report_check.py [REPORT.html ...]   (default: reports/*/report.html)
 Needs Chromium (Debian: apt-get install chromium).
@@ -35,8 +37,20 @@ addEventListener("load", () => {
       if (w > TOLERANCE && h > TOLERANCE) overlaps.push([chart.id, a, b, Math.round(w), Math.round(h)]);
     }
   }
+  const whiskers = [];  // each drawn 95 % interval: its chart, its id, its size, whether it lies inside its chart
+  for (const chart of document.querySelectorAll(".chart")) {
+    const frame = chart.querySelector("svg").getBoundingClientRect();
+    for (const group of chart.querySelectorAll("g[id^='whisker-']")) {
+      const r = group.getBoundingClientRect();
+      const inside = r.left >= frame.left - 1 && r.right <= frame.right + 1 && r.top >= frame.top - 1
+        && r.bottom <= frame.bottom + 1;
+      const figure = chart.querySelector(`g[id='${group.id.replace("whisker-", "figure-")}']`);
+      whiskers.push([chart.id, group.id, Math.round(r.width), Math.round(r.height), inside,
+                     figure ? figure.textContent.trim() : ""]);
+    }
+  }
   const result = {scrollWidth: document.documentElement.scrollWidth, innerWidth: innerWidth,
-                  height: document.documentElement.scrollHeight, overlaps: overlaps,
+                  height: document.documentElement.scrollHeight, overlaps: overlaps, whiskers: whiskers,
                   charts: document.querySelectorAll(".chart svg").length};
   const out = document.createElement("pre");
   out.id = "report-check";
@@ -82,9 +96,24 @@ def check(page: Path, browser: str, work: Path) -> list[str]:
                         "window: it scrolls sideways")
     failures += [f"{page}: in {chart}, {a!r} and {b!r} overlap ({w}x{h} px)" for chart, a, b, w, h
                  in result["overlaps"]]
+    failures += [f"{page}: in {chart}, the whisker {whisker} lies outside the chart" for chart, whisker, _, _, inside, _
+                 in result["whiskers"] if not inside]
     print(f"{page}: {result['charts']} charts, {result['scrollWidth']} px wide at {result['innerWidth']} px, "
           f"{len(result['overlaps'])} overlapping texts; {png}")
+    for line in describe_whiskers(result["whiskers"]):
+        print(f"  {line}")
     return failures
+
+
+def describe_whiskers(whiskers: list[list[object]]) -> list[str]:
+    """The charts' whiskers in words, as Chromium drew them (a description a reader can check without a
+    screenshot): per chart how many, and each speedup bar's whisker beside the figure printed at its end."""
+    lines = []
+    for chart in dict.fromkeys(str(w[0]) for w in whiskers):
+        own = [w for w in whiskers if w[0] == chart]
+        lines.append(f"{chart}: {len(own)} whiskers (95 % intervals), {sum(bool(w[4]) for w in own)} inside the chart")
+        lines += [f"  {w[1]}: {w[2]}x{w[3]} px" + (f", beside '{w[5]}'" if w[5] else "") for w in own]
+    return lines
 
 
 def main(argv: list[str]) -> int:

@@ -29,6 +29,11 @@ def test_an_onnx_model_is_its_own_reference(digits_onnx: Path, tmp_path: Path, r
     assert not candidate["reference"] and candidate["speedup_vs_torch_fp32"] is not None
     assert candidate["task"] == "classify" and candidate["agreement"] is not None  # the manifest's task
     assert "latency vs the FP32 ONNX on ONNX Runtime CPU" in result.output
+    # A benched ONNX from elsewhere gets its headline too: against the FP32 ONNX it was given.
+    [entry] = report["standing_pytorch"]
+    assert entry["against_reference"] and entry["pytorch"] == reference["variant"]
+    assert "Against the FP32 ONNX, cpu batch 1: trtpipe's fastest, " in " ".join(result.output.split())
+    assert "the speed of the reference, " in " ".join(result.output.split())
 
 
 def test_an_onnx_model_that_cannot_be_a_reference_is_refused(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

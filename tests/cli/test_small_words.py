@@ -54,3 +54,17 @@ def test_report_names_a_manifest_as_one(tmp_path: Path, run_cli) -> None:  # typ
     line = error_line(result.output)
     assert "is trtpipe's manifest record (trtpipe.manifest/2), not bench results" in line
     assert "older" not in line
+
+
+def test_check_takes_the_target_the_manifest_names(digits_onnx: Path, tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """An INT8 file made for the CPU is checked against the CPU's rules unless --target names another, and the
+    run says so."""
+    int8 = tmp_path / "int8.onnx"
+    assert run_cli("optimize", digits_onnx, "-o", int8, "--precision", "int8", "--target", "cpu", "--calib",
+                   "digits", "--calib-samples", "16").exit_code == 0
+    result = run_cli("check", int8)
+    said = " ".join(result.output.split())
+    assert "Checking against cpu: the manifest says int8.onnx was made for target cpu" in said
+    assert "vs cpu:" in said
+    forced = " ".join(run_cli("check", int8, "--target", "tensorrt").output.split())
+    assert "Checking against" not in forced and "vs tensorrt:" in forced

@@ -111,3 +111,14 @@ def test_nothing_chosen_under_load_says_the_tails_were_taken_under_load() -> Non
     assert choice is not None and choice.status == "none"
     assert "measured under load (other processes used 70 %" in choice.reason
     assert choice.reason.endswith("rerun with `--rebench` on a quieter machine")
+
+
+def test_the_choice_line_gives_the_accuracy_drop_with_its_interval() -> None:
+    from trtpipe.intervals import wilson
+
+    rows = _picodet()
+    for row in rows[1:]:
+        row.agreement, row.agreement_interval = 0.975, wilson(39, 40)
+    choice = choose(rows, batch=1, latency_budget_ms=None, max_accuracy_drop=None)
+    assert choice is not None and "loses 2.50 pp against the reference (drop 95 % CI +" in choice.reason
+    assert "pp on 40 samples)" in choice.reason

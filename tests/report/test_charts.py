@@ -287,3 +287,26 @@ def test_the_choice_box_is_green_only_when_something_was_chosen(choice: dict[str
     css = {"chosen": "#eef7ee", "undecided": "#fff8e1", "none": "#f4f4f4", "chosen flagged": "#fff8e1"}[status]
     selector = {"chosen": "", "chosen flagged": r"\.flagged,\.choice\.undecided"}.get(status, rf"\.{status}")
     assert re.search(r"\.choice" + selector + r"\{background:" + css, page)
+
+
+def test_an_undecided_variant_is_drawn_and_named_undecided_never_within_the_budget(tmp_path: Path) -> None:
+    """A variant whose accuracy interval straddles the limit is neither within the budget nor outside it: the
+    accuracy chart's legend and point, and the table, say "undecided" with the limit that could not be judged."""
+    from trtpipe.intervals import Interval
+    from trtpipe.pipeline.select import undecided_limits
+
+    report = _report(batches=(1,))
+    for row in report["results"]:
+        if row["variant"] == WITHIN:
+            row["agreement"], row["agreement_interval"] = 0.96, Interval(0.90, 0.99, 16, "wilson").to_dict()
+    rows = [BenchRow.from_dict(r) for r in report["results"]]
+    summary = _select(report) | {"undecided": undecided_limits(rows, batch=1, latency_budget_ms=None,
+                                                               max_accuracy_drop=5.0)}
+    assert list(summary["undecided"]) == [WITHIN] and "straddles 5.0 pp" in summary["undecided"][WITHIN]
+    write_report(report, tmp_path / "report.html", tmp_path / "report.md", summary)
+    page = (tmp_path / "report.html").read_text()
+    pareto = _chart_svgs(page)["pareto"]
+    assert "? undecided (a limit could not be judged)" in pareto
+    assert _property(group_style(pareto, svg_id("point", WITHIN)), "stroke") == "#e0a000"
+    assert f"? {WITHIN}" in page and "undecided: " in page
+    assert re.search(r">\s*within the budget\s*<", pareto) is None  # no point is labelled within the budget

@@ -249,14 +249,22 @@ def build(onnx_file: Path, output: Path, options: EngineOptions) -> None:
 def check(onnx_file: Path, options: CheckOptions, json_path: Path | None) -> None:
     """Check ONNX_FILE against what the target runtime accepts (TensorRT's Q/DQ, typing and operator rules),
     without TensorRT. Exit 1 when there are errors."""
+    from trtpipe import console
     from trtpipe.conformance.check import check_file, print_report
     from trtpipe.files import require_parent_dir
 
     if json_path:
         require_parent_dir(json_path)
-    report = check_file(onnx_file, options.target)
-    from trtpipe import console
+    target = options.target
+    if click.get_current_context().get_parameter_source("options__target") is click.core.ParameterSource.DEFAULT:
+        from trtpipe.artifact.records.manifest import read_manifest
 
+        manifest = read_manifest(onnx_file)  # an INT8 file made for one runtime is checked against that one
+        if manifest is not None and manifest.target is not None and manifest.target is not target:
+            target = manifest.target
+            console.note(f"Checking against {target}: the manifest says {onnx_file.name} was made for target "
+                         f"{target} (--target names another).")
+    report = check_file(onnx_file, target)
     with console.stdout_kept(is_stdout(json_path)):
         print_report(report, limit=1000)
     if json_path:

@@ -26,7 +26,7 @@ from trtpipe.models.registry import factory_spec
 from trtpipe.options import to_plain
 from trtpipe.pipeline.cache import RunManifest, StageRecord, stage_key
 from trtpipe.pipeline.config import Pipeline, Variant
-from trtpipe.pipeline.select import Choice, Limit, batch_advice, choose, outside_limits
+from trtpipe.pipeline.select import Choice, Limit, batch_advice, choose, outside_limits, undecided_limits
 from trtpipe.pipeline.stages import artifact_path, build_stages, optimize_stage, place_onnx, run_stage
 from trtpipe.vocab import ArtifactKind, Device, Precision, __version__
 
@@ -75,6 +75,7 @@ class _Selection:
     advice: dict[str, Any] | None
     batch: int
     outside: dict[str, str] = field(default_factory=dict)  # variant -> the limits it breaks (the report marks it)
+    undecided: dict[str, str] = field(default_factory=dict)  # variant -> the limits it could not be judged on
     decide: str | None = None  # how to decide what select could not (how_to_decide)
 
     @property
@@ -245,7 +246,10 @@ class _PipelineRun:
             decide = how_to_decide(choice.undecided, self.pipeline)
         elif choice and choice.over:
             decide = over_budget(self.pipeline)
-        selection = _Selection(choice, advice, batch, outside, decide)
+        undecided = undecided_limits(rows, batch=batch, latency_budget_ms=select.latency_budget_ms,
+                                     max_accuracy_drop=select.max_accuracy_drop,
+                                     memory_budget_mb=select.memory_budget_mb)
+        selection = _Selection(choice, advice, batch, outside, decide=decide, undecided=undecided)
         if choice and choice.status == "chosen":
             if choice.flagged:  # amber: the measurement it rests on is flagged (ranking.py)
                 console.warn(f"Chosen under load: {choice.variant} — {choice.reason}" if "under load" in choice.flagged
@@ -270,7 +274,8 @@ class _PipelineRun:
         machine and why (a reader of the report was not there to see the warnings)."""
         left_out = [f"{_stage_title(s.stage)}: {s.note}" for s in self.manifest.stages
                     if s.status == "skipped" and s.note]
-        summary = selection.summary | {"left_out": left_out, "outside": selection.outside}
+        summary = selection.summary | {"left_out": left_out, "outside": selection.outside,
+                                       "undecided": selection.undecided}
         key = stage_key(stage="report", bench=sha256_file(bench_path), summary=summary, versions=self.versions)
 
         def do_report() -> list[Path]:

@@ -262,6 +262,22 @@ def outside_limits(rows: list[BenchRow], *, batch: int, latency_budget_ms: float
     return {variant: broken for variant, broken in outside.items() if broken}
 
 
+def undecided_limits(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
+                     max_accuracy_drop: float | None, memory_budget_mb: float | None = None) -> dict[str, str]:
+    """Variant -> the limits it could not be judged on, for each deployable variant at ``batch`` that breaks none
+    (the report marks it undecided, never "within the budget")."""
+    undecided = {}
+    for row in rows:
+        if row.batch != batch or not deployable(row):
+            continue
+        judged = judge(row, latency_budget_ms=latency_budget_ms, max_accuracy_drop=max_accuracy_drop,
+                       memory_budget_mb=memory_budget_mb)
+        open_ = [j.text for j in judged if j.verdict is Verdict.UNDECIDED]
+        if open_ and not any(j.verdict is Verdict.BROKEN for j in judged):
+            undecided[row.variant] = "; ".join(open_)
+    return undecided
+
+
 def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
            max_accuracy_drop: float | None, memory_budget_mb: float | None = None,
            fit_to: Mapping[str, str] | None = None) -> Choice | None:
@@ -320,7 +336,9 @@ def choose(rows: list[BenchRow], *, batch: int, latency_budget_ms: float | None,
     figures = [j.text for j in judged]
     drop = accuracy_drop_pp(row)
     if max_accuracy_drop is None and drop is not None:
-        figures.append(drop_words(drop) + " against the reference")
+        bounds = drop_bounds_pp(row)  # its interval, as the accuracy limit would quote it: never a bare figure
+        figures.append(drop_words(drop) + " against the reference" + (
+            f" (drop 95 % CI {bounds[0]:+.2f} to {bounds[1]:+.2f} pp on {bounds[2]} samples)" if bounds else ""))
     faster_open = [(other, open_) for other, open_ in undecided if other.p50_ms < row.p50_ms]
     reason = (f"{ranked.words}; among {len(fitting)} of {len(candidates)} variants meeting the limits"
               + (f"; {', '.join(figures)}" if figures else "")

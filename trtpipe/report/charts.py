@@ -43,6 +43,9 @@ from trtpipe.runtime.registry import is_eager
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
                      "hatch.color": "#777777", "hatch.linewidth": 0.6})
 
+UNDECIDED_COLOR = "#e0a000"  # the amber of the report's undecided choice box
+OUTSIDE_MARKERS = ("X", "s", "^", "v", "P", "d", "<", ">", "h")  # the batch sweep's lines outside the budget
+OUTSIDE_DASHES = (":", (0, (4, 2)), (0, (1, 2, 4, 2)), (0, (6, 2, 1, 2)), (0, (2, 4)))
 BATCH_COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#bcbd22", "#e377c2")
 WITHIN_COLOR = BATCH_COLORS[0]
 WIDTH_IN = 8.0
@@ -264,6 +267,8 @@ def _point_styles() -> dict[Standing, dict[str, Any]]:
     """The marker of each standing in the accuracy-vs-latency chart (scatter's keywords; ``s`` is the area)."""
     return {
         Standing.WITHIN: {"marker": "o", "color": WITHIN_COLOR, "s": 36},
+        Standing.UNDECIDED: {"marker": "o", "facecolors": "none", "edgecolors": UNDECIDED_COLOR, "linewidths": 1.4,
+                             "s": 40},
         Standing.CHOSEN: {"marker": "*", "color": CHOSEN_COLOR, "s": 150},
         Standing.OUTSIDE: {"marker": "X", "color": OUTSIDE_COLOR, "s": 44, "edgecolors": "#777777"},
         Standing.REFERENCE: {"marker": "D", "color": REFERENCE_COLOR, "s": 30}}
@@ -276,6 +281,7 @@ def _draw_points(axis: Any, points: list[dict[str, Any]], xy: tuple[list[float],
     xs, ys = xy
     judged = bool(marks.chosen or marks.outside)
     labels = {Standing.WITHIN: "within the budget" if judged else "variant",
+              Standing.UNDECIDED: "? undecided (a limit could not be judged)",
               Standing.CHOSEN: f"★ chosen: {marks.chosen}", Standing.OUTSIDE: "✗ outside the budget",
               Standing.REFERENCE: "◆ reference"}
     for standing, style in _point_styles().items():
@@ -400,12 +406,16 @@ def batch_sweep_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
                                                     f"({batches[0] if batches else 'none'}), so there is no sweep.")
     figure, axis = _figure(3.6 + 0.12 * len(_variants(rows)))
     cycle = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4)
+    outside = 0
     for variant in _variants(rows):
         own = sorted((r for r in rows if r["variant"] == variant), key=lambda r: r["batch"])
         standing = marks.standing(variant)
         style: dict[str, Any] = {"marker": "o", "linewidth": 1.2, "markersize": 4}
-        if standing is Standing.OUTSIDE:
-            style |= {"color": OUTSIDE_COLOR, "linestyle": ":", "marker": "X", "markeredgecolor": "#777777"}
+        if standing is Standing.OUTSIDE:  # grey as everywhere, but each its own dashes and marker: nine alike
+            style |= {"color": OUTSIDE_COLOR, "markeredgecolor": "#777777",  # would be one blur in the legend
+                      "linestyle": OUTSIDE_DASHES[outside % len(OUTSIDE_DASHES)],
+                      "marker": OUTSIDE_MARKERS[outside % len(OUTSIDE_MARKERS)]}
+            outside += 1
         elif standing is Standing.CHOSEN:
             style |= {"color": CHOSEN_COLOR, "linewidth": 2.6, "marker": "*", "markersize": 10}
         elif standing is Standing.REFERENCE:

@@ -18,12 +18,14 @@ class Standing(StrEnum):
 
     CHOSEN = "chosen"
     WITHIN = "within the limits"
+    UNDECIDED = "undecided"  # no limit broken, but one could not be judged (too noisy, too few samples)
     OUTSIDE = "outside the budget"
     REFERENCE = "reference"
 
 
 # How each standing looks: a text marker (never colour alone), a bar hatch, a colour (None: the chart's own).
-MARKER = {Standing.CHOSEN: "★", Standing.OUTSIDE: "✗", Standing.REFERENCE: "◆", Standing.WITHIN: ""}
+MARKER = {Standing.CHOSEN: "★", Standing.OUTSIDE: "✗", Standing.REFERENCE: "◆", Standing.WITHIN: "",
+          Standing.UNDECIDED: "?"}
 HATCH = {Standing.OUTSIDE: "////"}
 OUTSIDE_COLOR = "#b0b0b0"
 CHOSEN_COLOR = "#2e7d32"
@@ -35,13 +37,16 @@ class Marks:
     chosen: str | None = None
     outside: Mapping[str, str] = field(default_factory=dict)  # variant -> the limits it breaks
     references: frozenset[str] = frozenset()
+    undecided: Mapping[str, str] = field(default_factory=dict)  # variant -> the limits that could not be judged
 
     def standing(self, variant: str) -> Standing:
         if variant in self.references:
             return Standing.REFERENCE
         if variant in self.outside:
             return Standing.OUTSIDE
-        return Standing.CHOSEN if variant == self.chosen else Standing.WITHIN
+        if variant == self.chosen:
+            return Standing.CHOSEN
+        return Standing.UNDECIDED if variant in self.undecided else Standing.WITHIN
 
     def label(self, variant: str) -> str:
         """The variant's name with its marker in front ("★ openvino-int8", "✗ onnxruntime-int8")."""
@@ -53,6 +58,8 @@ class Marks:
         standing = self.standing(variant)
         if standing is Standing.OUTSIDE:
             return f"{MARKER[standing]} outside the budget: {self.outside[variant]}"
+        if standing is Standing.UNDECIDED:
+            return f"{MARKER[standing]} undecided: {self.undecided[variant]}"
         if standing in (Standing.CHOSEN, Standing.REFERENCE):
             return f"{MARKER[standing]} {standing.value}"
         return ""
@@ -66,13 +73,16 @@ class Marks:
 
     def key_lines(self) -> list[str]:
         """What the markers mean, for the legend under the table (only the markers this report uses)."""
-        used = {self.standing(v) for v in (*self.references, *self.outside, *([self.chosen] if self.chosen else []))}
+        used = {self.standing(v) for v in (*self.references, *self.outside, *self.undecided,
+                                           *([self.chosen] if self.chosen else []))}
         meanings = {Standing.CHOSEN: "the variant select chose to deploy",
+                    Standing.UNDECIDED: "undecided: no limit broken, but one could not be judged (too noisy or too "
+                                        "few samples); never chosen as if within the budget",
                     Standing.OUTSIDE: "outside the budget (accuracy, latency or memory limit it breaks in the row): "
                                       "hatched grey in every chart, never a candidate",
                     Standing.REFERENCE: "the reference every speedup and agreement is measured against"}
-        return [f"{MARKER[s]} {meanings[s]}" for s in (Standing.CHOSEN, Standing.OUTSIDE, Standing.REFERENCE)
-                if s in used]
+        return [f"{MARKER[s]} {meanings[s]}" for s in (Standing.CHOSEN, Standing.UNDECIDED, Standing.OUTSIDE,
+                                                       Standing.REFERENCE) if s in used]
 
 
 # A simulation's timing fields: its latency is another runtime's arithmetic run here, not a deployable figure.
@@ -104,4 +114,5 @@ def marks_of(report: dict[str, Any], summary: dict[str, Any] | None = None) -> M
     choice = summary.get("choice") or {}
     chosen = choice.get("variant") if choice.get("artifact") else None  # "none": nothing met the budget
     return Marks(chosen=chosen, outside=dict(summary.get("outside") or {}),
-                 references=frozenset(r["variant"] for r in report["results"] if r.get("reference")))
+                 references=frozenset(r["variant"] for r in report["results"] if r.get("reference")),
+                 undecided=dict(summary.get("undecided") or {}))

@@ -14,7 +14,7 @@ from rich.table import Table
 from trtpipe import console
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
 from trtpipe.bench.stability import ADVICE, MIN_ROUNDS, is_load_reason, verdict_reasons
-from trtpipe.bench.standing import describe, describe_pytorch, pytorch_standing, standing_of
+from trtpipe.bench.standing import describe, describe_pytorch, headline_prefix, pytorch_standing, standing_of
 from trtpipe.files import write_output
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
 from trtpipe.report.layer_timing import markdown_lines, print_layer_timing
@@ -97,7 +97,7 @@ def standing_lines(report: dict[str, Any]) -> list[str]:
     line per batch; nothing when the run had no peers)."""
     stored = report.get("standing_pytorch")
     pytorch = stored if stored is not None else pytorch_standing(report["results"])
-    lines = ([f"Against PyTorch, {describe_pytorch(entry)}" for entry in pytorch]
+    lines = ([f"{headline_prefix(entry)}, {describe_pytorch(entry)}" for entry in pytorch]
              + [f"Against the peers, {describe(entry)}" for entry in standing_of(report)])
     if unstable_lines(report):  # what to do is said once, after the unstable rows
         lines = [line.replace(f"; {ADVICE}", "") for line in lines]
