@@ -272,7 +272,7 @@ def undecided_limits(rows: list[BenchRow], *, batch: int, latency_budget_ms: flo
             continue
         judged = judge(row, latency_budget_ms=latency_budget_ms, max_accuracy_drop=max_accuracy_drop,
                        memory_budget_mb=memory_budget_mb)
-        open_ = [j.text for j in judged if j.verdict is Verdict.UNDECIDED]
+        open_ = [j.text for j in judged if j.verdict is Verdict.UNDECIDED or not j.sure]
         if open_ and not any(j.verdict is Verdict.BROKEN for j in judged):
             undecided[row.variant] = "; ".join(open_)
     return undecided

@@ -85,6 +85,8 @@ def _choice_heading(choice: dict[str, Any]) -> str:
     if status == "chosen" and choice.get("flagged"):
         return f"Chosen under load: {choice['variant']}" if "under load" in str(choice["flagged"]) \
             else f"Chosen from an unstable measurement: {choice['variant']}"
+    if status == "chosen" and "accuracy" in (choice.get("undecided") or ()):
+        return f"Chosen, undecided on accuracy: {choice['variant']}"  # within the limit on the best estimate only
     if status == "chosen":
         return f"Chosen: {choice['variant']}"
     return "Nothing chosen: undecided" if status == "undecided" else "Nothing chosen"
@@ -155,7 +157,8 @@ def render_html(report: dict[str, Any], charts: Sequence[Chart], summary: dict[s
              "</p>"]
     if summary and summary.get("choice"):
         choice = summary["choice"]
-        status = choice_status(choice) + (" flagged" if choice.get("flagged") else "")  # flagged: amber
+        amber = choice.get("flagged") or "accuracy" in (choice.get("undecided") or ())
+        status = choice_status(choice) + (" flagged" if amber else "")  # flagged or undecided on accuracy: amber
         parts.append(f"<p class=\"choice {status}\" id=choice><b>{html.escape(_choice_heading(choice))}</b> — "
                      f"{html.escape(choice['reason'])}")
         if summary.get("decide"):
