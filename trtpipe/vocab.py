@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
@@ -48,7 +49,7 @@ class Precision(StrEnum):
     def pinned_runtime(self) -> BackendKind | None:
         """The one runtime an ONNX file of this precision must run on, else None: a BF16 file keeps FP32
         activations behind Casts, and only OpenVINO's BF16 kernels compute it as BF16."""
-        return _PINNED_RUNTIMES.get(self)
+        return BackendKind.pinned_for(self)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,34 @@ class BackendKind(StrEnum):
     TENSORRT = "tensorrt"
     AOTI = "aoti"  # AOTInductor packages (.pt2): torch.export, compiled ahead of time by Inductor, run by torch
 
+    @classmethod
+    def _missing_(cls, value: object) -> BackendKind | None:
+        """A backend folder added without a member here is a kind all the same (a backend is its folder and its
+        registry line): ``BackendKind("<engine>")`` names it where ``trtpipe/runtime/<engine>/__init__.py`` exists,
+        the same object every time; any other name is refused as Enum refuses it."""
+        if not (isinstance(value, str) and value.isidentifier() and value.islower()):
+            return None
+        if not (Path(__file__).parent / "runtime" / value / "__init__.py").is_file():
+            return None
+        member = str.__new__(cls, value)
+        member._name_, member._value_ = value.upper(), value
+        found: BackendKind = cls._value2member_map_.setdefault(value, member)  # type: ignore[assignment]
+        return found
+
+    # The relations among the vocabulary's words that the artifact room needs below the registry (it describes a
+    # file with the backend that runs it): kept here, beside the names, so that no other line of this module names
+    # an engine (tests/runtime/test_backend_folders.py). The registry's entries say the same (``runs``): checked there.
+    @classmethod
+    def for_artifact(cls, kind: ArtifactKind) -> tuple[BackendKind, ...]:
+        """The backends that run artifacts of ``kind``, its default first."""
+        return {ArtifactKind.ONNX: (cls.ONNXRUNTIME, cls.OPENVINO), ArtifactKind.TENSORRT_ENGINE: (cls.TENSORRT,),
+                ArtifactKind.AOTI: (cls.AOTI,)}[kind]
+
+    @classmethod
+    def pinned_for(cls, precision: Precision) -> BackendKind | None:
+        """The one backend an ONNX file of ``precision`` must run on, else None."""
+        return cls.OPENVINO if precision is Precision.BF16 else None
+
 
 
 class ArtifactKind(StrEnum):
@@ -214,12 +243,12 @@ class ArtifactKind(StrEnum):
 
     @property
     def backend(self) -> BackendKind:
-        return _ARTIFACTS[self].backend
+        return BackendKind.for_artifact(self)[0]
 
     @property
     def runtimes(self) -> tuple[BackendKind, ...]:
         """Every backend that can run it; ``backend`` is the default."""
-        return _ARTIFACTS[self].runtimes
+        return BackendKind.for_artifact(self)
 
     @property
     def repository_file(self) -> str:
@@ -237,6 +266,13 @@ class ArtifactKind(StrEnum):
         lowered = name.lower()
         return next((kind for kind in cls if any(lowered.endswith(s) for s in kind.suffixes)), None)
 
+    @property
+    def runtimes_help(self) -> str:
+        """Its runtimes in a help text: "a or b (pip install 'trtpipe[b]')", the optional ones (all but the
+        default) with their install line."""
+        extras = ", ".join(f"'trtpipe[{kind}]'" for kind in self.runtimes if kind is not self.backend)
+        return " or ".join(self.runtimes) + (f" (pip install {extras})" if extras else "")
+
     @classmethod
     def all_suffixes(cls) -> tuple[str, ...]:
         return tuple(s for kind in cls for s in kind.suffixes)
@@ -252,51 +288,43 @@ class TritonBackend(StrEnum):
 @dataclass(frozen=True)
 class _ArtifactFacts:
     suffixes: tuple[str, ...]
-    backend: BackendKind
     repository_file: str
     metadata: str
-    runtimes: tuple[BackendKind, ...]
 
-
-_PINNED_RUNTIMES = {Precision.BF16: BackendKind.OPENVINO}
 
 _ARTIFACTS = {
-    ArtifactKind.ONNX: _ArtifactFacts((".onnx",), BackendKind.ONNXRUNTIME, "model.onnx", "manifest",
-                                      (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO)),
-    ArtifactKind.TENSORRT_ENGINE: _ArtifactFacts((".plan", ".engine"), BackendKind.TENSORRT, "model.plan", "sidecar",
-                                                 (BackendKind.TENSORRT,)),
-    ArtifactKind.AOTI: _ArtifactFacts((".pt2",), BackendKind.AOTI, "model.pt2", "manifest", (BackendKind.AOTI,)),
+    ArtifactKind.ONNX: _ArtifactFacts((".onnx",), "model.onnx", "manifest"),
+    ArtifactKind.TENSORRT_ENGINE: _ArtifactFacts((".plan", ".engine"), "model.plan", "sidecar"),
+    ArtifactKind.AOTI: _ArtifactFacts((".pt2",), "model.pt2", "manifest"),
 }
 
 
 class OnnxExecution(StrEnum):
-    """How bench runs ONNX artifacts: ONNX Runtime with which execution providers, or OpenVINO."""
+    """How bench runs ONNX artifacts: ONNX Runtime with which execution providers, or OpenVINO (the backend that
+    runs each is the one whose registry entry lists it: runtime.registry.backend_of)."""
 
     CPU = "onnxruntime"
     CUDA = "onnxruntime-cuda"
     TENSORRT = "onnxruntime-tensorrt"
     OPENVINO = "openvino"
 
+    @classmethod
+    def default(cls) -> OnnxExecution:
+        """The way an ONNX file runs where none is asked for: ONNX Runtime's CPU provider."""
+        return cls.CPU
+
     @property
     def providers(self) -> tuple[str, ...]:
         """ONNX Runtime's execution providers (none for OpenVINO)."""
-        return _ONNX_EXECUTION[self]
-
-    @property
-    def backend(self) -> BackendKind:
-        return BackendKind.OPENVINO if self is OnnxExecution.OPENVINO else BackendKind.ONNXRUNTIME
+        cpu, cuda, tensorrt = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
+        return {OnnxExecution.CPU: (cpu,), OnnxExecution.CUDA: (cuda, cpu),
+                OnnxExecution.TENSORRT: (tensorrt, cuda, cpu), OnnxExecution.OPENVINO: ()}[self]
 
     @property
     def on_gpu(self) -> bool:
         return bool(set(self.providers) & GPU_PROVIDERS)
 
 
-_ONNX_EXECUTION = {
-    OnnxExecution.CPU: ("CPUExecutionProvider",),
-    OnnxExecution.CUDA: ("CUDAExecutionProvider", "CPUExecutionProvider"),
-    OnnxExecution.TENSORRT: ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
-    OnnxExecution.OPENVINO: (),
-}
 GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
 
 

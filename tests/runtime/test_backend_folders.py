@@ -1,12 +1,19 @@
 """A backend is one folder: each runtime/<engine>/ declares its own settings type, artifact kinds, Triton facts and
 the facts and hooks other rooms ask of it (its ENTRY), the registry lists it in one line, and nothing else in the
-package branches on it.
+package knows an engine.
 
-The package is walked: a comparison with a ``BackendKind`` member, or an import of a backend folder's modules, is
-allowed only inside that folder, in runtime/registry.py, and where the backend's ENTRY says so: the stage package
-that exists to make its artifacts (``stage``: engine/ for TensorRT, compile/ for AOTInductor) and the folders of
-backends it is built on (``builds_on``: AOTInductor's packages run on torch). No module names one otherwise, and
-the test fails on the first that does.
+The package is walked (its syntax trees, nothing run). Engine knowledge is any of: an import of an engine's library
+(onnxruntime, openvino and nncf, tensorrt, torch._inductor) or of a backend folder's modules; a reference to a
+``BackendKind`` or ``OnnxExecution`` member (in any expression: a comparison, a default, a table's key); a string
+literal that is an engine's name (a backend kind but torch, which is also the model library's name, an ONNX
+execution, an engine library). It is allowed only inside that engine's folder (and the folders of the backends it
+is built on, ``builds_on``), in runtime/registry.py, in the stage package its ENTRY declares (``stage``: engine/ for
+TensorRT, compile/ for AOTInductor), and in vocab.py only inside the ``BackendKind`` and ``OnnxExecution`` classes,
+which spell the names the CLI, the manifests and the registry's keys use, with the few relations among them that the
+artifact room reads below the registry (every other fact about an engine lives in its folder), and in a member's
+definition of another word that shares an engine's name (``Target.TENSORRT``, ``ArtifactKind.AOTI``). Prose
+(docstrings, help sentences) is not read. Where optimize/ still knows an engine, ``OPTIMIZE_KNOWS`` lists it: that
+list may only shrink.
 """
 
 from __future__ import annotations
@@ -20,63 +27,134 @@ import pytest
 from trtpipe.errors import BadInput
 from trtpipe.runtime.entry import BackendEntry
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import BACKENDS, backend_class
-from trtpipe.vocab import BackendKind
+from trtpipe.runtime.registry import BACKENDS, backend_class, backend_of
+from trtpipe.vocab import BackendKind, OnnxExecution
 
 PACKAGE = Path(__file__).resolve().parents[2] / "trtpipe"
 FOLDERS = {kind: PACKAGE / "runtime" / kind.value for kind in BackendKind}
+FOLDERS_BY_NAME = {kind.value for kind in BackendKind}
+# An engine library's import name -> the backend whose folder alone may import it.
+LIBRARIES = {"onnxruntime": BackendKind.ONNXRUNTIME, "openvino": BackendKind.OPENVINO, "nncf": BackendKind.OPENVINO,
+             "tensorrt": BackendKind.TENSORRT, "tensorrt_lean": BackendKind.TENSORRT,
+             "torch._inductor": BackendKind.AOTI}
+# A string literal that is one of these names an engine ("torch" is also the model library's and the baselines' name).
+WORDS = {**{kind.value: kind.value for kind in BackendKind if kind is not BackendKind.TORCH},
+         **{execution.value: backend_of(execution).value for execution in OnnxExecution},
+         **{library: kind.value for library, kind in LIBRARIES.items()}}
+ENUMS = {"BackendKind": lambda member: BackendKind[member].value,
+         "OnnxExecution": lambda member: backend_of(OnnxExecution[member]).value}
+
+# optimize/ is being reworked by others (issue #59 item 3): the modules there that still know an engine, and which.
+# This list must only shrink: a module that no longer knows what it lists fails the test until its line is removed.
+OPTIMIZE_KNOWS: dict[str, set[str]] = {
+    "optimize/int8/calibrate.py": {"onnxruntime"},
+    "optimize/int8/high_precision.py": {"onnxruntime"},
+    "optimize/int8/integer_hardswish.py": {"onnxruntime"},
+    "optimize/int8/quantize.py": {"onnxruntime"},
+    "optimize/kernels.py": {"onnxruntime"},
+    "optimize/loads.py": {"onnxruntime", "openvino"},
+    "optimize/passes/fp16.py": {"onnxruntime"},
+    "optimize/speed_check.py": {"onnxruntime"},
+}
 
 
-def _named(tree: ast.AST) -> set[str]:
-    """The backends a module names: imports of trtpipe.runtime.<engine>, and comparisons with BackendKind.<X>."""
+def _library(module: str) -> str | None:
+    return next((kind.value for name, kind in LIBRARIES.items() if module == name or module.startswith(f"{name}.")),
+                None)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _named(tree: ast.AST, *, skip_classes: tuple[str, ...] = ()) -> set[str]:
+    """The engines a module knows (the module docstring above says what counts), outside the classes named; where
+    any are named (the vocabulary), a member's definition in any class (``TENSORRT = "tensorrt"``: an INT8 target,
+    a file kind) is a word of its own, not knowledge of an engine."""
+    skipped = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name in skip_classes
+               for sub in ast.walk(node)}
+    if skip_classes:
+        skipped |= {id(statement.value) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                    for statement in node.body if isinstance(statement, ast.Assign)}
+    docstrings = _docstrings(tree)
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names |= {found for alias in node.names if (found := _library(alias.name))}
+        elif isinstance(node, ast.ImportFrom) and node.module:
             parts = node.module.split(".")
-            if parts[:2] == ["trtpipe", "runtime"] and len(parts) > 2 and parts[2] in FOLDERS_BY_NAME:
+            if found := _library(node.module):
+                names.add(found)
+            elif parts[:2] == ["trtpipe", "runtime"] and len(parts) > 2 and parts[2] in FOLDERS_BY_NAME:
                 names.add(parts[2])
             elif node.module == "trtpipe.runtime":
                 names |= {alias.name for alias in node.names if alias.name in FOLDERS_BY_NAME}
-        elif isinstance(node, ast.Compare | ast.Call):
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
-                        and sub.value.id == "BackendKind" and sub.attr in BackendKind.__members__:
-                    names.add(BackendKind[sub.attr].value)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ENUMS:
+            if node.attr.isupper():
+                names.add(ENUMS[node.value.id](node.attr))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in WORDS \
+                and id(node) not in docstrings:
+            names.add(WORDS[node.value])
     return names
 
 
-FOLDERS_BY_NAME = {kind.value for kind in BackendKind}
-
-
 def _declared_for(relative: str) -> set[str]:
-    """The backends a module may name because an ENTRY declares it: its own folder and the ones that folder is built
-    on, or the backend whose stage package it is in."""
+    """The engines a module may know because an ENTRY declares it: its own folder and the ones that folder is built
+    on, or the backend whose stage package it is in (with the backends that one is built on)."""
     parts = relative.split("/")
     if parts[0] == "runtime" and len(parts) > 2 and parts[1] in FOLDERS_BY_NAME:
         own = BACKENDS[BackendKind(parts[1])]
         return {own.kind.value, *(kind.value for kind in own.builds_on)}
-    return {entry.kind.value for entry in BACKENDS.values() if entry.stage and parts[0] == entry.stage}
+    return {name for entry in BACKENDS.values() if entry.stage and parts[0] == entry.stage
+            for name in (entry.kind.value, *(kind.value for kind in entry.builds_on))}
 
 
 def _outside_uses() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        if relative in ("runtime/registry.py", "vocab.py"):
+        if relative == "runtime/registry.py":
             continue
-        names = _named(ast.parse(path.read_text(), str(path))) - _declared_for(relative)
+        skip = ("BackendKind", "OnnxExecution") if relative == "vocab.py" else ()
+        names = _named(ast.parse(path.read_text(), str(path)), skip_classes=skip) - _declared_for(relative)
         if names:
             found[relative] = names
     return found
 
 
-def test_no_backend_is_named_outside_its_folder_and_the_registry() -> None:
-    found = {file: sorted(names) for file, names in _outside_uses().items()}
-    assert not found, f"backends named outside their folder (ask the registry's entry instead): {found}"
+def test_no_engine_is_known_outside_its_folder_and_the_registry() -> None:
+    found = _outside_uses()
+    outside = {file: sorted(names) for file, names in found.items() if not file.startswith("optimize/")}
+    assert not outside, f"engines known outside their folder (ask the registry instead): {outside}"
+    grown = {file: sorted(names - OPTIMIZE_KNOWS.get(file, set())) for file, names in found.items()
+             if file.startswith("optimize/") and names - OPTIMIZE_KNOWS.get(file, set())}
+    assert not grown, f"optimize/ knows more engines than OPTIMIZE_KNOWS lists (it may only shrink): {grown}"
+    stale = {file: sorted(names - found.get(file, set())) for file, names in OPTIMIZE_KNOWS.items()
+             if names - found.get(file, set())}
+    assert not stale, f"OPTIMIZE_KNOWS lists what optimize/ no longer knows: remove it {stale}"
+    assert all(file.startswith("optimize/") for file in OPTIMIZE_KNOWS)
+
+
+def test_the_walk_sees_each_kind_of_engine_knowledge() -> None:
+    """The walk is not blind: each kind of knowledge in a scrap of code is found, and a docstring is not."""
+    code = ('"""onnxruntime in prose"""\nimport openvino\nfrom tensorrt import Builder\n'
+            'from trtpipe.runtime.aoti.package import x\nA = {BackendKind.TORCH: 1}\n'
+            'B = OnnxExecution.CUDA\nC = "nncf"\nD = "a sentence about onnxruntime"\n')
+    assert _named(ast.parse(code)) == {"openvino", "tensorrt", "aoti", "torch", "onnxruntime"}
+    assert _named(ast.parse("class BackendKind:\n    X = 'openvino'\n"), skip_classes=("BackendKind",)) == set()
 
 
 def test_every_folder_is_one_registry_line_with_its_own_declarations() -> None:
-    assert set(BACKENDS) == set(BackendKind) == {kind for kind in FOLDERS if FOLDERS[kind].is_dir()}
+    folders = {BackendKind(path.parent.name) for path in (PACKAGE / "runtime").glob("*/__init__.py")}
+    assert set(BACKENDS) == folders and set(BackendKind) <= folders  # a folder is a kind, member or not
     for kind, entry in BACKENDS.items():
         assert isinstance(entry, BackendEntry) and entry.kind is kind
         folder = f"trtpipe.runtime.{kind.value}."
@@ -116,3 +194,13 @@ def test_a_backends_own_stage_and_foundations_are_declared_on_its_entry() -> Non
         assert all(base in BACKENDS and base is not entry.kind for base in entry.builds_on)
     assert _declared_for("engine/builder.py") == {"tensorrt"} and _declared_for("bench/plan.py") == set()
     assert _declared_for("runtime/aoti/backend.py") == {"aoti", "torch"}
+
+
+def test_the_vocabularys_relations_are_the_registrys() -> None:
+    """What the artifact room reads from the vocabulary below the registry (the backends that run an artifact kind,
+    its default first) is what the entries declare, in registry order."""
+    from trtpipe.runtime.registry import runtimes
+    from trtpipe.vocab import ArtifactKind
+
+    for kind in ArtifactKind:
+        assert set(kind.runtimes) <= set(runtimes(kind)) and kind.backend == runtimes(kind)[0]

@@ -58,7 +58,14 @@ def test_the_eager_reference_is_the_one_entry_that_says_so_by_kind_or_by_its_nam
 
 
 def test_optional_packages_are_the_optional_backends_libraries_each_with_its_peers_tools() -> None:
-    assert optional_packages() == OPTIONAL_PACKAGES == ("openvino", "nncf", "tensorrt")
+    assert optional_packages() == OPTIONAL_PACKAGES
+    for entry in BACKENDS.values():  # each optional backend's library, followed by its peers' tools
+        if entry.optional:
+            at = OPTIONAL_PACKAGES.index(entry.library)
+            assert OPTIONAL_PACKAGES[at + 1:at + 1 + len(entry.peer_tools)] == entry.peer_tools
+        else:
+            assert entry.library not in OPTIONAL_PACKAGES
+    assert {"openvino", "nncf", "tensorrt"} <= set(OPTIONAL_PACKAGES)  # the shipped ones
     assert any("cudnn.benchmark on" in words for words in gpu_run_settings())  # PyTorch's GPU rows, its own words
 
 
@@ -171,9 +178,9 @@ def test_a_model_in_memory_and_a_live_module_open_on_their_entries_backends() ->
 
 def test_where_a_backend_runs_is_its_entrys_fact_and_a_gpu_is_asked_for_by_its_executions() -> None:
     """trtpipe.load's device check reads these: an engine runs on the GPU, ONNX Runtime's providers choose."""
-    assert {kind: entry.runs_on for kind, entry in BACKENDS.items()} == {
-        BackendKind.TORCH: Device.CPU, BackendKind.ONNXRUNTIME: None, BackendKind.OPENVINO: Device.CPU,
-        BackendKind.TENSORRT: Device.CUDA, BackendKind.AOTI: Device.CPU}
+    shipped = {BackendKind.TORCH: Device.CPU, BackendKind.ONNXRUNTIME: None, BackendKind.OPENVINO: Device.CPU,
+               BackendKind.TENSORRT: Device.CUDA, BackendKind.AOTI: Device.CPU}
+    assert all(BACKENDS[kind].runs_on == device for kind, device in shipped.items())
     assert gpu_execution(BackendKind.ONNXRUNTIME) is OnnxExecution.CUDA
     with pytest.raises(BadInput, match="openvino has no way to run on a GPU"):
         gpu_execution(BackendKind.OPENVINO)
@@ -232,14 +239,13 @@ def test_a_runtimes_refusal_of_the_data_and_its_failing_node_are_read_by_its_fol
 def test_benchs_run_flags_go_only_to_the_backend_that_declares_them() -> None:
     """--cuda-graph and --spin-wait are TensorRT's: ONNX Runtime's cuda_graph, a setting of the same name, is its
     tuning's choice, so a filter by setting name would hand it bench's flag (on by default)."""
-    assert {kind: entry.bench_flags for kind, entry in BACKENDS.items() if entry.bench_flags} == {
-        BackendKind.TENSORRT: ("cuda_graph", "spin_wait")}
+    assert BACKENDS[BackendKind.TENSORRT].bench_flags == ("cuda_graph", "spin_wait")
     flags = BenchOptions(cuda_graph=True, spin_wait=True)
     tensorrt = bench_settings(BackendKind.TENSORRT, RunOptions(threads=2), flags)
     assert tensorrt == RunOptions(threads=2, cuda_graph=True, spin_wait=True)
     assert tensorrt.only(BACKENDS[BackendKind.TENSORRT].settings, BackendKind.TENSORRT).spin_wait
     assert not bench_settings(BackendKind.TENSORRT, RunOptions(), BenchOptions(cuda_graph=False)).cuda_graph
-    for kind in (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO, BackendKind.AOTI, BackendKind.TORCH):
+    for kind in (kind for kind, entry in BACKENDS.items() if not entry.bench_flags):
         assert bench_settings(kind, RunOptions(threads=2), flags) == RunOptions(threads=2)
 
 

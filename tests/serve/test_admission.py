@@ -60,7 +60,7 @@ def test_parsing_runs_off_the_event_loop(repository: Path, monkeypatch: pytest.M
     import threading
 
     import trtpipe.serve.service as service_module
-    from trtpipe.serve.http.json_body import parse_infer_request
+    from trtpipe.serve.json_body import parse_infer_request
 
     parsing, release, parsed = threading.Event(), threading.Event(), threading.Event()
 

@@ -143,7 +143,7 @@ def test_decoding_counts_against_the_timeout_and_stops_past_it(tmp_path: Path, d
     it: it spends less than half the CPU time that decoding the whole body takes (measured here, in this process).
     Before, only inference was timed, and a body of any size was decoded to its end."""
     from trtpipe.artifact.tensors import TensorInfo
-    from trtpipe.serve.http.json_body import parse_infer_request
+    from trtpipe.serve.json_body import parse_infer_request
 
     (tmp_path / "digits" / "1").mkdir(parents=True)
     shutil.copy(digits_onnx, tmp_path / "digits" / "1" / "model.onnx")

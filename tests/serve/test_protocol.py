@@ -10,7 +10,7 @@ import pytest
 
 from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.serve.answers import encode_infer_response
-from trtpipe.serve.http.json_body import SMALL_ARRAY, parse_infer_request
+from trtpipe.serve.json_body import SMALL_ARRAY, parse_infer_request
 from trtpipe.serve.protocol import HEADER_LENGTH, ProtocolError
 
 INPUTS = [TensorInfo("input", "float32", ("batch", 1, 2, 2))]

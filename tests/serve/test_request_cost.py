@@ -19,7 +19,7 @@ import pytest
 
 from tests.optional import optional
 from tests.serve.test_deep_nesting import Served
-from trtpipe.serve.http.json_body import JSON_OUTSIDE_DATA_LIMIT
+from trtpipe.serve.json_body import JSON_OUTSIDE_DATA_LIMIT
 
 service_pb2 = optional("tritonclient.grpc.service_pb2")
 service_pb2_grpc = optional("tritonclient.grpc.service_pb2_grpc")
@@ -137,7 +137,7 @@ ADVERSARIAL: dict[str, Callable[[int], bytes]] = {
 def _cpu_per_mb(body: bytes) -> float:
     """Process CPU seconds per MB of decoding ``body`` for the digits model, the least of five tries."""
     from trtpipe.artifact.tensors import TensorInfo
-    from trtpipe.serve.http.json_body import parse_infer_request
+    from trtpipe.serve.json_body import parse_infer_request
     from trtpipe.serve.protocol import ProtocolError
 
     inputs, outputs = [TensorInfo("input", "float32", ("n", 1, 32, 32))], [TensorInfo("output", "float32", ("n", 10))]

@@ -7,7 +7,7 @@ from importlib import metadata
 from typing import Any
 
 from trtpipe.hardware import cpu_flags, cpu_model, usable_cores
-from trtpipe.runtime.registry import gpu_run_settings, optional_packages
+from trtpipe.runtime.registry import environment_facts, gpu_run_settings, optional_packages, reference_versions
 
 # Optional packages whose versions decide some rows: the optional runtimes (OpenVINO, TensorRT) and their peers' tools
 # (NNCF), as their registry entries declare them.
@@ -16,7 +16,6 @@ OPTIONAL_PACKAGES = optional_packages()
 
 def collect(threads: int) -> dict[str, Any]:
     import onnx
-    import onnxruntime
     import torch
 
     gpu = None
@@ -33,8 +32,8 @@ def collect(threads: int) -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "versions": {"torch": torch.__version__, "onnx": onnx.__version__,
-                     "onnxruntime": onnxruntime.__version__, **_optional_versions()},
-        "onnxruntime_providers": onnxruntime.get_available_providers(),
+                     **reference_versions(), **_optional_versions()},
+        **environment_facts(),
         "gpu_settings": list(_gpu_settings()) if gpu else [],
     }
 

@@ -55,7 +55,7 @@ class BenchOptions(Options):
         parse=_parse_baselines, format=_format_list, metavar="LIST")
     peers: bool = option(False, "Also bench the INT8 quantizers users would pick instead (ONNX Runtime "
                          "quantize_static; OpenVINO + NNCF where installed) on the first FP32 ONNX.", type=bool)
-    backend: tuple[OnnxExecution, ...] = option((OnnxExecution.CPU,), "How ONNX artifacts run, one row set each: "
+    backend: tuple[OnnxExecution, ...] = option((OnnxExecution.default(),), "How ONNX artifacts run, one row set each: "
                                       "onnxruntime (CPU), onnxruntime-cuda, onnxruntime-tensorrt, openvino; e.g. "
                                       "onnxruntime,openvino.", parse=_parse_executions, format=_format_list,
                                       metavar="LIST")

@@ -16,8 +16,19 @@ from trtpipe.bench.options import BenchOptions
 from trtpipe.errors import BadInput
 from trtpipe.hardware import cpu_class, has_bf16
 from trtpipe.inputs import InputSpec
-from trtpipe.runtime.registry import check_execution, describe_unrecorded, entry, unrecorded_label
-from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision, Target
+from trtpipe.runtime.registry import (
+    backend_name,
+    backend_of,
+    check_execution,
+    describe_unrecorded,
+    entry,
+    install_line,
+    installed,
+    runs_as_written,
+    runs_int8_target,
+    unrecorded_label,
+)
+from trtpipe.vocab import ArtifactKind, Baseline, Device, OnnxExecution, Precision
 
 
 @dataclass(frozen=True)
@@ -45,13 +56,15 @@ def describe(path: Path, options: BenchOptions) -> ArtifactDescription:
 
 
 def executions(options: BenchOptions, descriptions: list[ArtifactDescription]) -> list[OnnxExecution]:
-    """How ONNX files are run, as asked: OpenVINO dropped with one line where it is not installed and something
-    else is asked too; a GPU provider that is not installed refused before anything runs."""
+    """How ONNX files are run, as asked: an optional backend (OpenVINO) dropped with one line where it is not
+    installed and something else is asked too; a GPU provider that is not installed refused before anything runs."""
     asked = list(options.backend)
-    openvino = entry(OnnxExecution.OPENVINO.backend)
-    if OnnxExecution.OPENVINO in asked and len(asked) > 1 and not _installed(openvino.library):
-        console.warn("OpenVINO rows skipped: OpenVINO is not installed (pip install 'trtpipe[openvino]').")
-        asked.remove(OnnxExecution.OPENVINO)
+    for execution in list(asked):
+        kind = backend_of(execution)
+        if entry(kind).optional and len(asked) > 1 and not installed(kind):
+            title = backend_name(kind)
+            console.warn(f"{title} rows skipped: {title} is not installed ({install_line(kind)}).")
+            asked.remove(execution)
     if any(d.kind is ArtifactKind.ONNX for d in descriptions):
         for execution in asked:
             if execution.on_gpu:
@@ -77,12 +90,12 @@ def _runs(description: ArtifactDescription,
         return [(description, pinned)]
     runs: list[tuple[ArtifactDescription, OnnxExecution]] = []
     for execution in asked:
-        if execution is OnnxExecution.CPU:
+        if runs_as_written(execution):
             runs.append((description, execution))
-        elif execution is OnnxExecution.OPENVINO and description.precision is Precision.INT8 \
-                and description.target is Target.TENSORRT:
-            console.note(f"{artifact_name(Path(str(description.path)))}: a TensorRT-target INT8 file is not run on "
-                         "OpenVINO.")
+        elif description.precision is Precision.INT8 and not runs_int8_target(execution, description.target):
+            target, runtime = backend_name(str(description.target)), backend_name(backend_of(execution))
+            console.note(f"{artifact_name(Path(str(description.path)))}: a {target}-target INT8 file is not run on "
+                         f"{runtime}.")
         else:  # a GPU provider or OpenVINO runs the Q/DQ itself: nothing is simulated
             runs.append((description.natively(), execution))
     return runs
@@ -110,14 +123,6 @@ def _dedupe(labels: list[str]) -> list[str]:
         out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
     return out
 
-
-def _installed(module: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ValueError:  # in sys.modules as None: an import of it fails
-        return False
 
 
 def baseline_setup(baseline: Baseline, device: Device) -> tuple[str, dict[str, Any]] | str:

@@ -24,12 +24,16 @@ from trtpipe.models.loader import LoadedModel
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import (
+    backend_of,
     bench_settings,
     execution_settings,
     open_artifact,
     open_module,
     open_trusted,
+    reference_execution,
     settings_for,
+    tune,
+    tunes,
 )
 from trtpipe.vocab import ArtifactKind, BackendKind, Baseline, Device, OnnxExecution, Precision
 
@@ -92,14 +96,14 @@ class Variants:
             raise TypeError("an ONNX reference row needs the FP32 ONNX file (an OnnxReference)")
         path = Path(self.loaded.path)
         settings = RunOptions(threads=self.threads)
-        execution = OnnxExecution.CUDA if self.options.device is Device.CUDA else OnnxExecution.CPU
+        execution = reference_execution(self.options.device)
         alone = None
         if execution.on_gpu:
             settings = execution_settings(execution, settings)
         else:
-            alone = self._host_memory_alone(execution.backend, path, settings, "reference")
+            alone = self._host_memory_alone(backend_of(execution), path, settings, "reference")
         with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
-            backend = self._hold(open_artifact(path, settings, runtime=execution.backend), own)
+            backend = self._hold(open_artifact(path, settings, runtime=backend_of(execution)), own)
             rows, self.measure.agreement.reference_outputs = self.measure.variant(
                 backend, f"{execution}-fp32 ({self.loaded.name}, reference)", memory, host_alone=alone)
         for row in rows:
@@ -147,7 +151,7 @@ class Variants:
         runtime = description.backend
         asked = bench_settings(runtime, asked, self.options)  # --cuda-graph, --spin-wait: TensorRT's own
         if description.kind is ArtifactKind.ONNX and not description.pinned_runtime:
-            runtime = execution.backend
+            runtime = backend_of(execution)
             if execution.on_gpu:
                 profile = trt_profile(description, self.loaded.inputs, self.options)
                 asked = execution_settings(execution, asked, trt_profile=profile, workspace=self.options.workspace)
@@ -157,18 +161,20 @@ class Variants:
     def _tuned(self, description: ArtifactDescription, execution: OnnxExecution,
                asked: RunOptions) -> ArtifactDescription:
         """``description`` with the settings a probe chose for ``execution``: recorded beside the artifact already,
-        else probed now on the largest batch the run times (``--tune``; bench/tune.py)."""
-        from trtpipe.bench.tune import candidates, tune_artifact
+        else probed now on the largest batch the run times (``--tune``: its backend's tuner, through the registry)."""
+        from trtpipe.bench.environment import device_name
+        from trtpipe.bench.timing import measure
 
         if description.tuned.get(execution) is not None or not self.options.tune or description.path is None \
-                or not candidates(execution):
+                or not tunes(execution):
             return description
         first = description.inputs[0].shape[0] if description.inputs and description.inputs[0].shape else None
         batch = first if isinstance(first, int) else max(self.options.batches)  # a static batch: its own size
         if batch not in self.measure.samples.timing:
             return description
         try:
-            run = tune_artifact(description, execution, self.measure.samples.timing[batch], base=asked)
+            run = tune(description, execution, self.measure.samples.timing[batch], base=asked, timer=measure,
+                       device=device_name)
         except BadInput as error:  # no candidate ran as the plain run does: bench goes on with the defaults
             console.warn(f"{error.message} It is measured with {execution}'s default settings.")
             return description

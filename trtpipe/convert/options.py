@@ -17,6 +17,6 @@ class ConvertOptions(Options):
     rtol: float = option(1e-4, "Error allowed relative to the largest reference output.", type=float, minimum=0)
     min_cosine: float = option(0.9999, "Lowest cosine similarity allowed between outputs.", type=float, minimum=-1,
                                maximum=1)
-    runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs the ONNX for the check: onnxruntime or "
-                                  "openvino (pip install 'trtpipe[openvino]').", type=BackendKind,
+    runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs the ONNX for the check: "
+                                  f"{ArtifactKind.ONNX.runtimes_help}.", type=BackendKind,
                                   choices=ArtifactKind.ONNX.runtimes)

@@ -109,14 +109,15 @@ def _verification_line(report: VerificationReport, runtime: BackendKind) -> str:
 def _record(loaded: LoadedModel, exported: ExportResult, report: VerificationReport, inputs: list[TensorInfo],
             outputs: list[TensorInfo]) -> ConvertRecord:
     import onnx
-    import onnxruntime
     import torch
+
+    from trtpipe.runtime.registry import reference_versions
 
     dynamic_axes = {t.name: {str(i): d for i, d in enumerate(t.shape) if not isinstance(d, int)}
                     for t in [*inputs, *outputs]}
     return ConvertRecord(
         SourceModel(loaded.describe()), ExportRecord.of(exported),
-        {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        {"torch": torch.__version__, "onnx": onnx.__version__, **reference_versions()},
         tuple(inputs),
         # The batch is None where the exported axis is dynamic.
         tuple(replace(spec, shape=(None, *spec.sample_shape)) if exported.dynamic_batch else spec

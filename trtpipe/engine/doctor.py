@@ -13,7 +13,6 @@ from trtpipe import console
 from trtpipe.errors import MissingDependency
 from trtpipe.runtime.tensorrt.loader import INSTALL_TENSORRT, import_tensorrt_runtime
 from trtpipe.runtime.tensorrt.versions import BUILD_FEATURES, FIRST_VERSION, missing_features
-from trtpipe.vocab import GPU_PROVIDERS
 
 
 def _driver_version() -> str | None:
@@ -42,8 +41,9 @@ def _tensorrt() -> tuple[str | None, str]:
 
 
 def diagnose() -> list[dict[str, Any]]:
-    import onnxruntime
     import torch
+
+    from trtpipe.runtime.registry import doctor_rows
 
     gpu = torch.cuda.is_available()
     rows: list[dict[str, Any]] = []
@@ -61,14 +61,7 @@ def diagnose() -> list[dict[str, Any]]:
     version, kind = _tensorrt()
     rows.append({"item": "TensorRT", "ok": version is not None and kind.startswith("full"),
                  "value": f"{version} ({kind})" if version else kind, "fix": INSTALL_TENSORRT})
-    providers = onnxruntime.get_available_providers()
-    gpu_providers = [p for p in providers if p in GPU_PROVIDERS]
-    rows.append({"item": "ONNX Runtime", "ok": bool(gpu_providers),
-                 "value": f"{onnxruntime.__version__}: {', '.join(providers)}",
-                 "fix": "pip uninstall -y onnxruntime && pip install onnxruntime-gpu (one provides the module; "
-                        "onnxruntime-gpu adds the CUDA and "
-                        "TensorRT providers)"})
-    return rows
+    return rows + doctor_rows()
 
 
 def print_diagnosis() -> list[dict[str, Any]]:

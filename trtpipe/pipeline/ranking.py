@@ -18,16 +18,13 @@ from dataclasses import dataclass
 from trtpipe.bench.rows import BenchRow
 from trtpipe.bench.stability import format_speedup, is_load_reason, verdict_reasons
 from trtpipe.intervals import Interval
-from trtpipe.vocab import BackendKind, Precision
+from trtpipe.runtime.registry import backend_name, portability
+from trtpipe.vocab import Precision
 
 # Simpler first: FP32 computes as the reference does; each reduced precision adds a step that can change answers.
 _PRECISION_ORDER = (Precision.FP32, Precision.TF32, Precision.BF16, Precision.FP16, Precision.INT8)
-# More portable first: ONNX Runtime runs an ONNX file on any CPU; OpenVINO on x86 and ARM CPUs; a TensorRT engine
-# on the one GPU model and TensorRT version that built it.
-_RUNTIME_ORDER = (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO, BackendKind.AOTI, BackendKind.TORCH,
-                  BackendKind.TENSORRT)
-_RUNTIME_NAMES = {BackendKind.ONNXRUNTIME: "ONNX Runtime", BackendKind.OPENVINO: "OpenVINO",
-                  BackendKind.TENSORRT: "TensorRT", BackendKind.AOTI: "AOTInductor", BackendKind.TORCH: "PyTorch"}
+# More portable first: each backend's entry says how portable what it runs is (``portability``: an ONNX file on
+# any CPU before an engine for one GPU model and one TensorRT version), and its name in prose.
 RERUN = "rerun with `--rebench` on a quieter machine"
 
 
@@ -59,7 +56,7 @@ def _overlap(a: BenchRow, b: BenchRow) -> bool:
 
 def _preference(row: BenchRow) -> tuple[int, float, int]:
     precision = _PRECISION_ORDER.index(row.precision) if row.precision in _PRECISION_ORDER else len(_PRECISION_ORDER)
-    runtime = _RUNTIME_ORDER.index(row.backend) if row.backend in _RUNTIME_ORDER else len(_RUNTIME_ORDER)
+    runtime = portability(row.backend)
     return precision, row.model_size_mb if row.model_size_mb is not None else float("inf"), runtime
 
 
@@ -72,8 +69,7 @@ def _why_preferred(chosen: BenchRow, other: BenchRow) -> str:
     if mine[1] != theirs[1] and chosen.model_size_mb is not None and other.model_size_mb is not None:
         return f"the smaller file ({chosen.model_size_mb:.1f} MB rather than {other.model_size_mb:.1f} MB)"
     if mine[2] != theirs[2]:
-        return (f"the more portable runtime ({_RUNTIME_NAMES.get(chosen.backend, chosen.backend)} rather than "
-                f"{_RUNTIME_NAMES.get(other.backend, other.backend)})")
+        return f"the more portable runtime ({backend_name(chosen.backend)} rather than {backend_name(other.backend)})"
     return "the first of equals"
 
 

@@ -89,8 +89,9 @@ class _PipelineRun:
     that enter each key, and the PyTorch model, loaded once and only by the stages that need it."""
 
     def __init__(self, pipeline: Pipeline, *, rebench: bool = False) -> None:
-        import onnxruntime
         import torch
+
+        from trtpipe.runtime.registry import reference_versions
 
         self.pipeline = pipeline
         self.rebench = rebench
@@ -99,7 +100,7 @@ class _PipelineRun:
         self.repository = pipeline.output.repository
         self.reports.mkdir(parents=True, exist_ok=True)
         self.manifest = RunManifest(self.reports / "run.json")
-        self.versions = {"trtpipe": __version__, "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
+        self.versions = {"trtpipe": __version__, "torch": torch.__version__, **reference_versions()}
         self._model: LoadedModel | None = None
         self.onnx = _onnx_source(pipeline)  # an FP32 ONNX source: the converted model and bench's reference
 
@@ -299,11 +300,12 @@ class _PipelineRun:
 
         def do_export() -> list[Path]:
             from trtpipe.artifact.description import artifact_name
+            from trtpipe.runtime.registry import runtimes
             from trtpipe.serve.repository.triton import export
 
             named = {artifact_name(a): a for a in artifacts}
             chosen_runtime = {}
-            if choice and choice.artifact and choice.runtime in ArtifactKind.ONNX.runtimes:
+            if choice and choice.artifact and choice.runtime in runtimes(ArtifactKind.ONNX):
                 chosen_runtime[artifact_name(Path(choice.artifact))] = choice.runtime
             return [p for p in export(named, triton, self.pipeline.serve, runtimes=chosen_runtime) if p.is_file()]
 
@@ -389,10 +391,11 @@ def _unavailable(variant: Variant) -> str | None:
 
     if not has_bf16():
         return "this CPU has neither AVX512-BF16 nor AMX, so BF16 would be emulated (slower than FP32)"
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return "BF16 kernels come from OpenVINO, which is not installed (pip install 'trtpipe[openvino]')"
+    from trtpipe.runtime.registry import backend_name, install_line, installed
+
+    pinned = Precision.BF16.pinned_runtime
+    if pinned is not None and not installed(pinned):
+        return f"BF16 kernels come from {backend_name(pinned)}, which is not installed ({install_line(pinned)})"
     return None
 
 

@@ -19,6 +19,7 @@ from trtpipe.files import write_output
 from trtpipe.report.columns import cell, legend_line, markdown_table, present_columns
 from trtpipe.report.layer_timing import markdown_lines, print_layer_timing
 from trtpipe.report.terminal import fit_columns
+from trtpipe.runtime.registry import reference_library
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -26,9 +27,10 @@ def machine_line(report: dict[str, Any]) -> str:
     gpu = f", GPU {env['gpu']['name']}" if env.get("gpu") else ", no GPU"
     flags = f"{', '.join(env['cpu_flags'])}; " if env.get("cpu_flags") else ""
     versions = env["versions"]
+    reference = reference_library()
     optional = "".join(f", {name} {versions[name]}" for name in OPTIONAL_PACKAGES if name in versions)
     return (f"{env['cpu']} ({flags}{counted(env['cores'], 'core')}, {counted(env['threads'], 'thread')} used{gpu}); "
-            f"torch {versions['torch']}, onnxruntime {versions['onnxruntime']}{optional}")
+            f"torch {versions['torch']}, {reference} {versions[reference]}{optional}")
 
 
 def counted(count: int, noun: str) -> str:

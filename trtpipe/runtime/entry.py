@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution
+from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution, Target
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -97,6 +97,31 @@ class BackendEntry:
     # (``--trust-engine``; else BadInput in one line naming the flag); such a file is opened with ``trusted=True``
     describe_unrecorded: str = ""
     unrecorded_label: str = ""  # what its rows say in place of a precision for a file opened on trust
+    title: str = ""  # its name in prose ("ONNX Runtime"); its kind where empty
+    # How portable what it runs is (lower: more): a tie between rows goes to the more portable runtime
+    portability: int = 0
+    # "module:function" of its settings probe (bench --tune): (an artifact's description, an execution, feeds, *,
+    # base settings, rounds, seconds, a timing function, a device namer) -> the TunedRun it recorded; and
+    # "module:function" (an execution) -> the settings it would try (empty: nothing to tune on that execution)
+    tuner: str = ""
+    tuning_candidates: str = ""
+    # INT8 targets whose files it does not run (their Q/DQ are made for another runtime's arithmetic)
+    foreign_int8_targets: tuple[Target, ...] = ()
+    # "module:function" () -> what bench records of its installation beside its version (ONNX Runtime's providers)
+    environment: str = ""
+    doctor: str = ""  # "module:function" () -> its line in ``trtpipe doctor`` (item, ok, value, fix)
+
+    @property
+    def name(self) -> str:
+        """Its name in prose."""
+        return self.title or str(self.kind)
+
+    def imported(self, field: str) -> Any:
+        """What one of its "module:NAME" fields names, imported now (TypeError where it declares none)."""
+        target = getattr(self, field)
+        if not target:
+            raise TypeError(f"{self.kind} declares no {field}")
+        return _imported(target)
 
     def describer(self) -> Callable[..., ArtifactDescription]:
         """The function describing a file of its kind, trusted or not (``describe_unrecorded``, imported now)."""

@@ -110,7 +110,8 @@ class RunOptions:
     def execution(self) -> OnnxExecution:
         """The way of running an ONNX file that these providers make (the first provider decides)."""
         first = self.provider_names[0] if self.providers else "CPUExecutionProvider"
-        return next((e for e in OnnxExecution if e.providers and e.providers[0] == first), OnnxExecution.CPU)
+        return next((e for e in OnnxExecution if e.providers and e.providers[0] == first),
+                    OnnxExecution.default())
 
     @property
     def on_gpu(self) -> bool:

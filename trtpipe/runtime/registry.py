@@ -24,7 +24,7 @@ from trtpipe.runtime import aoti, onnxruntime, openvino, tensorrt, torch
 from trtpipe.runtime.base import Backend
 from trtpipe.runtime.entry import BackendEntry, TritonFacts
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
+from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution
 
 if TYPE_CHECKING:
     import onnx
@@ -97,6 +97,91 @@ def compute_capability(kind: BackendKind) -> str:
     return BACKENDS[kind].gpu_capability()
 
 
+def backend_of(execution: OnnxExecution) -> BackendKind:
+    """The backend that runs ONNX files as ``execution`` (the one whose entry lists it)."""
+    return next(e.kind for e in BACKENDS.values() if execution in e.executions)
+
+
+def runtimes(kind: ArtifactKind) -> tuple[BackendKind, ...]:
+    """Every backend that runs artifacts of ``kind`` (the ones whose entries list it), in registry order."""
+    return tuple(e.kind for e in BACKENDS.values() if kind in e.runs)
+
+
+def backend_name(kind: BackendKind | str) -> str:
+    """A backend's name in prose ("ONNX Runtime"); anything that is no backend's kind, as it is."""
+    found = next((e for k, e in BACKENDS.items() if k == kind), None)
+    return found.name if found is not None else str(kind)
+
+
+def portability(kind: BackendKind | str) -> int:
+    """How portable what ``kind`` runs is (lower: more); after every backend for anything else."""
+    found = next((e for k, e in BACKENDS.items() if k == kind), None)
+    return found.portability if found is not None else max(e.portability for e in BACKENDS.values()) + 1
+
+
+def installed(kind: BackendKind) -> bool:
+    """Whether ``kind``'s library can be imported here (without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(BACKENDS[kind].library) is not None
+    except ValueError:  # in sys.modules as None: an import of it fails
+        return False
+
+
+def install_line(kind: BackendKind) -> str:
+    """How an optional backend is installed: ``pip install 'trtpipe[<kind>]'``."""
+    return f"pip install 'trtpipe[{kind}]'"
+
+
+def reference_library() -> str:
+    """The library of the backend that runs ONNX files by default (the reference every version line names)."""
+    return _onnx_hooks().library
+
+
+def reference_versions() -> dict[str, str]:
+    """{library: version} of the backend that runs ONNX files by default (imports it)."""
+    import importlib
+
+    library = reference_library()
+    return {library: str(importlib.import_module(library).__version__)}
+
+
+def environment_facts() -> dict[str, Any]:
+    """What the backends that declare it record of their installation beside their versions (imports them)."""
+    return {key: value for e in BACKENDS.values() if e.environment
+            for key, value in e.imported("environment")().items()}
+
+
+def doctor_rows() -> list[dict[str, Any]]:
+    """The lines ``trtpipe doctor`` shows for the backends that declare one, in registry order (imports them)."""
+    return [e.imported("doctor")() for e in BACKENDS.values() if e.doctor]
+
+
+def runs_int8_target(execution: OnnxExecution, target: object) -> bool:
+    """Whether ``execution``'s backend runs an INT8 file quantized for ``target`` (not one made for another
+    runtime's arithmetic)."""
+    return target not in BACKENDS[backend_of(execution)].foreign_int8_targets
+
+
+def runs_as_written(execution: OnnxExecution) -> bool:
+    """Whether ``execution`` runs an ONNX file's graph as written, Q/DQ as float ops on the CPU (the way that
+    simulates the target's arithmetic), rather than its own integer or GPU kernels running the Q/DQ themselves."""
+    return backend_of(execution) is ArtifactKind.ONNX.backend and not execution.on_gpu
+
+
+def tunes(execution: OnnxExecution) -> bool:
+    """Whether ``execution``'s backend has a settings probe with something to choose on it (bench --tune)."""
+    own = BACKENDS[backend_of(execution)]
+    return bool(own.tuner and own.tuning_candidates and own.imported("tuning_candidates")(execution))
+
+
+def tune(description: ArtifactDescription, execution: OnnxExecution, feeds: Batch, **keywords: Any) -> Any:
+    """Probe ``execution``'s settings on ``feeds`` with its backend's tuner, record the fastest beside the artifact
+    and return the TunedRun (``keywords``: base settings, rounds, seconds, a timing function, a device namer)."""
+    return BACKENDS[backend_of(execution)].imported("tuner")(description, execution, feeds, **keywords)
+
+
 def _onnx_hooks() -> BackendEntry:
     """The entry of the backend that runs ONNX files by default (ArtifactKind.ONNX's own)."""
     return BACKENDS[ArtifactKind.ONNX.backend]
@@ -107,14 +192,14 @@ def execution_settings(execution: OnnxExecution, base: RunOptions | None = None,
                        workspace: int | None = None) -> RunOptions:
     """``base`` with the settings that run an ONNX file as ``execution`` (ONNX Runtime's providers for it, a
     TensorRT provider with ``trt_profile`` and ``workspace``); as it is for an execution whose backend needs none."""
-    hook = BACKENDS[execution.backend].execution_settings
+    hook = BACKENDS[backend_of(execution)].execution_settings
     base = base or RunOptions()
     return dataclasses.replace(base, **hook(execution, trt_profile, workspace)) if hook else base
 
 
 def check_execution(execution: OnnxExecution) -> None:
     """BadInput in one line where what ``execution`` needs is not installed here (a GPU provider)."""
-    if (hook := BACKENDS[execution.backend].check_execution) is not None:
+    if (hook := BACKENDS[backend_of(execution)].check_execution) is not None:
         hook(execution)
 
 
@@ -125,6 +210,15 @@ def gpu_execution(kind: BackendKind) -> OnnxExecution:
     if found is None:
         raise BadInput(f"{kind} has no way to run on a GPU: run it on the CPU.")
     return found
+
+
+def reference_execution(device: Device) -> OnnxExecution:
+    """How the backend that runs ONNX files by default runs one on ``device``: its GPU way on CUDA, else its first
+    CPU way."""
+    kind = ArtifactKind.ONNX.backend
+    if device is Device.CUDA:
+        return gpu_execution(kind)
+    return next(execution for execution in BACKENDS[kind].executions if not execution.on_gpu)
 
 
 def probe_session(model_or_path: onnx.ModelProto | Path | str, *, exposing: Iterable[str] = (),
@@ -222,9 +316,9 @@ def open_artifact(artifact: Path | ArtifactDescription | Artifact, options: RunO
         artifact = artifact.describe()
     description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
     backend = runtime or description.backend
-    if backend not in description.kind.runtimes:
+    if backend not in runtimes(description.kind):
         raise BadInput(f"{description.path} cannot run on {backend}: a {description.kind} artifact runs on "
-                       f"{', '.join(map(str, description.kind.runtimes))}.")
+                       f"{', '.join(map(str, runtimes(description.kind)))}.")
     settings = settings_for(description, backend, options or RunOptions())
     return backend_class(backend)(description, settings.only(BACKENDS[backend].settings, backend))
 
@@ -236,6 +330,6 @@ def settings_for(description: ArtifactDescription, backend: BackendKind, asked: 
     if backend is not description.backend:
         return asked
     execution = asked.execution
-    tuned = description.tuned.get(execution) if execution.backend is backend else None
+    tuned = description.tuned.get(execution) if backend_of(execution) is backend else None
     required = RunOptions() if asked.on_gpu else RunOptions.from_keywords(description.run)
     return asked.over(RunOptions.from_keywords(tuned).over(required) if tuned is not None else required)

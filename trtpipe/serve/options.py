@@ -35,8 +35,8 @@ class ServeOptions(Options):
     device: Device = option(Device.CPU, "Where ONNX Runtime runs ONNX models: cpu, or cuda (its CUDA provider with "
                             "inputs and outputs bound on the device and the artifact's tuned settings, a CUDA graph "
                             "per batch shape where bench chose one; needs onnxruntime-gpu).", type=Device)
-    runtime: BackendKind = option(ArtifactKind.ONNX.backend, "What runs ONNX models: onnxruntime or openvino "
-                                  "(pip install 'trtpipe[openvino]'). A BF16 file always runs on OpenVINO.",
+    runtime: BackendKind = option(ArtifactKind.ONNX.backend, f"What runs ONNX models: {ArtifactKind.ONNX.runtimes_help}"
+                                  ". A BF16 file always runs on OpenVINO.",
                                   type=BackendKind, choices=ArtifactKind.ONNX.runtimes)
     allow_cpu_mismatch: bool = option(False, "Serve a cpu/openvino INT8 artifact on a CPU its manifest records it "
                                       "unsafe on (8-bit weights without VNNI saturate at 16 bits), which is "

@@ -7,7 +7,7 @@ A request is checked in two steps, for both transports (the gRPC service hands i
 :func:`infer_request` in the same form): first everything that needs no decoding, each input's datatype, shape,
 decoded size and element count, its data held as a TensorData that can count itself; then the arrays are built,
 straight in the model's dtype. How an HTTP body becomes that form, its JSON data arrays counted without being turned
-into Python objects, is http/json_body.py's (:func:`trtpipe.serve.http.json_body.parse_infer_request`); gRPC's
+into Python objects, is json_body.py's (:func:`trtpipe.serve.json_body.parse_infer_request`); gRPC's
 messages are grpc/messages.py's.
 """
 

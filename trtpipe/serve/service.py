@@ -30,7 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from trtpipe.errors import BadInput
 from trtpipe.runtime.registry import failed_node, refused_by_runtime
 from trtpipe.serve.batching.batcher import QueueFull
-from trtpipe.serve.http.json_body import parse_infer_request
+from trtpipe.serve.json_body import parse_infer_request
 from trtpipe.serve.options import ServeOptions
 from trtpipe.serve.protocol import InferRequest, ProtocolError, shown
 from trtpipe.serve.refusal_log import REFUSALS

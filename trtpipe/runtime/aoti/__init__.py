@@ -11,6 +11,6 @@ ENTRY = BackendEntry(
     BackendKind.AOTI, "trtpipe.runtime.aoti.backend:AotiBackend", AotiSettings, runs=(ArtifactKind.AOTI,),
     library=str(BackendKind.TORCH), triton=TritonFacts("", "KIND_CPU"),
     stage="compile", builds_on=(BackendKind.TORCH,),
-    capability="trtpipe.runtime.aoti.package:compute_capability")
+    capability="trtpipe.runtime.aoti.package:compute_capability", title="AOTInductor", portability=2)
 
 __all__ = ["ENTRY", "AotiSettings"]

@@ -14,6 +14,10 @@ ENTRY = BackendEntry(
     triton=TritonFacts("onnxruntime_onnx", "KIND_CPU", accelerator_options=accelerator_options),
     execution_settings=execution_settings, check_execution=check_execution, probe=probe, runs_on=None,
     refuses_data=refuses_data, failed_node=failed_node,
-    peer="trtpipe.runtime.onnxruntime.peer:quantize_static_peer")
+    peer="trtpipe.runtime.onnxruntime.peer:quantize_static_peer", title="ONNX Runtime", portability=0,
+    tuner="trtpipe.runtime.onnxruntime.tune:tune_artifact",
+    tuning_candidates="trtpipe.runtime.onnxruntime.tune:candidates",
+    environment="trtpipe.runtime.onnxruntime.providers:environment",
+    doctor="trtpipe.runtime.onnxruntime.providers:doctor_row")
 
 __all__ = ["ENTRY", "OnnxRuntimeSettings"]

@@ -165,3 +165,21 @@ def check_active(requested: Providers, active: list[str], label: str) -> None:
             needs = f" (onnxruntime.preload_dlls: {failed})" if failed else needs
         raise BadInput(f"ONNX Runtime did not use {first} for {label} (active providers: {', '.join(active)}): "
                        f"check 'trtpipe doctor' for the CUDA/TensorRT libraries it needs{needs}.")
+
+
+def environment() -> dict[str, Any]:
+    """What bench records of ONNX Runtime's installation beside its version: the providers it offers here."""
+    import onnxruntime
+
+    return {"onnxruntime_providers": onnxruntime.get_available_providers()}
+
+
+def doctor_row() -> dict[str, Any]:
+    """``trtpipe doctor``'s line for ONNX Runtime: its version and providers, fine where it offers a GPU one."""
+    import onnxruntime
+
+    providers = onnxruntime.get_available_providers()
+    return {"item": "ONNX Runtime", "ok": bool([p for p in providers if p in GPU_PROVIDERS]),
+            "value": f"{onnxruntime.__version__}: {', '.join(providers)}",
+            "fix": "pip uninstall -y onnxruntime && pip install onnxruntime-gpu (one provides the module; "
+                   "onnxruntime-gpu adds the CUDA and TensorRT providers)"}

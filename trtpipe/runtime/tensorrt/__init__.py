@@ -14,6 +14,6 @@ ENTRY = BackendEntry(
     bench_flags=("cuda_graph", "spin_wait"),
     # an engine without a sidecar (trtexec's) only on --trust-engine: TensorRT engines are executable code
     describe_unrecorded="trtpipe.runtime.tensorrt.backend:describe_engine",
-    unrecorded_label=str(EngineOrigin.TRUSTED))
+    unrecorded_label=str(EngineOrigin.TRUSTED), title="TensorRT", portability=4)
 
 __all__ = ["ENTRY", "TensorRTSettings"]

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtpipe import console
 from trtpipe.errors import BadInput, import_failure
 from trtpipe.files import atomic_path, write_text_atomic
-from trtpipe.runtime.registry import triton_facts
+from trtpipe.runtime.registry import runtimes, triton_facts
 from trtpipe.serve.options import ServeOptions
 from trtpipe.vocab import (
     REPOSITORY_VERSION,
@@ -66,7 +66,8 @@ class TritonModel:
     instance_count: int = 1
     backend: TritonBackend = TritonBackend.NATIVE
     threads: int | None = None  # ONNX Runtime / OpenVINO threads per instance
-    runtime: BackendKind = BackendKind.ONNXRUNTIME  # what runs it: the artifact kind's default, or OpenVINO
+    # what runs it: the first backend the registry lists for ONNX files (its default), or the one asked for
+    runtime: BackendKind = field(default_factory=lambda: runtimes(ArtifactKind.ONNX)[0])
     bf16: bool = False  # a BF16 file: OpenVINO with BF16 inference precision
     gpu: bool = False  # an artifact that runs on a GPU whatever its kind's default (a CUDA AOTInductor package)
     # ONNX Runtime CUDA provider options from the artifact's tuned record (model.tuned.json), for Triton's

@@ -1,4 +1,5 @@
-"""The probe that picks how ONNX Runtime runs an artifact, its record beside the artifact, and the runs that read it."""
+"""The probe that picks how ONNX Runtime runs an artifact (runtime/onnxruntime/tune.py, timed by bench's loop), its
+record beside the artifact, and the runs that read it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 
 from trtpipe.artifact.description import describe_artifact
 from trtpipe.artifact.records.tuned import tuned_path
-from trtpipe.bench.tune import _differs, candidates, tune_artifact
+from trtpipe.bench.environment import device_name
+from trtpipe.bench.timing import measure
 from trtpipe.errors import BadInput
+from trtpipe.runtime.onnxruntime.tune import _differs, candidates, tune_artifact
 from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
 
 
@@ -28,7 +31,7 @@ def test_the_probe_records_its_choice_and_every_later_run_uses_it(artifact: Path
     import trtpipe
 
     x = np.random.default_rng(0).standard_normal((8, 1, 32, 32), dtype=np.float32)
-    run = tune_artifact(artifact, OnnxExecution.CPU, x, rounds=2, seconds=0.05)
+    run = tune_artifact(artifact, OnnxExecution.CPU, x, rounds=2, seconds=0.05, timer=measure, device=device_name)
     record = json.loads(tuned_path(artifact).read_text())["executions"]["onnxruntime"]
     assert len(record["candidates"]) == 2 and all(c["p50_ms"] > 0 and c["rejected"] is None
                                                  for c in record["candidates"])
@@ -43,7 +46,7 @@ def test_the_probe_records_its_choice_and_every_later_run_uses_it(artifact: Path
 
 def test_a_record_for_other_bytes_is_ignored_and_a_damaged_one_refused(artifact: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     x = np.zeros((2, 1, 32, 32), np.float32)
-    tune_artifact(artifact, OnnxExecution.CPU, x, rounds=1, seconds=0.02)
+    tune_artifact(artifact, OnnxExecution.CPU, x, rounds=1, seconds=0.02, timer=measure, device=device_name)
     record = json.loads(tuned_path(artifact).read_text())
     tuned_path(artifact).write_text(json.dumps(record | {"artifact_sha256": "0" * 64}))
     assert describe_artifact(artifact).tuned == {}
@@ -70,7 +73,8 @@ def test_the_cuda_candidates_cover_graph_layout_and_search(artifact: Path) -> No
                                                                           CudnnSearch.HEURISTIC)}
     assert candidates(OnnxExecution.OPENVINO) == []
     with pytest.raises(BadInput, match="Nothing to tune on onnxruntime-tensorrt"):
-        tune_artifact(artifact, OnnxExecution.TENSORRT, np.zeros((1, 1, 32, 32), np.float32))
+        tune_artifact(artifact, OnnxExecution.TENSORRT, np.zeros((1, 1, 32, 32), np.float32), timer=measure,
+                      device=device_name)
     assert not tuned_path(artifact).exists()
 
 
@@ -91,7 +95,7 @@ def _fails_at_run_time(folder: Path) -> Path:
 
 
 def test_a_failing_candidate_is_rejected_closed_at_once_and_the_probe_goes_on(artifact: Path, tmp_path: Path) -> None:
-    from trtpipe.bench.tune import _Candidate, _probe_one
+    from trtpipe.runtime.onnxruntime.tune import _Candidate, _probe_one
     from trtpipe.runtime.options import RunOptions
     from trtpipe.runtime.registry import open_artifact
 
@@ -111,7 +115,8 @@ def test_a_failing_candidate_is_rejected_closed_at_once_and_the_probe_goes_on(ar
     probe = [_Candidate(RunOptions(io_binding=False)), _Candidate(RunOptions(io_binding=True)),
              _Candidate(RunOptions(io_binding=True))]
     for candidate, path in zip(probe, (artifact, failing, artifact), strict=True):
-        _probe_one(candidate, opener(path), {"input": x}, expected, Precision.FP32, rounds=2, seconds=0.02)
+        _probe_one(candidate, opener(path), {"input": x}, expected, Precision.FP32, rounds=2, seconds=0.02,
+                   timer=measure)
     good, bad, after = probe
     assert bad.rejected is not None and "reshape" in bad.rejected.lower() and bad.samples == []
     assert good.rejected is None and after.rejected is None and len(after.samples) >= 6  # the one after it ran

@@ -12,6 +12,9 @@ exhaustive-search workspaces and captured graphs do not fit on a GPU at once at 
 fails in any way (ONNX Runtime's own error types, a graph capture that fails on replay, an out-of-memory from the
 cuDNN search) is rejected with the first line of its error, and the probe goes on with the next. Its rounds
 therefore run back to back per candidate, not interleaved across candidates.
+
+Bench asks for it through the registry (``tuner`` on ONNX Runtime's entry: ``runtime.registry.tune``), and hands
+it bench's timing loop and device namer, so the probe times as bench does.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ import numpy as np
 from trtpipe import console
 from trtpipe.artifact.description import ArtifactDescription, describe_artifact
 from trtpipe.artifact.records.tuned import TUNABLE, TunedRun, tunable_settings, write_tuned
-from trtpipe.bench.timing import measure
 from trtpipe.errors import BadInput
 from trtpipe.inputs import Batch
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import entry, execution_settings, open_artifact
 from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
+
+# bench's timing loop: (a call, *, warmup, iters, duration_s, min_iters) -> the samples in ms
+Timer = Callable[..., np.ndarray]
 
 PROBE_ROUNDS = 3
 PROBE_SECONDS = 0.3  # per candidate and round
@@ -72,9 +77,10 @@ class _Candidate:
 
 def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution, feeds: Batch,
                   *, base: RunOptions | None = None, rounds: int = PROBE_ROUNDS,
-                  seconds: float = PROBE_SECONDS) -> TunedRun:
+                  seconds: float = PROBE_SECONDS, timer: Timer, device: Callable[[bool], str]) -> TunedRun:
     """Probe ``execution``'s candidates on ``feeds`` (one batch), record the fastest accepted one beside the
-    artifact and return it. ``base``: settings every candidate keeps (threads, providers with their options)."""
+    artifact and return it. ``base``: settings every candidate keeps (threads, providers with their options);
+    ``timer`` times a call (bench's loop), ``device`` names the device a figure was measured on (GPU or not)."""
     description = _tunable_description(artifact)
     choices = candidates(execution)
     if not choices:
@@ -91,12 +97,12 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
     probe = [_Candidate(dataclasses.replace(base, **{n: getattr(c, n) for n in TUNABLE})) for c in choices]
     for candidate in probe:
         _probe_one(candidate, lambda settings: open_artifact(untuned, settings), checked, expected,
-                   description.precision, rounds=rounds, seconds=seconds)
+                   description.precision, rounds=rounds, seconds=seconds, timer=timer)
     live = [c for c in probe if c.rejected is None]
     if not live:
         raise BadInput(f"No {execution} setting ran {description.path} as its plain run does: "
                        + "; ".join(f"{c.rejected}" for c in probe))
-    return _record_fastest(probe, live, description, execution, checked)
+    return _record_fastest(probe, live, description, execution, checked, device)
 
 
 def _tunable_description(artifact: Path | ArtifactDescription) -> ArtifactDescription:
@@ -120,14 +126,15 @@ def _base_settings(base: RunOptions | None, execution: OnnxExecution) -> RunOpti
 
 
 def _probe_one(candidate: _Candidate, opener: Callable[[RunOptions], Any], feeds: dict[str, np.ndarray],
-               expected: list[np.ndarray], precision: Precision, *, rounds: int, seconds: float) -> None:
+               expected: list[np.ndarray], precision: Precision, *, rounds: int, seconds: float,
+               timer: Timer) -> None:
     """Open one candidate with ``opener``, check it against the plain run's outputs, time it in ``rounds`` short
     rounds, and close it, whatever happened: its samples are filled, or ``rejected`` says why in one line."""
     try:
         _open(candidate, opener, feeds, expected, precision)
         for round_index in range(rounds if candidate.rejected is None else 0):
             assert candidate.call is not None
-            candidate.samples += list(measure(candidate.call, warmup=2 if round_index == 0 else 1, iters=None,
+            candidate.samples += list(timer(candidate.call, warmup=2 if round_index == 0 else 1, iters=None,
                                               duration_s=seconds, min_iters=3))
     except Exception as error:  # ONNX Runtime's own types, a failed capture, CUDA out of memory: this one only
         candidate.rejected = error.message if isinstance(error, BadInput) else _first_line(error)
@@ -145,16 +152,15 @@ def _first_line(error: BaseException) -> str:
 
 
 def _record_fastest(probe: list[_Candidate], live: list[_Candidate], description: ArtifactDescription,
-                    execution: OnnxExecution, checked: dict[str, np.ndarray]) -> TunedRun:
+                    execution: OnnxExecution, checked: dict[str, np.ndarray],
+                    device: Callable[[bool], str]) -> TunedRun:
     """The fastest accepted candidate (by median) as a TunedRun with every candidate's record, written beside the
     artifact and announced in one line."""
     best = min(live, key=lambda c: float(np.median(c.samples)))
     import onnxruntime
 
-    from trtpipe.bench.environment import device_name
-
     run = TunedRun(execution, tunable_settings(best.settings),
-                   device_name(execution.on_gpu), onnxruntime.__version__, _batch(checked),
+                   device(execution.on_gpu), onnxruntime.__version__, _batch(checked),
                    tuple(c.record() for c in probe))
     written = write_tuned(Path(str(description.path)), run)
     chosen = ", ".join(f"{name}={value}" for name, value in run.settings.items()
