@@ -127,11 +127,21 @@ def squeeze_excitation(graph: onnx.GraphProto) -> list[str]:
     """The nodes of each squeeze-and-excitation branch: what is computed from a global pooling's output alone
     (weighted ops, activations, layout), up to the Mul that gates the feature map with it. The pool and the gate
     stay as the quantizer places them."""
+    return [name for branch, _ in squeeze_blocks(graph) for name in branch]
+
+
+def squeeze_gates(graph: onnx.GraphProto) -> set[str]:
+    """The Mul nodes that gate a feature map with a squeeze-and-excitation branch's output (:func:`squeeze_blocks`)."""
+    return {name for _, gates in squeeze_blocks(graph) for name in gates}
+
+
+def squeeze_blocks(graph: onnx.GraphProto) -> list[tuple[list[str], list[str]]]:
+    """Each squeeze-and-excitation block as (its branch's nodes, its gating Muls), in graph order."""
     readers = readers_of(graph)
     constants = _constants(graph)
     outputs = {o.name for o in graph.output}
     nodes = list(graph.node)
-    found: list[str] = []
+    found: list[tuple[list[str], list[str]]] = []
     for index, pool in enumerate(nodes):
         if pool.op_type not in SQUEEZE_OPS:
             continue
@@ -152,7 +162,7 @@ def squeeze_excitation(graph: onnx.GraphProto) -> list[str]:
             closed = not derived & outputs and all(id(reader) in ends for tensor in derived
                                                    for reader in readers.get(tensor, []))
             if gates and closed and any(node.op_type in WEIGHTED_OPS for node in branch):
-                found += [node.name for node in branch]
+                found.append(([node.name for node in branch], [node.name for node in gates]))
     return found
 
 
@@ -177,8 +187,9 @@ def swishes(graph: onnx.GraphProto) -> set[str]:
 
 
 def outside_swish(graph: onnx.GraphProto) -> list[str]:
-    """Sigmoid and Mul nodes that are not part of a weighted op's SiLU (:func:`swishes`)."""
-    kept = swishes(graph)
+    """Sigmoid and Mul nodes that are not part of a weighted op's SiLU (:func:`swishes`) nor a squeeze-and-excitation
+    gate (:func:`squeeze_gates`)."""
+    kept = swishes(graph) | squeeze_gates(graph)
     return [n.name for n in graph.node if n.op_type in SWISH_OPS and n.name not in kept]
 
 
