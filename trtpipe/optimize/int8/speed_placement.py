@@ -14,8 +14,9 @@ convolutions, matmuls): a handful of whole-model measurements, each faithful (th
 optimises it, with the region's integer kernels against its float ones), rather than one per node, which neither
 fits a minute's budget on a ResNet-50 nor resolves a 1 % change on a busy machine. Regions are tried largest first;
 one is left float where the file with it float runs faster on the point estimate (a decision by expected value:
-leaving a region float costs no accuracy). Last, the result is timed against the FP32 file; where it is slower, the
-file with every region float is tried too, so the written file is not slower than FP32 for want of trying.
+leaving a region float costs no accuracy). The result is then timed against the file as placed, which is kept where
+the decisions together made it slower, and against the FP32 file; where it is slower than FP32, the file with every
+region float is tried too, so the written file is not slower than FP32 for want of trying.
 """
 
 from __future__ import annotations
@@ -264,6 +265,12 @@ def place_for_speed(model: onnx.ModelProto, fp32: onnx.ModelProto, timer: Timer)
                                         (check.interval.low, check.interval.high), "float" if faster else "int8"))
         if faster:
             current = candidate
+    if current is not model and timer(current, model).speedup < 1.0:
+        # Decisions one region at a time, each on a few noisy rounds, can add up to a slower file: checked once
+        # against the file as placed, which is kept where it is faster.
+        current = model
+        decisions = [d if d.kept == "int8" else RegionDecision(
+            d.region, d.nodes, d.int8_ms, d.float_ms, d.float_speedup, d.interval, "int8") for d in decisions]
     vs_fp32 = timer(current, fp32)
     integer = [d for d in decisions if d.kept == "int8"]
     if vs_fp32.speedup < 1.0 and integer:
