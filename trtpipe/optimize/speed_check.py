@@ -59,7 +59,7 @@ def _session(model: onnx.ModelProto | Path | object, threads: int) -> object:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.log_severity_level = 3
-    source = str(model) if isinstance(model, Path) else model.SerializeToString()  # type: ignore[union-attr]
+    source = str(model) if isinstance(model, Path) else model.SerializeToString()  # type: ignore[attr-defined]
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
