@@ -117,6 +117,12 @@ class Row:
     kernels: str = ""
     seconds: float = 0.0
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Row:
+        source, name = data["model"].split(":")
+        return cls(Model(source, name, data["family"], data["shape"]), dict(data["stages"]), dict(data["speed"]),
+                   list(data["left_float"]), data["kernels"], data["seconds"])
+
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model.key, "family": self.model.family, "shape": self.model.shape,
                 "stages": self.stages, "speed": self.speed, "left_float": self.left_float, "kernels": self.kernels,
@@ -143,7 +149,7 @@ def _random_calibration(shape: str, count: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((count, *dims[1:])).astype(np.float32)
 
 
-def run_model(model: Model, folder: Path, *, rounds: int, threads: int, timeout: float) -> Row:
+def run_model(model: Model, folder: Path, *, rounds: int, threads: int, timeout: float, quality: str) -> Row:
     """One model through every stage and the bench; a refused stage skips the stages that need its file."""
     start = time.perf_counter()
     row = Row(model)
@@ -151,7 +157,7 @@ def run_model(model: Model, folder: Path, *, rounds: int, threads: int, timeout:
     fp32, fp16 = folder / "fp32.onnx", folder / "fp16.onnx"
     cpu, trt = folder / "int8_cpu.onnx", folder / "int8_tensorrt.onnx"
     spec = f"{FACTORIES}:{model.source}__{model.name}"
-    calib = ["--calib", "random", "--calib-samples", str(CALIB_SAMPLES)]
+    calib = ["--calib", "random", "--calib-samples", str(CALIB_SAMPLES), "--quality", quality]
     steps: list[tuple[str, list[str], Path | None]] = [
         ("convert", ["convert", spec, "-o", str(fp32), "--input-shape", model.shape], None),
         ("fp16", ["optimize", str(fp32), "-o", str(fp16), "--precision", "fp16", "--target", "tensorrt"], fp32),
@@ -272,10 +278,13 @@ def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: 
     lines.append("- cpu INT8 files slower than FP32 beyond the interval: "
                  + (", ".join(f"`{r.model.key}`" for r in slower) or "none") + ".")
     refused = [(r.model.key, s, said) for r in rows for s, said in r.stages.items() if said not in ("✓", "–")]
-    lines.append(f"- refusals and failures: {len(refused)}" + ("" if not refused else " (each listed in its row; "
-                 "docs/guides/known-limits.md keeps the open ones)") + ".")
+    lines.append(f"- refusals and failures: {len(refused)}" + (" (listed under 'Known limits')" if refused else "")
+                 + ".")
     if not_run:
         lines.append(f"- not run within the time budget: {', '.join(f'`{m.key}`' for m in not_run)}.")
+    if refused:
+        lines += ["", "## Known limits", "", "Each stage this sweep saw refused or fail, with its own line:", ""]
+        lines += [f"- `{key}`, {stage}: {said}" for key, stage, said in refused]
     return "\n".join(lines) + "\n"
 
 
@@ -301,9 +310,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per stage")
     parser.add_argument("--date", default=datetime.date.today().isoformat())
+    parser.add_argument("--input-shape", default=None, help="one input shape for every model, e.g. 1x3x64x64")
+    parser.add_argument("--image-size", type=int, default=None,
+                        help="height and width of the image models' input (default 224; 299 for Inception)")
+    parser.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"),
+                        help="the INT8 recipe of both INT8 stages (optimize --quality)")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="write the page from an earlier run's --json rows (with --minutes) instead of running")
+    parser.add_argument("--minutes", type=float, default=0.0, help="with --from-json: how long that run took")
     args = parser.parse_args(argv)
     known = {m.key: m for m in MODELS}
     chosen = [known.get(key) or _m(key, "given") for key in args.models] if args.models else list(MODELS)
+    if args.input_shape:
+        chosen = [Model(m.source, m.name, m.family, args.input_shape) for m in chosen]
+    elif args.image_size:
+        size = f"x{args.image_size}x{args.image_size}"
+        chosen = [Model(m.source, m.name, m.family, m.shape if m.shape == VIDEO else "1x3" + size) for m in chosen]
+    if args.from_json is not None:
+        done = [Row.from_dict(row) for row in json.loads(args.from_json.read_text())]
+        ran = {row.model.key for row in done}
+        args.output.write_text(markdown(done, machine=machine_name(), date=args.date, threads=args.threads,
+                                        rounds=args.rounds, minutes=args.minutes,
+                                        not_run=[m for m in chosen if m.key not in ran]))
+        return 0
     rows: list[Row] = []
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="trtpipe-zoo-") as tmp:
@@ -314,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                 not_run.append(model)
                 continue
             row = run_model(model, work / model.key.replace(":", "_"), rounds=args.rounds, threads=args.threads,
-                            timeout=args.timeout)
+                            timeout=args.timeout, quality=args.quality)
             rows.append(row)
             print(json.dumps(row.to_dict()), flush=True)
             if args.json:
