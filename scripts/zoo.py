@@ -37,6 +37,7 @@ IMAGE = "1x3x224x224"
 VIDEO = "1x3x8x112x112"
 CALIB_SAMPLES = 32
 STAGES = ("convert", "fp16", "int8 cpu", "int8 tensorrt", "check")
+NOT_RUN = "not run"  # a stage left out with --stages
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,8 @@ def _random_calibration(shape: str, count: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((count, *dims[1:])).astype(np.float32)
 
 
-def run_model(model: Model, folder: Path, *, rounds: int, threads: int, timeout: float, quality: str) -> Row:
+def run_model(model: Model, folder: Path, *, rounds: int, threads: int, timeout: float, quality: str,
+              stages: tuple[str, ...] = STAGES) -> Row:
     """One model through every stage and the bench; a refused stage skips the stages that need its file."""
     start = time.perf_counter()
     row = Row(model)
@@ -167,6 +169,9 @@ def run_model(model: Model, folder: Path, *, rounds: int, threads: int, timeout:
         ("check", ["check", str(trt)], trt),
     ]
     for stage, args, needs in steps:
+        if stage not in stages:
+            row.stages[stage] = NOT_RUN
+            continue
         if needs is not None and not needs.exists():
             row.stages[stage] = "–"
             continue
@@ -234,11 +239,11 @@ def _ratio(entry: dict[str, Any] | None) -> str:
 
 
 def _cell(said: str) -> str:
-    return said if said in ("✓", "–") else "✗ " + said.replace("|", "\\|")[:160]
+    return said if said in ("✓", "–", NOT_RUN) else "✗ " + said.replace("|", "\\|")[:160]
 
 
 def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: int, minutes: float,
-             not_run: list[Model]) -> str:
+             not_run: list[Model], note: str = "") -> str:
     """The results page: one row per model, then the summary the issue asks for."""
     vs_peer = [r.speed["int8_vs_quantize_static"]["speedup"] for r in rows
                if "int8_vs_quantize_static" in r.speed]
@@ -251,14 +256,14 @@ def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: 
         f"{minutes:.0f} minutes. **The machine was shared** (2 cores, other engineers' test runs beside the sweep), "
         f"so every speed is a ratio of paired, interleaved rounds in one process ({rounds} rounds, batch 1, "
         f"{threads} ONNX Runtime threads, optimize/speed_check.py) with its 95 % bootstrap interval; read the "
-        "absolute times in the JSON as load-dependent.",
+        "absolute times in the JSON as load-dependent." + (f" {note}" if note else ""),
         "",
         "Seeded random weights (nothing downloaded); calibration on 32 draws of random noise for both trtpipe and "
         "ONNX Runtime's `quantize_static` (QDQ, per-channel, U8S8, MinMax), so the INT8 files are speed artifacts "
         "and accuracy here is agreement with FP32 on held-out random draws. Stages: `convert`, `optimize --precision "
         "fp16 --target tensorrt`, `optimize --precision int8 --target cpu`, `optimize --precision int8 --target "
         "tensorrt`, `check` of the tensorrt INT8 file; ✓, or the stage's one-line refusal; – where an earlier stage's "
-        "file was missing.",
+        "file was missing; *not run* where that model ran the speed stages only (`--stages`).",
         "",
         "| model | family | convert | FP16 | INT8 cpu | INT8 tensorrt | check | integer kernels | INT8 / FP32 | "
         "quantize_static / FP32 | INT8 / quantize_static | left float (speed) |",
@@ -277,7 +282,8 @@ def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: 
                      f"; below 0.95x: {', '.join(f'`{r.model.key}`' for r in below) or 'none'}.")
     lines.append("- cpu INT8 files slower than FP32 beyond the interval: "
                  + (", ".join(f"`{r.model.key}`" for r in slower) or "none") + ".")
-    refused = [(r.model.key, s, said) for r in rows for s, said in r.stages.items() if said not in ("✓", "–")]
+    refused = [(r.model.key, s, said) for r in rows for s, said in r.stages.items()
+               if said not in ("✓", "–", NOT_RUN)]
     lines.append(f"- refusals and failures: {len(refused)}" + (" (listed under 'Known limits')" if refused else "")
                  + ".")
     if not_run:
@@ -313,11 +319,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input-shape", default=None, help="one input shape for every model, e.g. 1x3x64x64")
     parser.add_argument("--image-size", type=int, default=None,
                         help="height and width of the image models' input (default 224; 299 for Inception)")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help=f"comma-separated stages to run (default all: {', '.join(STAGES)}); convert always runs")
     parser.add_argument("--quality", default="balanced", choices=("fast", "balanced", "best"),
                         help="the INT8 recipe of both INT8 stages (optimize --quality)")
     parser.add_argument("--from-json", type=Path, default=None,
                         help="write the page from an earlier run's --json rows (with --minutes) instead of running")
     parser.add_argument("--minutes", type=float, default=0.0, help="with --from-json: how long that run took")
+    parser.add_argument("--note", default="", help="a sentence added to the page's introduction")
     args = parser.parse_args(argv)
     known = {m.key: m for m in MODELS}
     chosen = [known.get(key) or _m(key, "given") for key in args.models] if args.models else list(MODELS)
@@ -331,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         ran = {row.model.key for row in done}
         args.output.write_text(markdown(done, machine=machine_name(), date=args.date, threads=args.threads,
                                         rounds=args.rounds, minutes=args.minutes,
-                                        not_run=[m for m in chosen if m.key not in ran]))
+                                        not_run=[m for m in chosen if m.key not in ran], note=args.note))
         return 0
     rows: list[Row] = []
     start = time.perf_counter()
@@ -343,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
                 not_run.append(model)
                 continue
             row = run_model(model, work / model.key.replace(":", "_"), rounds=args.rounds, threads=args.threads,
-                            timeout=args.timeout, quality=args.quality)
+                            timeout=args.timeout, quality=args.quality,
+                            stages=("convert", *(s.strip() for s in args.stages.split(","))))
             rows.append(row)
             print(json.dumps(row.to_dict()), flush=True)
             if args.json:
