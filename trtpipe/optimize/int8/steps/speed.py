@@ -2,7 +2,11 @@
 in float than in integer on this machine, measured (int8/speed_placement.py). It runs after the accuracy budget, on
 its result, and only removes Q/DQ: what it leaves float computes the FP32 op on the integer kernel's own weights, so
 it never costs accuracy and is not judged by the step rule; the candidate is measured again for the record. Every
-region's times and decision go in the manifest (``int8.speed_placement``), summarised in one line."""
+region's times and decision go in the manifest (``int8.speed_placement``), summarised in one line.
+
+Known cost: where INT8 is cross-fitted (a fixed calibration set without an accuracy budget, ``held_out.py``), the
+pass hands every step each fold's chain as well as the whole one, and this step times each of them (five times the
+cost); the folds' files only feed the pooled accuracy figure, which leaving regions float does not lower."""
 
 from __future__ import annotations
 
