@@ -9,7 +9,7 @@ QUARK_STAMP := $(QUARK_VENV)/.installed-stamp
 MODELOPT_VENV  := .venv-modelopt
 MODELOPT_STAMP := $(MODELOPT_VENV)/.installed-stamp
 
-.PHONY: install demo test bench peers cpu-classes loadtest soak conformance gpu-check lint docs format retrain clean
+.PHONY: install demo test bench zoo peers cpu-classes loadtest soak conformance gpu-check lint docs format retrain clean
 
 install: $(STAMP)
 
@@ -65,6 +65,12 @@ bench: install
 			--set bench.threads=$(THREADS) --set bench.baselines=compile,autocast --set bench.peers=true \
 			--set output.repository=$(CURDIR)/models --set output.reports=$(CURDIR)/reports || exit 1; \
 	done
+
+# The model-zoo sweep (docs/results/model-zoo.md): timm and torchvision architectures with seeded random weights
+# through convert, FP16, INT8 cpu and tensorrt, check, and a paired bench of FP32, trtpipe's INT8 and ONNX Runtime's
+# quantize_static (scripts/zoo.py). ZOO_ARGS passes options, e.g. ZOO_ARGS='--budget-minutes 40 timm:resnet18'.
+zoo: install
+	$(BIN)/python scripts/zoo.py $(ZOO_ARGS)
 
 # Server throughput, latency and CPU: trtpipe serve with and without dynamic batching, and a real Triton server
 # (Python-backend export) on the same artifacts and load (docs/results/serving.md).

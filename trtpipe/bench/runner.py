@@ -20,6 +20,7 @@ from typing import Any
 from trtpipe import console
 from trtpipe.bench import environment
 from trtpipe.bench.agreement import Agreement
+from trtpipe.bench.float_regions import float_region_lines
 from trtpipe.bench.identity import check_weights
 from trtpipe.bench.layers import EngineFacts
 from trtpipe.bench.measure import Measure
@@ -97,6 +98,7 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
         "standing": peer_standing(results),
         "standing_pytorch": pytorch_standing(results),
         "other_load": other_load.share,
+        "left_float": float_region_lines(paths),
     } | ({"layer_timing": facts.layer_timing} if options.profile_layers else {}) | (
         {"runs": measure.runs()} if keep_runs else {})
 

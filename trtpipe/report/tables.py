@@ -61,6 +61,8 @@ def print_table(report: dict[str, Any], to: Console | None = None) -> None:
               soft_wrap=True)
     for line in standing_lines(report):
         out.print(escape(line), soft_wrap=True)
+    for line in report.get("left_float") or []:
+        out.print(f"[dim]{escape(line)}[/dim]", soft_wrap=True)
     print_layer_timing(report, out)
 
 
@@ -136,6 +138,9 @@ def to_markdown(report: dict[str, Any]) -> str:
                   f"To steady them: {ADVICE}."]
     if standing := standing_lines(report):
         lines += ["", *(f"- {line}" for line in standing)]
+    if left_float := report.get("left_float"):
+        lines += ["", "What the INT8 files leave float, and why (their manifests):", "",
+                  *(f"- {line}" for line in left_float)]
     if left_out := left_out_lines(report):
         lines += ["", "Not in this table, and why:", "", *(f"- {line}" for line in left_out)]
     lines += ["", legend_line(report["results"])]

@@ -7,7 +7,9 @@ is written. Steps with no purpose (they decide by their own measure) decide in e
 
 Cross-fitting multiplies what a learned step costs (bias correction runs a pass per layer): each step is run on the
 final chain first and timed, and where its folds would take more than ``STEP_BUDGET_S`` the later folds are let go
-(at least one stays), the pooled figure narrowed to the folds kept, and one line says so.
+(at least one stays), the pooled figure narrowed to the folds kept, and one line says so. A step that declares
+itself ``final_only`` (it only leaves regions float for speed, and so never lowers accuracy) runs on the final chain
+alone: the folds' files, a little more quantized, then judge conservatively.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ def step_across_folds(step: object, folds: list[FoldChain], final: Candidate, po
     its candidate carrying the pooled figure, and the pooled figure now."""
     whole = pool.whole
     name = getattr(step, "name", "a step")
+    if getattr(step, "final_only", False):  # it never lowers accuracy: the folds' files, a little more quantized, judge
+        proposed_only: Outcome = step.apply(whole, final)  # type: ignore[attr-defined]
+        return replace(proposed_only, candidate=Candidate(proposed_only.candidate.model, pooled)), pooled
     # Each chain's own lines would be figures on one fold, or in-sample: the pooled decision below is what is said.
     with console.step(f"{name}: on all the samples, then in each of {len(folds)} folds, judged pooled..."), \
             console.hushed():

@@ -12,11 +12,13 @@ from trtpipe.optimize.int8.steps.bias_correction import BiasCorrection
 from trtpipe.optimize.int8.steps.budget import Budget
 from trtpipe.optimize.int8.steps.high_precision import HighPrecision
 from trtpipe.optimize.int8.steps.preactivations import IntegerPreactivations
+from trtpipe.optimize.int8.steps.speed import SpeedPlacementStep
 
 STEPS: tuple[Int8Step, ...] = (
     IntegerPreactivations(),
     Adaround(),
     BiasCorrection(),
     Budget(),
+    SpeedPlacementStep(),
     HighPrecision(),
 )
