@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trtpipe.artifact.records.manifest import read_manifest
+from trtpipe.vocab import Precision
 
 
 def float_region_lines(paths: list[Path]) -> list[str]:
@@ -16,7 +17,7 @@ def float_region_lines(paths: list[Path]) -> list[str]:
     lines = []
     for path in paths:
         manifest = read_manifest(path) if path.is_file() else None
-        int8 = (manifest.details.get("int8") if manifest is not None else None) or {}
+        int8 = (manifest.details.get(Precision.INT8.value) if manifest is not None else None) or {}
         if line := _line(path.name, int8):
             lines.append(line)
     return lines

@@ -35,7 +35,9 @@ from trtpipe.onnx_info import attribute, producers_of
 from trtpipe.optimize.int8.profiles import WEIGHTED_OPS
 from trtpipe.optimize.int8.quantize import prune_unread
 from trtpipe.optimize.speed_check import SpeedCheck, paired_speedup, session
+from trtpipe.vocab import Precision
 
+INT8, FLOAT = str(Precision.INT8), "float"  # what a region was kept as
 ROUNDS = 5  # paired rounds per decision: the written file's check (speed_check.ROUNDS) takes more
 # Below this FP32 time per run, ONNX Runtime's fixed cost per op and the machine's noise decide a region's timing,
 # not its kernels (a 4-convolution test graph runs in 0.03 ms): no region is timed and the file stays as placed.
@@ -55,7 +57,7 @@ class RegionDecision:
     float_ms: float
     float_speedup: float
     interval: tuple[float, float]
-    kept: str  # "int8" or "float"
+    kept: str  # INT8 or FLOAT
 
     def to_dict(self) -> dict[str, Any]:
         return {"region": self.region, "nodes": self.nodes, "int8_ms": round(self.int8_ms, 3),
@@ -74,13 +76,13 @@ class SpeedPlacement:
 
     @property
     def left_float(self) -> list[RegionDecision]:
-        return [d for d in self.decisions if d.kept == "float"]
+        return [d for d in self.decisions if d.kept == FLOAT]
 
     def line(self) -> str:
         """One line: which regions stay integer, which were left float, and the result against FP32."""
         if self.skipped is not None:
             return f"Speed-aware placement: no region timed ({self.skipped})"
-        kept = [f"{d.region} ({len(d.nodes)})" for d in self.decisions if d.kept == "int8"]
+        kept = [f"{d.region} ({len(d.nodes)})" for d in self.decisions if d.kept == INT8]
         left = [f"{d.region} ({len(d.nodes)}, {d.float_speedup:.2f}x faster in float)" for d in self.left_float]
         parts = [f"integer: {', '.join(kept) or 'none'}"]
         if left:
@@ -262,26 +264,26 @@ def place_for_speed(model: onnx.ModelProto, fp32: onnx.ModelProto, timer: Timer)
         check = timer(candidate, current)
         faster = check.speedup > 1.0
         decisions.append(RegionDecision(region, nodes, check.reference_ms, check.candidate_ms, check.speedup,
-                                        (check.interval.low, check.interval.high), "float" if faster else "int8"))
+                                        (check.interval.low, check.interval.high), FLOAT if faster else INT8))
         if faster:
             current = candidate
     if current is not model and timer(current, model).speedup < 1.0:
         # Decisions one region at a time, each on a few noisy rounds, can add up to a slower file: checked once
         # against the file as placed, which is kept where it is faster.
         current = model
-        decisions = [d if d.kept == "int8" else RegionDecision(
-            d.region, d.nodes, d.int8_ms, d.float_ms, d.float_speedup, d.interval, "int8") for d in decisions]
+        decisions = [d if d.kept == INT8 else RegionDecision(
+            d.region, d.nodes, d.int8_ms, d.float_ms, d.float_speedup, d.interval, INT8) for d in decisions]
     vs_fp32 = timer(current, fp32)
-    integer = [d for d in decisions if d.kept == "int8"]
+    integer = [d for d in decisions if d.kept == INT8]
     if vs_fp32.speedup < 1.0 and integer:
         # Slower than FP32 with the regions that each measured faster in integer: every region float, if faster.
         everything = left_float(current, fp32, [n for d in integer for n in d.nodes])
         check = timer(everything, current)
         if check.speedup > 1.0:
             current = everything
-            decisions = [d if d.kept == "float" else RegionDecision(
+            decisions = [d if d.kept == FLOAT else RegionDecision(
                 d.region, d.nodes, check.reference_ms, check.candidate_ms, check.speedup,
-                (check.interval.low, check.interval.high), "float") for d in decisions]
+                (check.interval.low, check.interval.high), FLOAT) for d in decisions]
             vs_fp32 = timer(current, fp32)
     return current, SpeedPlacement(decisions, vs_fp32, time.perf_counter() - start)
 
