@@ -79,3 +79,14 @@ def test_without_a_task_figure_the_worst_cosine_decides() -> None:
     assert small.agreement is None and large.cosine < small.cosine
     assert judge_step(large, small, ACCURACY).kept and not judge_step(small, large, ACCURACY).kept
     assert not judge_step(small, large, SPEED).kept  # far beyond twice the error before it
+
+
+def test_a_tie_at_the_ceiling_is_broken_by_the_worst_cosine(reference: np.ndarray) -> None:
+    """32 of 32 agree with and without the step: the task figure cannot see a loss, the cosine against FP32 can."""
+    rng = np.random.default_rng(6)
+    close = compare(reference, reference + 0.01 * rng.standard_normal(reference.shape))
+    closer = compare(reference, reference + 0.001 * rng.standard_normal(reference.shape))
+    assert close.agreement == closer.agreement == 1.0 and closer.cosine > close.cosine
+    worse = judge_step(closer, close, ACCURACY)
+    assert not worse.kept and "the worst cosine against FP32 fell" in worse.why
+    assert judge_step(close, closer, ACCURACY).kept

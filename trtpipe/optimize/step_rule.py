@@ -10,7 +10,10 @@ over samples widened to at least the share an event no sample showed may still h
 **The decision uses the point estimate** and what is known before the data, by what the step is for:
 
 - ``ACCURACY``, a step that costs nothing at run time (bias correction, AdaRound, better ranges: the file has the
-  same nodes): kept unless its point change is negative. Such steps rarely hurt, so a tie keeps them;
+  same nodes): kept unless its point change is negative. A tie (often a figure at its ceiling: 32 of 32 agree with
+  and without the step) is no evidence either way, so the worst cosine against FP32, a continuous error the figure
+  cannot see, breaks it: kept unless it fell (bias correction kept on such a tie cost a direction classifier 2 of
+  200 unseen lines: docs/results/int8-decisions.md);
 - ``ACCURACY_AT_COST``, a step that buys accuracy with run time (layers left in float): kept only where its point
   change is positive; a tie goes to the faster, simpler file;
 - ``SPEED``, a step that trades accuracy for speed (FP16 in the float layers, fewer fallbacks): kept only where its
@@ -171,8 +174,14 @@ def judge_step(before: Comparison, after: Comparison, purpose: str, *,
         kept = point > 1e-9
         why = ("its point change is a gain, worth its run time" if kept else
                "its point change is no gain, and it costs run time: the simpler, faster file is kept")
+    elif abs(point) < 1e-9:  # a tie on the task figure, often at its ceiling: the continuous error decides
+        kept = after.cosine >= before.cosine
+        why = ("no change on the task figure, and the worst cosine against FP32 did not fall "
+               f"({before.cosine:.6f} → {after.cosine:.6f})" if kept else
+               "no change on the task figure, but the worst cosine against FP32 fell "
+               f"({before.cosine:.6f} → {after.cosine:.6f}): a loss the figure, at its ceiling, cannot see")
     else:
-        kept = point >= -1e-9
-        why = ("it costs nothing at run time and its point change is not negative" if kept else
+        kept = point > 0
+        why = ("it costs nothing at run time and its point change is a gain" if kept else
                "its point change is negative")
     return StepVerdict(kept, kind, point, interval, needed, words, why)
