@@ -288,6 +288,36 @@ def ctc_reader(layout: str = "tnc", *, batch_free: bool = False, steps: int = 24
     return onnx_model(nodes, initializers, [tensor("x", ["n", 1, 8, steps])], outputs, name=f"ctc_{layout}", opset=13)
 
 
+def misdeclared_reader(steps: int = 24) -> onnx.ModelProto:
+    """A static-batch CTC reader of ``x [1, 1, 8, steps]`` laid out as ddddocr 1.6.1's CRNN is: time-major logits
+    ``[steps, 1, 37]`` from a projection of the timesteps flattened to rows, reshaped back by a shape computed from
+    the features' own (Shape, Gather, Concat), while the graph declares the output ``[1, "seqlen"]``, as that file
+    does. A simplifier that trusts the declaration reshapes the logits to ``[1, steps * 37]``."""
+    rng = np.random.default_rng(0)
+    channels, classes = 16, 37
+    bias = np.zeros(classes, np.float32)
+    bias[0] = 3.0
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("ReduceMean", ["r"], ["m"], axes=[2], keepdims=0, name="pool"),  # [1, C, T]
+             helper.make_node("Transpose", ["m"], ["t"], perm=[2, 0, 1], name="tr"),  # [T, 1, C]
+             helper.make_node("Shape", ["t"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "zero"], ["time"], axis=0, name="time"),
+             helper.make_node("Gather", ["shape", "one"], ["batch"], axis=0, name="batch"),
+             helper.make_node("Concat", ["time", "batch", "classes"], ["target"], axis=0, name="target"),
+             helper.make_node("Reshape", ["t", "rows"], ["flat"], name="flat"),  # [T * 1, C]
+             helper.make_node("Gemm", ["flat", "proj", "bias"], ["p"], name="proj"),
+             helper.make_node("Reshape", ["p", "target"], ["logits"], name="unflat")]
+    integers = [numpy_helper.from_array(np.array([0], np.int64), "zero"),
+                numpy_helper.from_array(np.array([1], np.int64), "one"),
+                numpy_helper.from_array(np.array([classes], np.int64), "classes"),
+                numpy_helper.from_array(np.array([-1, channels], np.int64), "rows")]
+    initializers = [constant(rng.standard_normal((channels, 1, 3, 3)) * 0.5, "w"),
+                    constant(rng.standard_normal((channels, classes)), "proj"), constant(bias, "bias"), *integers]
+    return onnx_model(nodes, initializers, [tensor("x", [1, 1, 8, steps])], [tensor("logits", [1, "seqlen"])],
+                      name="misdeclared_reader", opset=13)
+
+
 def restorer() -> onnx.ModelProto:
     """A tiny image-to-image network of ``x [n, 3, 16, 16]`` (pixels in 0..1): the image plus a small 3x3 correction
     of each colour from all three, halved in size (AveragePool 2x2) and clipped to 0..1, ``y [n, 3, 8, 8]``: what a

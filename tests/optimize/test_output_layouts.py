@@ -1,6 +1,7 @@
 """Optimize on outputs whose batch is not their first axis, or that have none: a time-major CTC reader ``[T, N, C]``
 (read as the sequence task, its line naming the model's own layout), a batch-first one whose batch only runs reveal,
-and one with a batch-free second output. Every run ends with a file, never a traceback, and the manifest records
+one with a batch-free second output, and a static-batch reader whose graph declares its time-major logits as
+``[1, seqlen]`` (ddddocr 1.6.1's CRNN). Every run ends with a file, never a traceback, and the manifest records
 each output's batch axis."""
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
-from tests.builders import ctc_reader, photo_like, restorer
+from tests.builders import ctc_reader, misdeclared_reader, photo_like, restorer
 
 SAMPLES = 150  # more than one chunk of 64 in every check
 
@@ -70,3 +72,26 @@ def test_an_image_to_image_network_is_judged_as_restore(tmp_path: Path, run_cli,
     assert "Task: restore (inferred: one output [8, 3, 8, 8], an image: values" in text
     assert "in the pixel range 0..1, its 3 channels rising and falling together" in text
     assert "PSNR vs FP32" in text and "mean SSIM vs FP32" in text
+
+
+def test_a_misdeclared_output_shape_survives_fusion(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """ddddocr 1.6.1's CRNN declares ``[1, seqlen]`` for the ``[T, 1, C]`` logits it computes: fusion must keep
+    what the graph computes (onnxslim alone folds the reshape to the declaration, and every run then ended in
+    "Output 0 is shaped [36, 164200] and the reference's [36, 20, 8210]"), and the outputs' declarations as given."""
+    from trtpipe.optimize.passes.fuse import simplify
+
+    model = misdeclared_reader()
+    fused, _ = simplify(model)
+    sample = np.random.default_rng(0).standard_normal((1, 1, 8, 24)).astype(np.float32)
+    shapes = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+              .run(None, {"x": sample})[0].shape for m in (model, fused)]
+    assert shapes == [(24, 1, 37), (24, 1, 37)]
+    assert fused.graph.output[0] == model.graph.output[0]
+
+    source, data, out = tmp_path / "reader.onnx", tmp_path / "lines.npy", tmp_path / "fp16.onnx"
+    onnx.save(model, source)
+    np.save(data, np.random.default_rng(1).standard_normal((20, 1, 1, 8, 24)).astype(np.float32)[:, 0])
+    result = run_cli("optimize", source, "-o", out, "--precision", "fp16", "--calib", data)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Task: sequence (inferred: output [24, 8, 37] (batch on axis 1)" in text

@@ -23,6 +23,7 @@ import onnx
 
 from trtpipe import console
 from trtpipe.comparison import Comparison, compare
+from trtpipe.optimize.evaluate import outputs_and_axes
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
 
 STEP_BUDGET_S = 120.0  # what one step may take across the folds, beyond the written file's own run of it
@@ -39,13 +40,15 @@ class FoldChain:
 
 class Pool:
     """The pooled figure of the folds' candidates: each fold's outputs on its own judging samples, scattered back
-    into sample order and compared with FP32's outputs on all the samples."""
+    into sample order and compared with FP32's outputs on all the samples. An output with no batch axis (a detector's
+    anchors: the same in every run, trtpipe.runtime.batch_axes.join) is not scattered: each fold's is the whole."""
 
     def __init__(self, fp32: onnx.ModelProto, whole: Int8Run, folds: Sequence[FoldChain]) -> None:
         self.whole = whole
         self.judged = np.sort(np.concatenate([fold.indices for fold in folds]))  # whole.judge's samples, in order
         context = whole.context
-        self.expected = context.outputs(fp32, whole.judge.images)
+        self.expected, axes = outputs_and_axes(fp32, whole.judge.images, batch=context.static_batch)
+        self.per_sample = [axis is not None for axis in axes.axes]
         self.names = [o.name for o in fp32.graph.output]
 
     def check(self, folds: Sequence[FoldChain], models: Sequence[onnx.ModelProto]) -> Comparison:
@@ -55,8 +58,11 @@ class Pool:
             context = fold.run.context
             found = context.outputs(model, fold.run.judge.images, fold.run.profile.evaluation_optimization)
             positions = np.searchsorted(self.judged, fold.indices)
-            for whole, part in zip(pooled, found, strict=True):
-                whole[positions] = part
+            for index, (whole, part) in enumerate(zip(pooled, found, strict=True)):
+                if self.per_sample[index]:
+                    whole[positions] = part
+                else:
+                    pooled[index] = part
         context = self.whole.context
         return compare(self.expected, pooled, self.whole.judge.labels, task=context.task, names=self.names,
                        decoder=context.decoder)
@@ -67,7 +73,8 @@ class Pool:
         del folds[keep:]
         kept = np.sort(np.concatenate([fold.indices for fold in folds]))
         positions = np.searchsorted(self.judged, kept)
-        self.expected = [array[positions] for array in self.expected]
+        self.expected = [array[positions] if per_sample else array
+                         for array, per_sample in zip(self.expected, self.per_sample, strict=True)]
         self.judged = kept
         judge = self.whole.judge
         source = judge.source.split(", cross-fitted")[0]

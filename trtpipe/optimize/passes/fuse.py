@@ -58,7 +58,8 @@ def simplify(model: onnx.ModelProto) -> tuple[onnx.ModelProto, FusionReport]:
     before = op_counts(model)
     size_before = model.ByteSize()
     with contextlib.redirect_stdout(io.StringIO()):
-        slimmed = onnxslim.slim(model)
+        slimmed = onnxslim.slim(_outputs_unshaped(model))
+    _restore_outputs(slimmed.graph, model.graph)
     slimmed, affine = fold_conv_affine(slimmed)
     slimmed, activations = fuse_hard_activations(slimmed)
     if affine or any(activations.values()):
@@ -68,6 +69,29 @@ def simplify(model: onnx.ModelProto) -> tuple[onnx.ModelProto, FusionReport]:
         raise TrtpipeError(f"Simplification produced non-standard operators ({', '.join(foreign)}), which "
                            "TensorRT cannot parse: rerun with --passes none.")
     return slimmed, FusionReport(before, op_counts(slimmed), size_before, slimmed.ByteSize())
+
+
+def _outputs_unshaped(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose graph outputs declare no shape. onnxslim trusts a graph output's declared shape as
+    fact and folds the shape computations that feed it into constants: where an exporter declared a wrong one
+    (ddddocr 1.6.1's CRNN declares ``[1, seqlen]`` for logits it computes as ``[T, 1, C]``), the slimmed graph then
+    reshapes to the declared shape and computes another model. Without the declarations, it infers what the graph
+    computes."""
+    unshaped = onnx.ModelProto()
+    unshaped.CopyFrom(model)
+    for output in unshaped.graph.output:
+        if output.type.HasField("tensor_type"):
+            output.type.tensor_type.ClearField("shape")
+    return unshaped
+
+
+def _restore_outputs(graph: onnx.GraphProto, original: onnx.GraphProto) -> None:
+    """The graph outputs of ``graph`` declared as ``original`` declared them (same names, same order where onnxslim
+    kept them), so that simplifying changes nothing a caller reads from the outputs' declarations."""
+    declared = {o.name: o for o in original.output}
+    for output in graph.output:
+        if output.name in declared:
+            output.CopyFrom(declared[output.name])
 
 
 def _drop_unread_initializers(graph: onnx.GraphProto) -> None:
