@@ -45,12 +45,13 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/peers.py's quantizers and helpers
 from peers import _one_line, _static_batch, nncf, ort_static
 
-from trtpipe.comparison import compare
+from trtpipe.comparison import Comparison, compare
 from trtpipe.models.data import load_split
 from trtpipe.models.packaged import LAYOUT_DETECTOR, TEXT_DETECTOR, natural_batch, packaged_model, packaged_onnx
 from trtpipe.models.photos import photo_crops
 from trtpipe.optimize.evaluate import outputs
 from trtpipe.optimize.opset import upgrade_for_precision
+from trtpipe.optimize.step_rule import paired_change
 from trtpipe.vocab import GraphOptimization, Precision, Task
 
 HERE = Path(__file__).resolve().parent.parent
@@ -164,8 +165,9 @@ def prepare(name: str, folder: Path, unseen_count: int | None) -> Prepared:
         from trtpipe.models.loader import load_model
 
         converted = folder / "source.onnx"
-        subprocess.run([sys.executable, "-m", "trtpipe.cli", "convert", name, "-o", str(converted)], check=True,
-                       stdout=subprocess.DEVNULL, cwd=HERE)
+        if not converted.exists():
+            subprocess.run([sys.executable, "-m", "trtpipe.cli", "convert", name, "-o", str(converted)],
+                           check=True, stdout=subprocess.DEVNULL, cwd=HERE)
         prep = load_model(name).extra["preprocessing"]
         count = unseen_count or 200
         mean, std = tuple(prep["mean"]), tuple(prep["std"])
@@ -177,8 +179,9 @@ def prepare(name: str, folder: Path, unseen_count: int | None) -> Prepared:
                         f"photo crops: calibration crops 0-127, unseen eval crops 500-{499 + count}")
     if name == "digits_resnet":
         converted = folder / "source.onnx"
-        subprocess.run([sys.executable, "-m", "trtpipe.cli", "convert", name, "-o", str(converted)], check=True,
-                       stdout=subprocess.DEVNULL, cwd=HERE)
+        if not converted.exists():
+            subprocess.run([sys.executable, "-m", "trtpipe.cli", "convert", name, "-o", str(converted)],
+                           check=True, stdout=subprocess.DEVNULL, cwd=HERE)
         unseen_all = load_split("digits", "eval").images
         unseen = unseen_all[: unseen_count] if unseen_count else unseen_all
         return Prepared(name, "digits ResNet (trained in the repo)", converted, _peer_graph(converted, folder),
@@ -222,14 +225,34 @@ def recipe_record(out: Path) -> dict[str, Any] | None:
     return recipe if isinstance(recipe, dict) else None
 
 
-def judge(path: Path, model: Prepared, reference: list[np.ndarray], float_qdq: bool) -> dict[str, Any]:
+def judge(path: Path, model: Prepared, reference: list[np.ndarray], float_qdq: bool) -> Comparison:
+    """The file's outputs on the unseen set against FP32's, by the model's task measure (Q/DQ as float ops for a
+    tensorrt-target file)."""
     judged = outputs(onnx.load(str(path)), model.unseen, batch=model.batch,
                      optimization=GraphOptimization.DISABLE if float_qdq else GraphOptimization.ALL)
-    result = compare(reference, judged, task=model.task, decoder=model.decoder)
+    return compare(reference, judged, task=model.task, decoder=model.decoder)
+
+
+def cell_of(result: Comparison) -> dict[str, Any]:
     found = result.agreement_interval
     return {"measure": result.agreement_name, "agreement": result.agreement,
-            "interval": None if found is None else [found.low, found.high], "units": len(model.unseen),
+            "interval": None if found is None else [found.low, found.high], "units": result.samples,
             "cosine": result.cosine}
+
+
+def paired(judged: dict[str, Comparison]) -> dict[str, Any]:
+    """AFTER's figure minus BEFORE's and minus NNCF's on the same unseen samples, pair by pair (the step rule's own
+    paired interval): [point, low, high] in points, where both were judged and the task gives per-sample figures."""
+    out: dict[str, Any] = {}
+    after = judged.get("AFTER")
+    for other in ("BEFORE", "NNCF"):
+        theirs = judged.get(other)
+        if after is None or theirs is None or after.agreement is None or theirs.agreement is None:
+            continue
+        found = paired_change(theirs, after)
+        out[f"AFTER-{other}"] = [100 * (after.agreement - theirs.agreement),
+                                 None if found is None else found.low, None if found is None else found.high]
+    return out
 
 
 def run_model(name: str, before: Path, unseen_count: int | None) -> dict[str, Any]:
@@ -251,6 +274,7 @@ def run_model(name: str, before: Path, unseen_count: int | None) -> dict[str, An
     for target in TARGETS:
         float_qdq = target == "tensorrt"
         cells: dict[str, Any] = {}
+        judged: dict[str, Comparison] = {}
         for method in METHODS:
             out = folder / f"{method}-{target}.onnx"
             started = time.perf_counter()
@@ -271,7 +295,11 @@ def run_model(name: str, before: Path, unseen_count: int | None) -> dict[str, An
                     error, out = nncf_error, nncf_file or out
                 else:
                     ort_static(model.peer_source, out, model.calib, signed=float_qdq, batch=min(peer_batch, 32))
-                cell = {"error": error} if error else judge(out, model, reference, float_qdq)
+                if error:
+                    cell = {"error": error}
+                else:
+                    judged[method] = judge(out, model, reference, float_qdq)
+                    cell = cell_of(judged[method])
             except Exception as failure:  # a crash in one cell is recorded, the run goes on
                 cell = {"error": _one_line(failure)}
             cell["seconds"] = round(time.perf_counter() - started, 1)
@@ -279,8 +307,25 @@ def run_model(name: str, before: Path, unseen_count: int | None) -> dict[str, An
             shown = cell.get("error") or f"{cell['measure']} {100 * float(cell['agreement'] or 0):.1f} %"
             print(f"  {target} {method}: {shown} ({cell['seconds']} s)", flush=True)
         entry["cells"][target] = cells
+        entry.setdefault("paired", {})[target] = paired(judged)
     entry["seconds"] = round(time.perf_counter() - start, 1)
     return entry
+
+
+def pair_again(name: str, entry: dict[str, Any]) -> None:
+    """The paired differences for a model measured before the script computed them: its files judged again."""
+    folder = WORK / name
+    model = prepare(name, folder, entry["unseen"])
+    reference = outputs(onnx.load(str(model.peer_source)), model.unseen, batch=model.batch)
+    for target in TARGETS:
+        judged: dict[str, Comparison] = {}
+        for method in ("BEFORE", "AFTER", "NNCF"):
+            path = folder / ("NNCF.onnx" if method == "NNCF" else f"{method}-{target}.onnx")
+            if path.exists() and not entry["cells"][target][method].get("error"):
+                judged[method] = judge(path, model, reference, target == "tensorrt")
+                assert abs((judged[method].agreement or 0) - entry["cells"][target][method]["agreement"]) < 1e-9
+        entry.setdefault("paired", {})[target] = paired(judged)
+        print(f"{name} {target}: {entry['paired'][target]}", flush=True)
 
 
 def _machine() -> str:
@@ -299,6 +344,25 @@ def _figure(cell: dict[str, Any] | None) -> str:
     low, high = cell["interval"] or (None, None)
     text = f"{100 * float(cell['agreement']):.1f} %"
     return text + (f" ({100 * low:.1f}-{100 * high:.1f})" if low is not None else "")
+
+
+def _difference(found: list[float | None] | None) -> str:
+    """A paired difference in points with its 95 % interval (points), or a dash."""
+    if not found:
+        return "–"
+    point, low, high = found
+    return f"{point:+.1f}" + (f" ({low:+.1f} to {high:+.1f})" if low is not None and high is not None else "")
+
+
+def _float_layers(manifest: Path) -> str:
+    """The type the layers INT8 leaves float were written in (int8.high_precision.dtype): fp16 where "INT8 with FP16
+    elsewhere" was kept, fp32 where it was not (BEFORE decided that on the worst cosine for some models, a choice
+    its measured steps do not list)."""
+    if not manifest.exists():
+        return "?"
+    section = json.loads(manifest.read_text()).get("int8") or {}
+    found = section.get("high_precision") or {}
+    return str(found.get("dtype", "–"))
 
 
 def _steps_line(recipe: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
@@ -356,34 +420,40 @@ def write_page(results: dict[str, Any], machine: str, partial: bool) -> None:
               ""]
     for target in TARGETS:
         lines += [f"## Target `{target}`", "", "| model | task measure | N unseen | BEFORE | AFTER | NNCF | "
-                  "quantize_static |", "|---|---|---:|---:|---:|---:|---:|"]
+                  "quantize_static | AFTER − BEFORE, paired | AFTER − NNCF, paired |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, entry in results.items():
             cells = entry["cells"].get(target, {})
             measure = next((c.get("measure") for c in cells.values() if c.get("measure")), "?")
+            pairs = (entry.get("paired") or {}).get(target, {})
             lines.append(f"| {name} | {measure} | {entry['unseen']} | "
-                         + " | ".join(_figure(cells.get(m)) for m in METHODS) + " |")
+                         + " | ".join(_figure(cells.get(m)) for m in METHODS) + " | "
+                         + " | ".join(_difference(pairs.get(f"AFTER-{m}")) for m in ("BEFORE", "NNCF")) + " |")
         lines += ["", *_verdicts(results, target), ""]
     lines += ["## Steps the recipes kept or dropped", "",
               "From each trtpipe manifest (`int8.recipe.measured`): the steps that were judged on optimize's "
               "held-out split, the decision and the paired change each made (percentage points of the task measure, "
-              "95 % interval). Steps a recipe runs without a judgement (equalization, depthwise scaling) are in "
-              "`int8.recipe.steps` and not listed here.", "",
-              "| model | target | code | quality | steps run | judged step | decision | change pp | 95 % interval |",
-              "|---|---|---|---|---|---|---|---:|---|"]
+              "95 % interval; BEFORE's records carry only the interval, so its point change is the difference of the "
+              "two held-out figures it records). Steps a recipe runs without a judgement (equalization, depthwise "
+              "scaling) are in `int8.recipe.steps`; *float layers* is the type the layers INT8 leaves float were "
+              "written in (`int8.high_precision.dtype`: fp16 where INT8 with FP16 elsewhere was kept).", "",
+              "| model | target | code | quality | steps run | float layers | judged step | decision | change pp | "
+              "95 % interval |", "|---|---|---|---|---|---|---|---|---:|---|"]
     for name, entry in results.items():
         for target in TARGETS:
             for method in ("BEFORE", "AFTER"):
                 recipe = entry["steps"].get(target, {}).get(method)
                 if recipe is None:
                     error = entry["cells"].get(target, {}).get(method, {}).get("error")
-                    lines.append(f"| {name} | {target} | {method} | – | – | {'error' if error else 'no record'} | "
-                                 "– | – | – |")
+                    lines.append(f"| {name} | {target} | {method} | – | – | – | {'error' if error else 'no record'} "
+                                 "| – | – | – |")
                     continue
                 run = ", ".join(recipe.get("steps", [])) or "–"
+                floats = _float_layers(WORK / name / f"{method}-{target}.manifest.json")
                 judged = _steps_line(recipe) or [("none judged", "–", "–", "–")]
                 for step, kept, point, interval in judged:
-                    lines.append(f"| {name} | {target} | {method} | {recipe.get('quality', '?')} | {run} | {step} | "
-                                 f"{kept} | {point} | {interval} |")
+                    lines.append(f"| {name} | {target} | {method} | {recipe.get('quality', '?')} | {run} | {floats} | "
+                                 f"{step} | {kept} | {point} | {interval} |")
     lines.append("")
     PAGE.write_text("\n".join(lines))
 
@@ -398,16 +468,22 @@ def _verdicts(results: dict[str, Any], target: str) -> list[str]:
             out.append(f"- {name}: AFTER has no figure ({after.get('error', 'not run')}).")
             continue
         words = []
+        pairs = (entry.get("paired") or {}).get(target, {})
         for other in ("BEFORE", "NNCF"):
             cell = cells.get(other, {})
             if cell.get("agreement") is None:
                 continue
             diff = 100 * (float(after["agreement"]) - float(cell["agreement"]))
+            found = pairs.get(f"AFTER-{other}")
+            sure = ""
+            if found and found[1] is not None and found[2] is not None:
+                sure = (", outside the noise" if found[1] > 0 or found[2] < 0 else ", within the noise") + \
+                    f" (paired 95 % interval {found[1]:+.1f} to {found[2]:+.1f})"
             if diff < 0:
-                words.append(f"**below {other}** by {-diff:.1f} points")
+                words.append(f"**below {other}** by {-diff:.1f} points{sure}")
             else:
                 words.append(f"{'level with' if diff == 0 else 'above'} {other}"
-                             + (f" by {diff:.1f} points" if diff else ""))
+                             + (f" by {diff:.1f} points" if diff else "") + sure)
         out.append(f"- {name}: AFTER is " + ", ".join(words) + ".")
     return out
 
@@ -420,13 +496,27 @@ def main() -> int:
     parser.add_argument("--redo", action="store_true", help="run models already in the results again")
     parser.add_argument("--unseen", type=int, help="unseen samples per model instead of the defaults")
     parser.add_argument("--table", action="store_true", help="re-render the page from the results")
+    parser.add_argument("--pair", action="store_true", help="judge measured models' files again for the paired "
+                        "differences, where their results lack them")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     store = WORK / "results.json"
     saved = json.loads(store.read_text()) if store.exists() else {}
     results: dict[str, Any] = saved.get("models", {})
+    if (WORK / "paired.json").exists():  # paired differences judged after the run (--pair)
+        for name, found in json.loads((WORK / "paired.json").read_text()).items():
+            if name in results and not results[name].get("paired"):
+                results[name]["paired"] = found
     machine = saved.get("machine") or _machine()
-    if not args.table:
+    if args.pair:  # kept in a file of their own, so that a measuring run writing results.json meanwhile loses none
+        pairs = WORK / "paired.json"
+        found = json.loads(pairs.read_text()) if pairs.exists() else {}
+        for name in args.models:
+            if name in results and not results[name].get("paired") and name not in found:
+                pair_again(name, results[name])
+                found[name] = results[name]["paired"]
+                pairs.write_text(json.dumps(found, indent=1) + "\n")
+    elif not args.table:
         for name in args.models:
             if name in results and not args.redo:
                 print(f"{name}: already measured (--redo to run again)", flush=True)
