@@ -64,6 +64,7 @@ METHODS = ("BEFORE", "AFTER", "NNCF", "quantize_static")
 # Seeds of the seeded sources: none of them used by scripts/peers.py or the tests (0 and 1), so the unseen pages and
 # lines are new to every earlier measurement.
 CALIB_SEED, UNSEEN_SEED = 100, 200
+NOTES = "<!-- notes: written by hand; re-rendering the tables keeps them -->"
 MODELS = ("digits_resnet", "ppocr_cls", "ppocrv4_rec", TEXT_DETECTOR, LAYOUT_DETECTOR, "efficientnet_lite0")
 
 
@@ -455,7 +456,8 @@ def write_page(results: dict[str, Any], machine: str, partial: bool) -> None:
                     lines.append(f"| {name} | {target} | {method} | {recipe.get('quality', '?')} | {run} | {floats} | "
                                  f"{step} | {kept} | {point} | {interval} |")
     lines.append("")
-    PAGE.write_text("\n".join(lines))
+    kept = PAGE.read_text().split(NOTES, 1) if PAGE.exists() else []
+    PAGE.write_text("\n".join(lines) + (NOTES + kept[1] if len(kept) == 2 else ""))
 
 
 def _verdicts(results: dict[str, Any], target: str) -> list[str]:
@@ -488,6 +490,25 @@ def _verdicts(results: dict[str, Any], target: str) -> list[str]:
     return out
 
 
+def load_results() -> tuple[dict[str, Any], str]:
+    """Every measured model (WORK/NAME/result.json; results.json from runs before those files), in the page's order,
+    with paired differences judged afterwards (--pair) where its own lack them; and the machine line."""
+    store = WORK / "results.json"
+    saved = json.loads(store.read_text()) if store.exists() else {}
+    found: dict[str, Any] = dict(saved.get("models", {}))
+    for path in sorted(WORK.glob("*/result.json")):
+        found[path.parent.name] = json.loads(path.read_text())
+    pairs = json.loads((WORK / "paired.json").read_text()) if (WORK / "paired.json").exists() else {}
+    for name, entry in found.items():
+        if not entry.get("paired") and name in pairs:
+            entry["paired"] = pairs[name]
+    order = [name for name in MODELS if name in found] + [name for name in found if name not in MODELS]
+    machine_file = WORK / "machine.txt"
+    if not machine_file.exists():
+        machine_file.write_text(saved.get("machine") or _machine())
+    return {name: found[name] for name in order}, machine_file.read_text()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Issue #55's measurement: INT8 decisions before and after.")
     parser.add_argument("models", nargs="*", default=list(MODELS))
@@ -500,15 +521,8 @@ def main() -> int:
                         "differences, where their results lack them")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
-    store = WORK / "results.json"
-    saved = json.loads(store.read_text()) if store.exists() else {}
-    results: dict[str, Any] = saved.get("models", {})
-    if (WORK / "paired.json").exists():  # paired differences judged after the run (--pair)
-        for name, found in json.loads((WORK / "paired.json").read_text()).items():
-            if name in results and not results[name].get("paired"):
-                results[name]["paired"] = found
-    machine = saved.get("machine") or _machine()
-    if args.pair:  # kept in a file of their own, so that a measuring run writing results.json meanwhile loses none
+    results, machine = load_results()
+    if args.pair:  # kept in a file of their own, so that a measuring run writing results meanwhile loses none
         pairs = WORK / "paired.json"
         found = json.loads(pairs.read_text()) if pairs.exists() else {}
         for name in args.models:
@@ -521,9 +535,12 @@ def main() -> int:
             if name in results and not args.redo:
                 print(f"{name}: already measured (--redo to run again)", flush=True)
                 continue
-            results[name] = run_model(name, args.before.resolve(), args.unseen)
-            store.write_text(json.dumps({"machine": machine, "models": results}, indent=1) + "\n")
+            # one file per model, so that two runs measuring different models never overwrite each other's
+            entry = run_model(name, args.before.resolve(), args.unseen)
+            (WORK / name / "result.json").write_text(json.dumps(entry, indent=1) + "\n")
+            results, machine = load_results()
             write_page(results, machine, partial=True)
+        results, machine = load_results()
     write_page(results, machine, partial=False)
     print(PAGE.read_text())
     return 0
