@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ HERE = Path(__file__).resolve().parent.parent
 WORK = HERE / "reports" / "int8-decisions"
 PAGE = HERE / "docs" / "results" / "int8-decisions.md"
 RAPIDOCR = "rapidocr_onnxruntime/models"
-OPTIMIZE_TIMEOUT_S = 900  # one optimize run; past it the cell says so
+OPTIMIZE_TIMEOUT_S = 900  # one optimize run by default (--timeout); past it the cell says so
 TARGETS = ("cpu", "tensorrt")
 METHODS = ("BEFORE", "AFTER", "NNCF", "quantize_static")
 # Seeds of the seeded sources: none of them used by scripts/peers.py or the tests (0 and 1), so the unseen pages and
@@ -198,17 +199,21 @@ def _disjoint(calib: np.ndarray, unseen: np.ndarray) -> None:
         raise SystemExit(f"{shared} unseen samples are also calibration samples")
 
 
-def run_optimize(tree: Path, source: Path, out: Path, calib: Path, target: str, log: Path) -> str | None:
-    """trtpipe optimize from ``tree`` in its own process, its output streamed to ``log``: None, or the error line."""
+def run_optimize(tree: Path, source: Path, out: Path, calib: Path, target: str, log: Path,
+                 timeout: int = OPTIMIZE_TIMEOUT_S) -> str | None:
+    """trtpipe optimize from ``tree`` in its own process, its output streamed to ``log``: None, or the error line.
+    A file a cut run already wrote (with its manifest) is kept rather than made again."""
+    if out.exists() and out.with_suffix(".manifest.json").exists():
+        return None
     command = [sys.executable, "-m", "trtpipe.cli", "optimize", str(source), "-o", str(out), "--precision", "int8",
                "--target", target, "--calib", str(calib)]
     env = {**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "160"}
     with log.open("w") as stream:
         try:
             done = subprocess.run(command, cwd=tree, env=env, stdout=stream, stderr=subprocess.STDOUT,
-                                  timeout=OPTIMIZE_TIMEOUT_S)
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
-            return f"timed out after {OPTIMIZE_TIMEOUT_S} s on the busy 2-core machine"
+            return f"timed out after {timeout} s on the busy 2-core machine"
     if done.returncode != 0 or not out.exists():
         lines = [line.strip() for line in log.read_text().splitlines() if line.strip()]
         return (lines[-1] if lines else f"exit {done.returncode}")[:300]
@@ -256,7 +261,8 @@ def paired(judged: dict[str, Comparison]) -> dict[str, Any]:
     return out
 
 
-def run_model(name: str, before: Path, unseen_count: int | None) -> dict[str, Any]:
+def run_model(name: str, before: Path, unseen_count: int | None, *, targets: tuple[str, ...] = TARGETS, jobs: int = 1,
+              timeout: int = OPTIMIZE_TIMEOUT_S) -> dict[str, Any]:
     folder = WORK / name
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -272,7 +278,12 @@ def run_model(name: str, before: Path, unseen_count: int | None) -> dict[str, An
     peer_batch = _static_batch(onnx.load(str(model.peer_source))) or 32
     nncf_file: Path | None = None
     nncf_error: str | None = None
-    for target in TARGETS:
+    runs = [(method, target) for target in targets for method in ("BEFORE", "AFTER")]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # jobs > 1: optimize runs side by side (each its own process)
+        errors = dict(zip(runs, pool.map(lambda run: run_optimize(
+            before if run[0] == "BEFORE" else HERE, model.trtpipe_source, folder / f"{run[0]}-{run[1]}.onnx",
+            calib_path, run[1], folder / f"{run[0]}-{run[1]}.log", timeout), runs), strict=True))
+    for target in targets:
         float_qdq = target == "tensorrt"
         cells: dict[str, Any] = {}
         judged: dict[str, Comparison] = {}
@@ -282,9 +293,7 @@ def run_model(name: str, before: Path, unseen_count: int | None) -> dict[str, An
             error: str | None = None
             try:
                 if method in ("BEFORE", "AFTER"):
-                    tree = before if method == "BEFORE" else HERE
-                    error = run_optimize(tree, model.trtpipe_source, out, calib_path, target,
-                                         folder / f"{method}-{target}.log")
+                    error = errors[method, target]
                     if error is None:
                         entry["steps"].setdefault(target, {})[method] = recipe_record(out)
                 elif method == "NNCF":
@@ -318,7 +327,7 @@ def pair_again(name: str, entry: dict[str, Any]) -> None:
     folder = WORK / name
     model = prepare(name, folder, entry["unseen"])
     reference = outputs(onnx.load(str(model.peer_source)), model.unseen, batch=model.batch)
-    for target in TARGETS:
+    for target in [t for t in TARGETS if t in entry["cells"]]:
         judged: dict[str, Comparison] = {}
         for method in ("BEFORE", "AFTER", "NNCF"):
             path = folder / ("NNCF.onnx" if method == "NNCF" else f"{method}-{target}.onnx")
@@ -517,6 +526,9 @@ def main() -> int:
     parser.add_argument("--redo", action="store_true", help="run models already in the results again")
     parser.add_argument("--unseen", type=int, help="unseen samples per model instead of the defaults")
     parser.add_argument("--table", action="store_true", help="re-render the page from the results")
+    parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated targets (default: both)")
+    parser.add_argument("--jobs", type=int, default=1, help="optimize runs of one model side by side (default 1)")
+    parser.add_argument("--timeout", type=int, default=OPTIMIZE_TIMEOUT_S, help="seconds one optimize run may take")
     parser.add_argument("--pair", action="store_true", help="judge measured models' files again for the paired "
                         "differences, where their results lack them")
     args = parser.parse_args()
@@ -536,7 +548,8 @@ def main() -> int:
                 print(f"{name}: already measured (--redo to run again)", flush=True)
                 continue
             # one file per model, so that two runs measuring different models never overwrite each other's
-            entry = run_model(name, args.before.resolve(), args.unseen)
+            entry = run_model(name, args.before.resolve(), args.unseen, targets=tuple(args.targets.split(",")),
+                              jobs=args.jobs, timeout=args.timeout)
             (WORK / name / "result.json").write_text(json.dumps(entry, indent=1) + "\n")
             results, machine = load_results()
             write_page(results, machine, partial=True)
