@@ -9,7 +9,7 @@ QUARK_STAMP := $(QUARK_VENV)/.installed-stamp
 MODELOPT_VENV  := .venv-modelopt
 MODELOPT_STAMP := $(MODELOPT_VENV)/.installed-stamp
 
-.PHONY: install demo test bench zoo peers cpu-classes loadtest soak conformance gpu-check lint docs format retrain clean
+.PHONY: install demo test bench zoo peers int8-decisions cpu-classes loadtest soak conformance gpu-check lint docs format retrain clean
 
 install: $(STAMP)
 
@@ -98,6 +98,14 @@ cpu-classes: install
 peers: install $(QUARK_STAMP) $(MODELOPT_STAMP)
 	TRTPIPE_QUARK_PYTHON=$(QUARK_VENV)/bin/python TRTPIPE_MODELOPT_PYTHON=$(MODELOPT_VENV)/bin/python \
 		$(BIN)/python scripts/peers.py
+
+# Issue #55's measurement: each trained model's INT8 for cpu and tensorrt by optimize's default recipe before the step
+# rule (a checkout of 2f2eca5 at BEFORE_TREE) and after it, NNCF's default PTQ and ONNX Runtime's quantize_static, on
+# one fixed calibration set, scored on a disjoint unseen set (docs/results/int8-decisions.md; about an hour on 2 cores).
+# BEFORE_TREE: git worktree add --detach ../wt-before 2f2eca5
+BEFORE_TREE ?= ../wt-before
+int8-decisions: install
+	$(BIN)/python scripts/int8_decisions.py --before $(BEFORE_TREE) $(INT8_DECISIONS_ARGS)
 
 # AMD Quark's ONNX quantizer in an environment of its own: it pins an older onnx than trtpipe's and brings
 # datasets, pandas and pyarrow. Its AdaRound needs torch, which it borrows from .venv (a .pth entry placed after
