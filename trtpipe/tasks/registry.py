@@ -40,6 +40,9 @@ class Inference:
     task: Task
     reason: str
     decoder: str | None = None
+    # Read from the output's values (several maps: class scores, an image, or neither), not from its shape alone:
+    # such an inference means something only on the model's real inputs (convert's random ones show nothing)
+    from_values: bool = False
 
     def line(self) -> str:
         """``Task: detect, decoded as yolox (inferred: ...)``: the one line every inference prints."""
@@ -107,12 +110,14 @@ def _maps(output: np.ndarray, shown: str, fix: str) -> Inference:
     """One output of several maps [N, C, H, W], read by its values: an image where they are pixels (restore), class
     scores where they are (segment), else generic; the line gives the evidence either way."""
     if why := restore.looks_like_pixels(output):
-        return Inference(Task.RESTORE, f"one output {shown}, an image: {why}; judged by PSNR and SSIM against FP32")
+        return Inference(Task.RESTORE, f"one output {shown}, an image: {why}; judged by PSNR and SSIM against FP32",
+                         from_values=True)
     scores, why = segment.class_scores(output)
     if scores:
-        return Inference(Task.SEGMENT, f"one output {shown}, read as per-pixel class scores: {why}")
+        return Inference(Task.SEGMENT, f"one output {shown}, read as per-pixel class scores: {why}", from_values=True)
     return Inference(Task.GENERIC, f"one output {shown}: not class scores ({why}) nor pixels: compared output by "
-                                   f"output; {fix} (heatmaps of keypoints or centres: --task heatmap)")
+                                   f"output; {fix} (heatmaps of keypoints or centres: --task heatmap)",
+                     from_values=True)
 
 
 def check_fits(task: Task, shapes: Sequence[tuple[int, ...]]) -> None:
