@@ -6,7 +6,8 @@ and one line in MEASURES; the comparison, and so every stage that reports or gat
 A task is inferred only where the evidence says so, and every inference says which measure (and decoder) it chose
 and why (:class:`Inference`): shapes alone choose a classifier ``[N, C]``, a segmenter ``[N, C, H, W]`` and a dense
 map ``[N, 1, H, W]``; a detector's head must also decode to plausible boxes on the data (``detect.choose``) and a
-recognizer's outputs must show CTC's blank (``sequence.recognised``). A head that looks like a detector's but that
+recognizer's outputs must show CTC's blank (``sequence.recognised``); several maps of one size whose first is sparse
+scores in 0..1 that peak are a heatmap head (``heatmap.head``). A head that looks like a detector's but that
 no built-in decoder reads plausibly is not measured as one: generic, with the line naming ``--task`` and
 ``--postprocess``.
 """
@@ -102,6 +103,8 @@ def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None
                 if task is Task.DENSE and restore.looks_like_pixels(np.asarray(outputs[0], np.float64), (1,)):
                     also = " (its values are pixel-like too: --task restore reads it as an image)"
                 return Inference(task, f"one output {model_shape(shape, axes[0])}, read as {meaning}{also}")
+    if why := heatmap.head([np.asarray(o, dtype=np.float64) for o in outputs]):
+        return Inference(Task.HEATMAP, f"{_shapes(outputs, axes)}: {why}", from_values=True)
     return Inference(Task.GENERIC, f"{_shapes(outputs, axes)}: no layout a task measure reads: compared "
                                    f"output by output; {fix}")
 
