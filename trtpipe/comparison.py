@@ -71,6 +71,9 @@ class Comparison:
     # (inferred: ...)"), or how a given task's outputs were read ("decoded as yolox: ...")
     inference: str | None = None
     figure_intervals: dict[str, Interval] = field(default_factory=dict)  # the 95 % intervals of some ``figures``
+    # Whether ``task`` was inferred from the outputs' values (trtpipe.tasks.Inference.from_values), which only the
+    # model's real inputs show
+    inferred_from_values: bool = False
 
     @property
     def worst_output(self) -> str | None:
@@ -194,10 +197,10 @@ def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task:
                                                    for i in range(len(refs))]
     per_output = tuple(output_figures(name, r, c) for name, r, c in zip(names, refs, cands, strict=True))
     shapes = [tuple(r.shape) for r in refs]
-    inferred = None
+    inferred, from_values = None, False
     if task is None and decoder is None:
         inference = infer_task(refs, image_size)
-        task, inferred = inference.task, inference.line()
+        task, inferred, from_values = inference.task, inference.line(), inference.from_values
         if inference.decoder is not None:
             decoder = detect.DECODERS[inference.decoder]
     elif task is None:
@@ -229,6 +232,7 @@ def compare(reference: Outputs, candidate: Outputs, labels: Any = None, *, task:
         agreement_on=fidelity.agreement_on,
         inference=inferred or fidelity.measured_by,
         figure_intervals=dict(fidelity.figure_intervals),
+        inferred_from_values=from_values,
     )
 
 
@@ -300,6 +304,7 @@ def merge(parts: list[Comparison]) -> Comparison:
         inference=next((p.inference for p in parts if p.inference), None),
         figure_intervals={key: found for key in first.figure_intervals
                           if (found := _hull([p.figure_intervals.get(key) for p in parts])) is not None},
+        inferred_from_values=first.inferred_from_values,
     )
 
 

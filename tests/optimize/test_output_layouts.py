@@ -7,6 +7,7 @@ each output's batch axis."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -95,3 +96,41 @@ def test_a_misdeclared_output_shape_survives_fusion(tmp_path: Path, run_cli) -> 
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "Task: sequence (inferred: output [24, 8, 37] (batch on axis 1)" in text
+
+
+def test_convert_leaves_a_task_read_from_random_maps_to_optimize(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """demosaicnet 0.0.14's Bayer net converted with default options: on convert's random N(0, 1) inputs its RGB
+    output read as class scores, so the manifest recorded segment and optimize judged the real images by pixel class
+    agreement ("from the manifest"). The task read from several maps' values is not recorded; optimize infers it on
+    the calibration photos: restore."""
+    (tmp_path / "restorer.py").write_text(textwrap.dedent("""
+        import torch
+
+        class Restorer(torch.nn.Module):
+            input_shape = (1, 3, 16, 16)
+
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 3, 3, padding=1, bias=False)
+                with torch.no_grad():
+                    self.conv.weight.normal_(0, 0.02, generator=torch.Generator().manual_seed(0))
+                    self.conv.weight[range(3), range(3), 1, 1] += 1.0
+
+            def forward(self, x):
+                return torch.nn.functional.avg_pool2d(self.conv(x), 2).clamp(0, 1)
+
+        def make():
+            return Restorer().eval()
+    """))
+    source, data = tmp_path / "restorer.onnx", tmp_path / "photos.npy"
+    result = run_cli("convert", f"{tmp_path}/restorer.py:make", "-o", source)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Task: not recorded: on random inputs the outputs read as segment (inferred: one output" in text
+    assert "optimize and bench infer it on their data (give --task to record one)" in text
+    assert "task" not in json.loads(source.with_suffix(".manifest.json").read_text())["artifact"]
+
+    np.save(data, photo_like(40))
+    result = run_cli("optimize", source, "-o", tmp_path / "fp16.onnx", "--precision", "fp16", "--calib", data)
+    assert result.exit_code == 0, result.output
+    assert "Task: restore (inferred: one output [8, 3, 8, 8], an image" in " ".join(result.output.split())

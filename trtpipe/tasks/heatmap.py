@@ -23,10 +23,34 @@ EXPECTED = "[N, K, H, W] heatmaps, one per keypoint or class (of several maps, t
 THRESHOLD = 0.3  # a peak's least score (CenterNet's and CenterFace's demos keep centres above 0.3-0.5)
 RADIUS = 2.0  # map pixels within which a candidate's peak is FP32's
 MAX_PEAKS = 100  # per map, the highest
+# Inferred (:func:`head`) only where the first map is sparse: at most this share of its values at THRESHOLD or above
+MAX_HIGH_SHARE = 0.02
 
 
 def fits(shape: tuple[int, ...]) -> bool:
     return len(shape) == 4 and min(shape[2:]) >= 3
+
+
+def head(outputs: list[np.ndarray]) -> str | None:
+    """The evidence that ``outputs`` (samples first) are a multi-map heatmap head, or None: two outputs or more, all
+    maps ``[N, C, H, W]`` of one height and width (one stride: heatmap, sizes, offsets, landmarks), the first of
+    scores already in 0..1 (logits are not told from regression maps) that are sparse (at most MAX_HIGH_SHARE of them
+    at THRESHOLD or above) and peak on these samples."""
+    shapes = [tuple(o.shape) for o in outputs]
+    if len(outputs) < 2 or any(len(shape) != 4 for shape in shapes) or len({shape[2:] for shape in shapes}) != 1 \
+            or not fits(shapes[0]):
+        return None
+    first = outputs[0]
+    if first.size == 0 or not np.isfinite(first).all() or first.min() < 0 or first.max() > 1:
+        return None
+    high = float((first >= THRESHOLD).mean())
+    found = sum(len(peaks(one_map)[0]) for image in first for one_map in image)
+    if high > MAX_HIGH_SHARE or not found:
+        return None
+    return (f"{len(outputs)} maps of one size, the first {shapes[0][1]} channel(s) of scores in 0..1, sparse "
+            f"({100 * high:.2f}% at {THRESHOLD:g} or above) with {found / len(first):.1f} peaks per sample: a keypoint "
+            "or centre heatmap beside its regression maps; judged by peak recall and location error against FP32's "
+            "peaks")
 
 
 def scores(maps: np.ndarray) -> np.ndarray:

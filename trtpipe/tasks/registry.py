@@ -6,7 +6,8 @@ and one line in MEASURES; the comparison, and so every stage that reports or gat
 A task is inferred only where the evidence says so, and every inference says which measure (and decoder) it chose
 and why (:class:`Inference`): shapes alone choose a classifier ``[N, C]``, a segmenter ``[N, C, H, W]`` and a dense
 map ``[N, 1, H, W]``; a detector's head must also decode to plausible boxes on the data (``detect.choose``) and a
-recognizer's outputs must show CTC's blank (``sequence.recognised``). A head that looks like a detector's but that
+recognizer's outputs must show CTC's blank (``sequence.recognised``); several maps of one size whose first is sparse
+scores in 0..1 that peak are a heatmap head (``heatmap.head``). A head that looks like a detector's but that
 no built-in decoder reads plausibly is not measured as one: generic, with the line naming ``--task`` and
 ``--postprocess``.
 """
@@ -40,6 +41,9 @@ class Inference:
     task: Task
     reason: str
     decoder: str | None = None
+    # Read from the output's values (several maps: class scores, an image, or neither), not from its shape alone:
+    # such an inference means something only on the model's real inputs (convert's random ones show nothing)
+    from_values: bool = False
 
     def line(self) -> str:
         """``Task: detect, decoded as yolox (inferred: ...)``: the one line every inference prints."""
@@ -99,6 +103,8 @@ def infer_task(outputs: Sequence[np.ndarray], image_size: tuple[int, int] | None
                 if task is Task.DENSE and restore.looks_like_pixels(np.asarray(outputs[0], np.float64), (1,)):
                     also = " (its values are pixel-like too: --task restore reads it as an image)"
                 return Inference(task, f"one output {model_shape(shape, axes[0])}, read as {meaning}{also}")
+    if why := heatmap.head([np.asarray(o, dtype=np.float64) for o in outputs]):
+        return Inference(Task.HEATMAP, f"{_shapes(outputs, axes)}: {why}", from_values=True)
     return Inference(Task.GENERIC, f"{_shapes(outputs, axes)}: no layout a task measure reads: compared "
                                    f"output by output; {fix}")
 
@@ -107,12 +113,14 @@ def _maps(output: np.ndarray, shown: str, fix: str) -> Inference:
     """One output of several maps [N, C, H, W], read by its values: an image where they are pixels (restore), class
     scores where they are (segment), else generic; the line gives the evidence either way."""
     if why := restore.looks_like_pixels(output):
-        return Inference(Task.RESTORE, f"one output {shown}, an image: {why}; judged by PSNR and SSIM against FP32")
+        return Inference(Task.RESTORE, f"one output {shown}, an image: {why}; judged by PSNR and SSIM against FP32",
+                         from_values=True)
     scores, why = segment.class_scores(output)
     if scores:
-        return Inference(Task.SEGMENT, f"one output {shown}, read as per-pixel class scores: {why}")
+        return Inference(Task.SEGMENT, f"one output {shown}, read as per-pixel class scores: {why}", from_values=True)
     return Inference(Task.GENERIC, f"one output {shown}: not class scores ({why}) nor pixels: compared output by "
-                                   f"output; {fix} (heatmaps of keypoints or centres: --task heatmap)")
+                                   f"output; {fix} (heatmaps of keypoints or centres: --task heatmap)",
+                     from_values=True)
 
 
 def check_fits(task: Task, shapes: Sequence[tuple[int, ...]]) -> None:
