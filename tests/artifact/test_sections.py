@@ -116,7 +116,7 @@ def test_a_package_whose_section_is_missing_or_of_another_shape_is_refused_in_on
     assert detail in str(refused.value) and "\n" not in str(refused.value)
 
 
-@pytest.mark.parametrize("samples", [16, 48])  # too few to hold any out; a held-out share
+@pytest.mark.parametrize("samples", [16, 48])  # too few to hold any out; cross-fitted
 def test_optimize_data_section_reads_back_as_the_same_record(digits_onnx: Path, tmp_path: Path, samples: int,
                                                                run_cli) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "int8.onnx"
@@ -130,8 +130,8 @@ def test_optimize_data_section_reads_back_as_the_same_record(digits_onnx: Path, 
     calibration, judged = manifest.data.calibration, manifest.data.judged_on
     assert calibration is not None and len(manifest.data.calibration_fingerprints) == calibration.samples
     assert judged is not None and judged.optimistic is (samples == 16)
-    assert calibration.samples == (samples if samples == 16 else samples - judged.samples)  # what was fit to
-    expected = ("calibration", False) if samples == 16 else ("held-out", True)
+    assert calibration.samples == samples  # the written file is fit to all of them, cross-fitted or not
+    expected = ("calibration", False) if samples == 16 else ("cross-fitted", False)
     assert (judged.data, judged.indices is not None) == expected
     assert (fit_to_caveat(manifest.data) is not None) is (samples == 16)
 

@@ -251,11 +251,14 @@ class JudgedOn:
     indices: tuple[int, ...] | None = None  # held out of a fixed set: which samples
     calibration_samples: int | None = None  # held out: what was left to calibrate on
     calibration_sha256: str | None = None
+    folds: int | None = None  # cross-fitted, where a time budget let fewer folds judge: how many were drawn
+    folds_used: int | None = None  # and how many judged
 
     def to_dict(self) -> dict[str, Any]:
         optional = {"why": self.why, "drawn": self.drawn,
                     "indices": None if self.indices is None else list(self.indices),
-                    "calibration_samples": self.calibration_samples, "calibration_sha256": self.calibration_sha256}
+                    "calibration_samples": self.calibration_samples, "calibration_sha256": self.calibration_sha256,
+                    "folds": self.folds, "folds_used": self.folds_used}
         return {"data": self.data, "source": self.source, "samples": self.samples, "sha256": self.sha256,
                 **({} if self.labelled is None else {"labelled": self.labelled}), "optimistic": self.optimistic,
                 **{k: v for k, v in optional.items() if v is not None}}
@@ -271,7 +274,8 @@ class JudgedOn:
                    data.get("optimistic") is True, labelled if isinstance(labelled, bool) else None,
                    _text(data.get("why")), _text(data.get("drawn")),
                    tuple(indices) if isinstance(indices, list) and all(_count(i) is not None for i in indices)
-                   else None, _count(data.get("calibration_samples")), _text(data.get("calibration_sha256")))
+                   else None, _count(data.get("calibration_samples")), _text(data.get("calibration_sha256")),
+                   _count(data.get("folds")), _count(data.get("folds_used")))
 
 
 @dataclass(frozen=True)
