@@ -55,6 +55,7 @@ from trtpipe.optimize.opset import upgrade_for_precision
 from trtpipe.optimize.step_rule import paired_change
 from trtpipe.vocab import GraphOptimization, Precision, Task
 
+DAY = "2026-11-28"  # the date of the measurements on the page: every section with a table names it
 HERE = Path(__file__).resolve().parent.parent
 WORK = HERE / "reports" / "int8-decisions"
 PAGE = HERE / "docs" / "results" / "int8-decisions.md"
@@ -401,7 +402,7 @@ def _steps_line(recipe: dict[str, Any] | None) -> list[tuple[str, str, str, str]
 
 def write_page(results: dict[str, Any], machine: str, partial: bool) -> None:
     lines = ["# Results: INT8 decisions by expected value (issue #55, item 4)", "",
-             f"**2026-11-28**, `make int8-decisions` (`scripts/int8_decisions.py`). Machine: **{machine}**, shared "
+             f"**{DAY}**, `make int8-decisions` (`scripts/int8_decisions.py`). Machine: **{machine}**, shared "
              "with three other engineers' builds and tests and busy throughout: wall times below are not speeds. "
              "The accuracy figures do not depend on the load.", "",
              "Each model was quantized on a fixed calibration .npz (so optimize's held-out split applies) and every "
@@ -429,7 +430,7 @@ def write_page(results: dict[str, Any], machine: str, partial: bool) -> None:
               "(packaged size 640x640), PicoDet's fixed 800x608 pages with 64 unseen (the others have 100 or more).",
               ""]
     for target in TARGETS:
-        lines += [f"## Target `{target}`", "", "| model | task measure | N unseen | BEFORE | AFTER | NNCF | "
+        lines += [f"## Target `{target}` ({DAY})", "", "| model | task measure | N unseen | BEFORE | AFTER | NNCF | "
                   "quantize_static | AFTER − BEFORE, paired | AFTER − NNCF, paired |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, entry in results.items():
@@ -440,7 +441,7 @@ def write_page(results: dict[str, Any], machine: str, partial: bool) -> None:
                          + " | ".join(_figure(cells.get(m)) for m in METHODS) + " | "
                          + " | ".join(_difference(pairs.get(f"AFTER-{m}")) for m in ("BEFORE", "NNCF")) + " |")
         lines += ["", *_verdicts(results, target), ""]
-    lines += ["## Steps the recipes kept or dropped", "",
+    lines += [f"## Steps the recipes kept or dropped ({DAY})", "",
               "From each trtpipe manifest (`int8.recipe.measured`): the steps that were judged on optimize's "
               "held-out split, the decision and the paired change each made (percentage points of the task measure, "
               "95 % interval; BEFORE's records carry only the interval, so its point change is the difference of the "
