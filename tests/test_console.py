@@ -33,3 +33,16 @@ def test_quiet_keeps_warnings_and_drops_notes_and_heartbeats(monkeypatch: pytest
     err = capsys.readouterr().err
     assert "a note" not in err and "a warning" in err and "work:" not in err
     assert "-q, --quiet" in run_cli("--help").output
+
+
+def test_nested_warning_recorders_each_keep_their_own_lines() -> None:
+    """A report's recorder around a stage's own (bench around a check): an inner one ending while both hold the
+    same lines must not take the outer one's place (a GPU bench ended in a ValueError so), and the outer one keeps
+    recording after it."""
+    from trtpipe import console
+
+    with console.recording_warnings() as outer:
+        with console.recording_warnings() as inner:
+            console.warn("both")
+        console.warn("outer only")
+    assert outer == ["both", "outer only"] and inner == ["both"]

@@ -74,8 +74,8 @@ def recording_warnings() -> Iterator[list[str]]:
     _recorders.append(lines)
     try:
         yield lines
-    finally:
-        _recorders.remove(lines)
+    finally:  # by identity: a nested recorder holding the same lines is equal to this one, not this one
+        _recorders[:] = [kept for kept in _recorders if kept is not lines]
 
 
 @contextlib.contextmanager

@@ -132,3 +132,22 @@ def test_agreement_shows_its_interval_in_the_tables_and_the_charts_key(tmp_path:
     [pareto] = [chart for chart in charts if chart.name == "pareto"]
     assert all(figures.endswith(text) for _, _, figures in pareto.key) and pareto.svg is not None
     assert svg_id("whisker", "ort-int8") in pareto.svg
+
+
+@pytest.mark.parametrize(("fast_ms", "log"), [(0.01, True), (1.0, False)])
+def test_the_speedup_axis_is_logarithmic_where_the_bars_span_more_than_ten_times(fast_ms: float, log: bool) -> None:
+    """0.8x beside 200x on a linear axis leaves the slow bar a sliver at zero: past 10x the axis is logarithmic, and
+    says so; within 10x it stays linear from zero."""
+    rng = np.random.default_rng(1)
+    rows = [_row("pytorch-fp32", BackendKind.TORCH, Precision.FP32, [2.0 + 0.01 * rng.random() for _ in range(20)],
+                 reference=True),
+            _row("ort-fp32", BackendKind.ONNXRUNTIME, Precision.FP32, [2.5 + 0.01 * rng.random() for _ in range(20)],
+                 artifact="m.onnx"),
+            _row("ort-int8", BackendKind.ONNXRUNTIME, Precision.INT8,
+                 [fast_ms * (1 + 0.01 * rng.random()) for _ in range(20)], artifact="m_int8.onnx")]
+    _speedups(rows)
+    verdicts(rows, None)
+    report = _report(None) | {"results": [r.to_dict() for r in rows]}
+    [chart] = [c for c in all_charts(report, 1) if c.name == "speedup"]
+    assert chart.svg is not None
+    assert ("log scale" in chart.svg) == log

@@ -5,7 +5,8 @@ through /proc/self/clear_refs before the variant loads, and the resident size be
 freed by the previous variant is handed back to the system first, so it is not reused unseen). On the CPU,
 artifact and peer rows run this probe in a fresh process of their own (isolated.py says why). Device: on a GPU, the
 device memory in use beyond what was in use before the variant loaded (cudaMemGetInfo, so TensorRT's and ONNX
-Runtime's own allocations count, not only PyTorch's), and PyTorch's own peak (max_memory_reserved) when larger.
+Runtime's own allocations count, not only PyTorch's), and PyTorch's own peak (max_memory_reserved, or the bytes
+it allocated where a small model fits in segments reserved before) when larger.
 Where a figure cannot be read it is None, never a guess.
 """
 
@@ -59,6 +60,7 @@ class MemoryProbe:
             free, total = torch.cuda.mem_get_info()
             self._device_used_start = total - free
             self._torch_start = torch.cuda.memory_reserved()
+            self._torch_allocated_start = torch.cuda.memory_allocated()
         return self
 
     def read(self) -> None:
@@ -73,7 +75,10 @@ class MemoryProbe:
             free, total = torch.cuda.mem_get_info()
             used = (total - free) - self._device_used_start
             torch_peak = torch.cuda.max_memory_reserved() - self._torch_start
-            self.device_mb = max(used, torch_peak, 0) / MB
+            # A small model's tensors can fit in the free part of a segment an earlier variant reserved: neither the
+            # device's nor the allocator's reserved figure moves then, but the bytes it allocated do.
+            allocated = torch.cuda.max_memory_allocated() - self._torch_allocated_start
+            self.device_mb = max(used, torch_peak, allocated, 0) / MB
 
     def __exit__(self, *exc: object) -> None:
         return None

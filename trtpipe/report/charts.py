@@ -191,6 +191,17 @@ def latency_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     return Chart("latency", title, _svg(figure), note=note)
 
 
+def _decades(rows: list[dict[str, Any]], variants: list[str]) -> tuple[float, float] | None:
+    """The smallest and largest of the bars and their whiskers where they span more than 10x (then the speedup
+    axis is logarithmic), else None."""
+    ends: list[float] = []
+    for row in rows:
+        if row["variant"] in variants and (value := row.get("speedup_vs_torch_fp32")):
+            interval = row.get("speedup_interval") or {}
+            ends += [v for v in (value, interval.get("low"), interval.get("high")) if v and v > 0]
+    return (min(ends), max(ends)) if ends and max(ends) > 10 * min(ends) else None
+
+
 def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
     references = {r["variant"] for r in rows if r.get("reference")}
     onnx = any(r.get("reference") and not is_eager(r.get("backend")) for r in rows)  # an FP32 ONNX as MODEL
@@ -221,11 +232,18 @@ def speedup_chart(rows: list[dict[str, Any]], marks: Marks) -> Chart:
                 axis.annotate(f"{speedup_text(row)}{flag}", (interval["high"] if interval else value, y),
                               xytext=(3, 0), textcoords="offset points", va="center", fontsize=7,
                               color="#b26a00" if flag else "#333333", gid=svg_id("figure", variant, batch))
-    if len(batches) <= 3:
+    span = _decades(rows, variants)
+    log = span is not None
+    if span is not None:  # 0.8x beside 200x: on a linear axis the slow bars vanish against the fast one
+        axis.set_xscale("log")
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}×"))
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        axis.set_xlim(min(span[0], 1.0) / 1.5, span[1] * (4.0 if len(batches) <= 3 else 1.3))  # room for figures
+    elif len(batches) <= 3:
         axis.set_xlim(0, axis.get_xlim()[1] * 1.3)
     axis.axvline(1.0, color="grey", linewidth=1, linestyle="--")
     axis.set_xlabel(f"speedup vs {'the FP32 ONNX' if onnx else 'PyTorch FP32 eager'} (median of paired round "
-                    "ratios, whisker its 95 % interval; dashed: 1×)")
+                    f"ratios, whisker its 95 % interval; dashed: 1×{'; log scale' if log else ''})")
     axis.set_title(title)
     return Chart("speedup", title, _svg(figure), note=note)
 
