@@ -4,8 +4,9 @@ For each report: a PNG of the whole page at 1280 px wide beside it (report.png),
 on a copy of the page with a measuring script added (the report carries no script of its own), that the page does
 not scroll sideways at that width and that no two texts of a chart overlap (tick labels, axis titles, the numbered
 points of the accuracy-vs-latency chart), and that every whisker (a 95 % interval: speedup bars, accuracy points)
-lies inside its chart; it prints each chart's whiskers in words beside the figure drawn at their bar. Exits 1 naming
-each failure.
+lies inside its chart; it prints each chart's whiskers in words beside the figure drawn at their bar; and that each
+row's speedup, interval and verdict in bench.json beside the page are what the HTML table, bench.md and the speedup
+chart show. Exits 1 naming each failure.
 
 Usage: python scripts/report_check.py [REPORT.html ...]   (default: reports/*/report.html)
 Needs Chromium (Debian: apt-get install chromium).
@@ -102,6 +103,44 @@ def check(page: Path, browser: str, work: Path) -> list[str]:
           f"{len(result['overlaps'])} overlapping texts; {png}")
     for line in describe_whiskers(result["whiskers"]):
         print(f"  {line}")
+    return failures + figures_agree(page, result["whiskers"])
+
+
+def figures_agree(page: Path, whiskers: list[list[object]]) -> list[str]:
+    """Each row's speedup, interval and verdict as bench.json holds them, against the HTML table, bench.md beside it
+    and the figure the speedup chart drew at the row's bar: one figure everywhere, or a failure naming the row."""
+    import html as markup
+
+    from trtpipe.bench.stability import verdict_word
+    from trtpipe.report.charts import svg_id
+    from trtpipe.report.columns import speedup_text
+    from trtpipe.report.html import load_results
+
+    results = page.parent / "bench.json"
+    if not results.is_file():
+        return []
+    rows = [r for r in load_results(results)["results"] if r.get("speedup_vs_torch_fp32")]
+    text, md_path = page.read_text(), page.parent / "bench.md"
+    markdown = md_path.read_text().splitlines() if md_path.is_file() else []
+    drawn = {str(w[1]).replace("whisker-", "figure-", 1): str(w[5]) for w in whiskers}
+    failures, compared = [], 0
+    for row in rows:
+        figure, word = speedup_text(row), verdict_word(row.get("unstable"))
+        cell = f"<td class=n>{markup.escape(figure)}</td><td>{word}</td>"
+        if cell not in text:
+            failures.append(f"{page}: {row['variant']} batch {row['batch']}: the HTML table does not show "
+                            f"'{figure} {word}' (bench.json's figure)")
+        if markdown and not any(line.startswith(f"| {row['variant']} |") and f"| {figure} | {word} |" in line
+                                for line in markdown):
+            failures.append(f"{page.parent / 'bench.md'}: {row['variant']} batch {row['batch']}: no row shows "
+                            f"'{figure} | {word}'")
+        at_bar = drawn.get(svg_id("figure", row["variant"], row["batch"]))
+        if at_bar and at_bar != figure + (" unstable" if row.get("unstable") else ""):
+            failures.append(f"{page}: {row['variant']} batch {row['batch']}: the speedup chart draws '{at_bar}', "
+                            f"bench.json says '{figure}' ({word})")
+        compared += 1
+    print(f"  {compared} rows' speedup, interval and verdict compared between bench.json, the HTML table, bench.md "
+          f"and the speedup chart: {len(failures)} disagree")
     return failures
 
 

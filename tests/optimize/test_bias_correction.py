@@ -139,3 +139,24 @@ def test_a_step_the_user_names_is_applied_even_where_the_data_suggest_it_hurt(ca
     assert recorded["kept"] is True and recorded["named"] is True and recorded["change"] == "loss"
     said = capsys.readouterr()
     assert "was asked for (--bias-correction) and is applied" in said.out + said.err
+
+
+def test_a_learned_step_takes_fewer_samples_where_its_passes_would_overrun_the_time_budget(
+        digits_onnx: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A large dense model's bias correction (a pass of the model per layer over every sample) would run for many
+    minutes: its sample count is cut to what the step's time budget buys at the pace measured on the judged
+    candidate, never below the floor, and one line says so. Here the budget is made tiny instead of the model big."""
+    import json
+
+    from trtpipe.optimize.int8 import step
+
+    # 64 samples of a small model fit its 90 s; 49 of a U-Net at 0.4 s a sample and 29 passes buy 7
+    assert step.timed_samples(64, 11, 0.01) == 64 and step.timed_samples(49, 29, 0.4) == 7
+    monkeypatch.setattr(step, "STEP_TIME_S", 1e-6)
+    out = tmp_path / "bc.onnx"
+    result = run_cli("optimize", digits_onnx, "-o", out, "--precision", "int8", "--target", "tensorrt", "--calib",
+                     "digits", "--eval", "digits", "--bias-correction")
+    assert result.exit_code == 0, result.output
+    section = json.loads(out.with_suffix(".manifest.json").read_text())["int8"]
+    assert section["bias_correction"]["samples"] == step.MIN_TIMED_SAMPLES
+    assert f"Bias correction learns from {step.MIN_TIMED_SAMPLES} of 64 calibration samples" in result.output

@@ -133,12 +133,21 @@ class LearnedStep(ABC):
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The candidate with what the step learned, and its record (before the rule judges it)."""
 
-    @staticmethod
-    def learning_batches(run: Int8Run, base: int) -> list[Batch]:
-        """The calibration samples a learned step learns from (:func:`learning_samples` of them), in batches."""
+    def learning_batches(self, run: Int8Run, base: int, passes: int) -> list[Batch]:
+        """The calibration samples a learned step learns from (:func:`learning_samples` of them, at most what
+        ``passes`` runs of the model over them can do in ``STEP_TIME_S`` at the pace of the last candidate
+        judged), in batches; one line says when time, not the data, set the count."""
         calib = run.context.calib
         assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
-        return run.context.batches(calib.head(learning_samples(calib, base)))
+        wanted = learning_samples(calib, base)
+        pace = run.context.sample_seconds
+        taken = wanted if pace is None else timed_samples(wanted, passes, pace)
+        if taken < wanted:
+            console.note(f"{getattr(self, 'title', self.name)} learns from {taken} of {wanted} calibration samples: "
+                         f"its {passes} passes of the model at {pace:.2f} s a sample would take "
+                         f"{passes * wanted * pace / 60:.0f} min on all, over its {STEP_TIME_S:.0f} s budget "
+                         "(a dense model's per-channel means and layer outputs come from every pixel of each)")
+        return run.context.batches(calib.head(taken))
 
     def settle(self, run: Int8Run, before: Candidate, outcome: Outcome, verdict: StepVerdict) -> Outcome:
         decide, named = run.decides, self.named(run)
@@ -165,6 +174,17 @@ class LearnedStep(ABC):
 
 REFERENCE_PIXELS = 224 * 224  # a learned step's sample count is for an ImageNet-sized input
 MIN_LEARNING_SAMPLES = 8
+
+
+STEP_TIME_S = 90.0  # what a learned step's passes of the model may take on the written file (the time budget)
+MIN_TIMED_SAMPLES = 4  # below this a per-channel mean rests on too few images, whatever the time
+
+
+def timed_samples(wanted: int, passes: int, pace: float) -> int:
+    """Of ``wanted`` samples, as many as ``passes`` runs of the model at ``pace`` seconds a sample take within
+    ``STEP_TIME_S`` (at least ``MIN_TIMED_SAMPLES``, at most ``wanted``)."""
+    affordable = int(STEP_TIME_S / max(passes * pace, 1e-9))
+    return max(min(wanted, MIN_TIMED_SAMPLES), min(wanted, affordable))
 
 
 def learning_samples(dataset: Dataset, base: int) -> int:

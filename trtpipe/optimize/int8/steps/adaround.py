@@ -35,10 +35,10 @@ class Adaround(LearnedStep):
         from trtpipe.optimize.int8.adaround import adaround, rounded_layers
 
         context = run.context
-        batches = self.learning_batches(run, SAMPLES)
+        layers = len(rounded_layers(current.model))
+        batches = self.learning_batches(run, SAMPLES, passes=2 * layers)  # each layer: its inputs, FP32's outputs
         with console.progress() as bar:
-            task = bar.add_task("AdaRound: learning each layer's weight rounding",
-                                total=len(rounded_layers(current.model)))
+            task = bar.add_task("AdaRound: learning each layer's weight rounding", total=layers)
             rounded, flipped = adaround(run.fp32, current.model, batches,
                                         iterations=context.options.adaround_iterations,
                                         on_layer=lambda: bar.advance(task))

@@ -32,8 +32,8 @@ class BiasCorrection(LearnedStep):
         """The current INT8 mix with its biases corrected layer by layer, and the figures after."""
         from trtpipe.optimize.int8.bias_correction import correct_biases
 
-        batches = self.learning_batches(run, SAMPLES)
         layers = sum(n.op_type in ("Conv", "ConvTranspose", "Gemm") for n in run.fp32.graph.node)
+        batches = self.learning_batches(run, SAMPLES, passes=layers + 1)  # FP32's means, then a pass per layer
         with console.progress() as bar:
             task = bar.add_task("Bias correction, layer by layer", total=layers)
             corrected, shifts = correct_biases(run.fp32, current.model, batches, on_layer=lambda: bar.advance(task))
