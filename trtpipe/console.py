@@ -9,7 +9,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -126,6 +126,22 @@ class Heartbeat:
         left = (now - self.started) / self.done * (self.total - self.done)
         err.print(f"[dim]•[/dim] {escape(self.what)}: {self.done} of {self.total} done, about {left:.0f} s left",
                   soft_wrap=True)
+
+
+@contextlib.contextmanager
+def tracked(what: str, total: int) -> Iterator[Callable[[int], None]]:
+    """Long work of ``total`` units, shown where the user is: a bar with the time left on a terminal, a
+    :class:`Heartbeat` line every HEARTBEAT_S seconds off one (a log, CI), nothing under --quiet. Yields the
+    function that counts units done."""
+    heartbeat = Heartbeat(what, total)
+    with progress() as bar:
+        task = bar.add_task(escape(what), total=total)
+
+        def advance(done: int = 1) -> None:
+            bar.advance(task, done)
+            heartbeat.tick(done)
+
+        yield advance
 
 
 @contextlib.contextmanager

@@ -233,3 +233,26 @@ def test_a_learned_step_too_slow_for_every_fold_is_judged_on_fewer_said_and_reco
     assert "judged on 1 of 4 folds" in " ".join(result.output.split())
     decided = [line for line in manifest["int8"]["recipe"]["measured"] if line["step"] == "bias_correction"]
     assert decided and "change_pp" in decided[0]  # the step still ran, and was decided on the folds kept
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_model_too_slow_for_every_sample_calibrates_and_judges_on_fewer_unless_the_count_is_named(
+        digits_onnx: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch, named: bool) -> None:  # type: ignore[no-untyped-def]
+    """The time budget (optimize/sample_plan.py): where the passes over every sample would overrun it (here the
+    budget is made tiny instead of the model large), the first MIN_SAMPLES calibrate and judge, said in one line
+    with the pace measured; --calib-samples N is the user's count and is kept."""
+    import trtpipe.optimize.sample_plan as plan
+
+    monkeypatch.setattr(plan, "SAMPLE_TIME_S", 1e-9)
+    out = tmp_path / "int8.onnx"
+    asked = ["--calib-samples", "100"] if named else []
+    result = run_cli("optimize", digits_onnx, "-o", out, "--precision", "int8", "--calib", "digits", "--quality",
+                     "fast", *asked)
+    assert result.exit_code == 0, result.output
+    judged = _manifest(out)["data"]["judged_on"]
+    said = " ".join(result.output.split())
+    if named:
+        assert judged["calibration_samples"] == 100 and "Time budget" not in said
+    else:
+        assert judged["calibration_samples"] == judged["samples"] == plan.MIN_SAMPLES  # cross-fitted on them
+        assert f"the first {plan.MIN_SAMPLES} are used" in said and "s through the FP32 model here" in said

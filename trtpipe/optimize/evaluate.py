@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 
@@ -24,17 +26,18 @@ def run_settings(optimization: GraphOptimization) -> RunOptions:
     return RunOptions(optimization=optimization)
 
 
-def outputs(model: onnx.ModelProto, images: Batch, *,
-            optimization: GraphOptimization = GraphOptimization.ALL, batch: int | None = None) -> list[np.ndarray]:
+def outputs(model: onnx.ModelProto, images: Batch, *, optimization: GraphOptimization = GraphOptimization.ALL,
+            batch: int | None = None, on_samples: Callable[[int], None] | None = None) -> list[np.ndarray]:
     """Every output of ``model`` over ``images`` (a batch: one array, or {input name: array}), samples first (each
     joined on its own batch axis: Backend.run_chunked); a static batch size drops the remainder that does not fill a
     batch. A float input the model takes in another float type (FP16 without --keep-io-fp32) is given the data in
-    that type."""
-    return outputs_and_axes(model, images, optimization=optimization, batch=batch)[0]
+    that type. ``on_samples``: told how many samples each chunk ran."""
+    return outputs_and_axes(model, images, optimization=optimization, batch=batch, on_samples=on_samples)[0]
 
 
 def outputs_and_axes(model: onnx.ModelProto, images: Batch, *, optimization: GraphOptimization = GraphOptimization.ALL,
-                     batch: int | None = None) -> tuple[list[np.ndarray], BatchAxes]:
+                     batch: int | None = None, on_samples: Callable[[int], None] | None = None,
+                     ) -> tuple[list[np.ndarray], BatchAxes]:
     """:func:`outputs`, and which axis of each output the batch was on in the model (what the task line and the
     manifest say)."""
     with open_model(model, run_settings(optimization)) as backend:
@@ -44,7 +47,7 @@ def outputs_and_axes(model: onnx.ModelProto, images: Batch, *, optimization: Gra
                if n in wanted):
             images = {n: a.astype(wanted[n]) if n in wanted and a.dtype.kind == wanted[n].kind == "f" else a
                       for n, a in named_images.items()}
-        found = backend.run_chunked(images, batch or EVAL_BATCH)
+        found = backend.run_chunked(images, batch or EVAL_BATCH, on_samples)
         return found, backend.batch_axes(images)
 
 

@@ -135,6 +135,10 @@ def _load_data(model: onnx.ModelProto, options: OptimizeOptions, source: Path,
     specs, static_batch = input_specs(model, options, source_manifest)
     preprocessing = _preprocessing(options, source, source_manifest)
     calib = _load(options.calib, specs, "calibration", options.calib_samples, preprocessing)
+    if calib is not None and options.precision is Precision.INT8:
+        from trtpipe.optimize.sample_plan import within_budget  # a large dense model keeps the time budget
+
+        calib = within_budget(model, calib, static_batch, named=options.calib_samples is not None)
     evaluation = _load(options.eval, specs, "eval", None, preprocessing)
     judged_on, folds = None, None
     if calib is not None and evaluation is None and options.precision.needs_calibration:

@@ -109,20 +109,25 @@ class Backend(ABC):
             feeds[info.name] = array
         return feeds
 
-    def run_chunked(self, data: Batch, chunk: int) -> list[np.ndarray]:
+    def run_chunked(self, data: Batch, chunk: int,
+                    on_samples: Callable[[int], None] | None = None) -> list[np.ndarray]:
         """Every output over ``data`` (an array for the only input, or {input name: array}), in ``self.outputs``
         order and **samples first**, run in chunks of at most ``chunk`` samples (the model's static batch, else
         within an engine profile's maximum). Each output's chunks are joined on its own batch axis
         (:meth:`batch_axes`: a time-major ``[T, N, C]`` output comes back ``[N, T, C]``); an output without one is
         kept once where every chunk gives the same (refused in one line where not). A static batch drops the
-        remainder that does not fill one."""
+        remainder that does not fill one. ``on_samples``: told how many samples each chunk ran (a progress bar)."""
         fixed = self.static_batch
         total = count(data)
         size = fixed or min(chunk, self.max_batch or chunk)
         usable = total - total % size if fixed else total
         if usable == 0:
             raise BadInput(f"{total} samples do not fill one batch of the model's static batch size {fixed}.")
-        parts = [self.run(take(data, i, i + size)) for i in range(0, usable, size)]
+        parts = []
+        for start in range(0, usable, size):
+            parts.append(self.run(take(data, start, start + size)))
+            if on_samples is not None:
+                on_samples(min(size, usable - start))
         axes = self.batch_axes(data, parts[0])
         return [join(chunks, axis, info.name)
                 for chunks, axis, info in zip(zip(*parts, strict=True), axes.axes, self.outputs, strict=True)]

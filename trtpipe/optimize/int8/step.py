@@ -140,8 +140,14 @@ class LearnedStep(ABC):
         calib = run.context.calib
         assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
         wanted = learning_samples(calib, base)
-        pace = run.context.sample_seconds
-        taken = wanted if pace is None else timed_samples(wanted, passes, pace)
+        # a learned step runs its passes with Q/DQ as float ops: at least the FP32 model's pace, where an integer
+        # candidate's (the cpu target's) is faster than its passes will be
+        paces = [p for p in (run.context.sample_seconds, run.context.reference_seconds) if p is not None]
+        wanted = min(wanted, len(calib))
+        if not paces:
+            return run.context.batches(calib.head(wanted))
+        pace = max(paces)
+        taken = timed_samples(wanted, passes, pace)
         if taken < wanted:
             console.note(f"{getattr(self, 'title', self.name)} learns from {taken} of {wanted} calibration samples: "
                          f"its {passes} passes of the model at {pace:.2f} s a sample would take "

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 import onnx
 
+from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.inputs import Batch, count
 from trtpipe.optimize.data import Dataset
@@ -45,6 +46,7 @@ class PassContext:
     # seconds one sample took through the last candidate compared (session included): what a learned step's
     # passes over its samples will cost (int8.step.learning_samples)
     sample_seconds: float | None = None
+    reference_seconds: float | None = None  # the same for the FP32 reference: a float pass's pace
     # the reference's outputs on a judging set, computed once: a recipe compares a dozen candidates with one FP32
     # model on one set, and on a large dense model each FP32 pass over it costs as much as the candidate's
     _expected: list[tuple[onnx.ModelProto, tuple[int, int, int], object, list[np.ndarray]]] = field(
@@ -75,7 +77,10 @@ class PassContext:
         for model, seen, batch, found in self._expected:
             if model is reference and batch is images and seen == shape:
                 return found
-        found = self.outputs(reference, images)
+        started = time.perf_counter()
+        with console.tracked(f"The reference's outputs on {count(images)} samples", count(images)) as done:
+            found = outputs(reference, images, batch=self.static_batch, on_samples=done)
+        self.reference_seconds = (time.perf_counter() - started) / max(1, count(images))
         self._expected = [*self._expected[-3:], (reference, shape, images, found)]
         return found
 
@@ -94,6 +99,8 @@ class PassContext:
         expected = self._reference_outputs(reference, data.images)
         names = [o.name for o in reference.graph.output]
         started = time.perf_counter()
-        got = self.outputs(candidate, data.images, optimization)
+        with console.tracked(f"Judging on {count(data.images)} samples of {data.source}", count(data.images)) as done:
+            got = outputs(candidate, data.images, optimization=optimization, batch=self.static_batch,
+                          on_samples=done)
         self.sample_seconds = (time.perf_counter() - started) / max(1, count(data.images))
         return compare(expected, got, data.labels, task=self.task, names=names, decoder=self.decoder)
