@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,10 +19,12 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 
 def _width(stream: object) -> int | None:
@@ -100,9 +103,31 @@ def step(message: str) -> Iterator[None]:
         yield
 
 
+class _Progress(Progress):
+    """rich's bars, and off a terminal (a log, CI: where no bar draws) a :class:`Heartbeat` line per task at most
+    every HEARTBEAT_S seconds, so long work is never silent there."""
+
+    def __init__(self, *columns: Any, **options: Any) -> None:
+        super().__init__(*columns, **options)
+        self._beats: dict[TaskID, Heartbeat] = {}
+
+    def add_task(self, description: str, *args: Any, **options: Any) -> TaskID:
+        task = super().add_task(description, *args, **options)
+        total = options.get("total", args[1] if len(args) > 1 else None)
+        if total:
+            self._beats[task] = Heartbeat(Text.from_markup(description).plain, int(total))
+        return task
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        super().advance(task_id, advance)
+        if beat := self._beats.get(task_id):
+            beat.tick(int(advance))
+
+
 def progress() -> Progress:
-    """A bar per task with its elapsed time and, once it can tell, the time left (hidden under --quiet)."""
-    return Progress(
+    """A bar per task with its elapsed time and, once it can tell, the time left (hidden under --quiet); off a
+    terminal, a line every HEARTBEAT_S seconds instead."""
+    return _Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True, disable=QUIET,
     )
@@ -133,13 +158,11 @@ def tracked(what: str, total: int) -> Iterator[Callable[[int], None]]:
     """Long work of ``total`` units, shown where the user is: a bar with the time left on a terminal, a
     :class:`Heartbeat` line every HEARTBEAT_S seconds off one (a log, CI), nothing under --quiet. Yields the
     function that counts units done."""
-    heartbeat = Heartbeat(what, total)
     with progress() as bar:
         task = bar.add_task(escape(what), total=total)
 
         def advance(done: int = 1) -> None:
             bar.advance(task, done)
-            heartbeat.tick(done)
 
         yield advance
 
