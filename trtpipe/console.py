@@ -129,7 +129,8 @@ def progress() -> Progress:
     terminal, a line every HEARTBEAT_S seconds instead."""
     return _Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True, disable=QUIET,
+        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True,
+        disable=QUIET or not err.is_terminal,  # off a terminal a bar draws nothing but a blank line when it ends
     )
 
 

@@ -134,3 +134,15 @@ def test_a_sub_millisecond_model_is_timed_for_a_minimum_time_per_round(tmp_path:
     found = speed_check.paired_speedup(source, source, feed, threads=1, round_ms=20.0, max_rounds=11)
     assert found.runs >= 10  # a run of this net takes well under 2 ms, even on a busy machine
     assert speed_check.ROUNDS <= found.interval.units <= 11
+
+
+def test_the_written_files_speed_is_timed_in_a_fresh_process_and_holds_what_two_sessions_differ(
+        tmp_path: Path) -> None:
+    """The figure optimize prints for the user is timed as the user will time it, in a process of its own (its
+    rounds in two pairs of sessions), and comes back whole: the same graph against itself is about 1x."""
+    source = tmp_path / "silu.onnx"
+    onnx.save(_silu_net(), str(source))
+    feed = {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    found = speed_check.paired_speedup_alone(source, _silu_net(), feed, threads=1)
+    assert 0.8 < found.speedup < 1.25 and found.interval.contains(found.speedup) and found.runs >= speed_check.RUNS
+    assert found.interval.units >= speed_check.ROUNDS and found.threads == 1

@@ -21,7 +21,7 @@ from trtpipe.inputs import Batch, named
 from trtpipe.onnx_info import graph_inputs
 from trtpipe.optimize.kernels import kernel_count
 from trtpipe.optimize.loads import ONNXRUNTIME, check_loads, runtimes_for
-from trtpipe.optimize.speed_check import paired_speedup
+from trtpipe.optimize.speed_check import paired_speedup_alone
 from trtpipe.vocab import Precision, Target
 
 PROTOBUF_LIMIT = 2**31 - 1  # a serialized ModelProto's limit: larger FP32 models live in external data
@@ -54,7 +54,7 @@ def _speed_vs_fp32(path: Path, fp32: onnx.ModelProto, sample: Batch) -> dict[str
         return {"skipped": "FP32 model over 2 GB"}
     inputs = [i.name for i in graph_inputs(fp32)]
     feed = {name: np.ascontiguousarray(array) for name, array in named(sample, inputs).items()}
-    check = paired_speedup(path, fp32, feed, threads=min(MAX_THREADS, os.cpu_count() or 1))
+    check = paired_speedup_alone(path, fp32, feed, threads=min(MAX_THREADS, os.cpu_count() or 1))
     line = check.line("The INT8 file", "the FP32 file")
     if check.slower:
         console.warn(f"{line}: slower than the FP32 file, so no speed win on ONNX Runtime")
