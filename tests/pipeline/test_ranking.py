@@ -1,5 +1,6 @@
-"""Selection ranks by the table's statistic (the speedup: median of paired round ratios, with its interval), says
-"tied" where the intervals overlap and then prefers the simpler, smaller, more portable artifact, and flags a choice
+"""Selection ranks by the table's statistic (the speedup: median of paired round ratios, with its interval) and decides
+by expected value: the fastest on the point estimate, unless a simpler, smaller, more portable artifact is within 5 %
+of it; it says "tied" where the chosen row's interval overlaps another's (the claim, never a veto), and flags a choice
 made from an unstable measurement (amber, with the rerun hint) in the run's line, the HTML and the Markdown."""
 
 from __future__ import annotations
@@ -37,14 +38,31 @@ def _picodet(share: float | None = None) -> list[BenchRow]:
                  share=share)]
 
 
-def test_overlapping_intervals_are_tied_and_the_simpler_artifact_is_chosen_with_why() -> None:
+def test_overlapping_intervals_are_tied_in_words_and_the_faster_point_estimate_is_chosen() -> None:
+    """The issue's PicoDet: FP16 3.08x against FP32 2.79x, intervals overlapping. FP16 is 10 % faster on the point
+    estimate, beyond what FP32's simplicity is worth (5 %): it is chosen, and the line says the two are tied (the
+    measurement cannot be sure) rather than letting the overlap pick the slower file."""
     choice = choose(_picodet(), batch=1, latency_budget_ms=None, max_accuracy_drop=None)
-    assert choice is not None and choice.status == "chosen" and choice.variant == "openvino-fp32"
-    assert choice.reason.startswith("tied at batch 1 with openvino-fp16 3.08x (2.90-3.30) (their 95 % intervals "
+    assert choice is not None and choice.status == "chosen" and choice.variant == "openvino-fp16"
+    assert choice.reason.startswith("tied at batch 1 with openvino-fp32 2.79x (2.60-2.95) (their 95 % intervals "
                                     "overlap")
-    assert "openvino-fp32 2.79x (2.60-2.95) PyTorch FP32, the median of paired rounds" in choice.reason
-    assert "chosen as the simpler arithmetic (FP32 rather than FP16" in choice.reason
+    assert "openvino-fp16 3.08x (2.90-3.30) PyTorch FP32, the median of paired rounds" in choice.reason
+    assert "chosen as the fastest on the point estimate" in choice.reason
     assert choice.flagged is None
+
+
+def test_a_simpler_artifact_within_the_margin_is_chosen_and_says_what_it_gives_up() -> None:
+    """FP32 at 3.00x beside FP16 at 3.08x (under 5 % apart): FP32 computes as the reference does, and is chosen for
+    it, naming the faster row and its figure."""
+    rows = [_row("pytorch-fp32", BackendKind.TORCH, Precision.FP32, 153.0, 1.0),
+            _row("openvino-fp32", BackendKind.OPENVINO, Precision.FP32, 51.0, 3.00, (2.85, 3.10), size=4.6),
+            _row("openvino-fp16", BackendKind.OPENVINO, Precision.FP16, 49.7, 3.08, (2.90, 3.30), size=2.3)]
+    choice = choose(rows, batch=1, latency_budget_ms=None, max_accuracy_drop=None)
+    assert choice is not None and choice.variant == "openvino-fp32"
+    assert choice.reason.startswith("tied at batch 1 with openvino-fp16 3.08x (2.90-3.30)")
+    assert ("chosen as the simpler arithmetic (FP32 rather than FP16: no measurable speed is given up for a reduced "
+            "precision), within 5 % of the fastest on the point estimate (openvino-fp16 3.08x (2.90-3.30))"
+            in choice.reason)
 
 
 def test_apart_intervals_choose_the_faster_by_the_tables_statistic_not_the_p50() -> None:
@@ -93,15 +111,15 @@ def test_a_choice_under_load_is_amber_with_the_rerun_hint_and_a_cached_result_ke
                               "machine")
     assert choice.reason.endswith(choice.flagged)
     page = render_html(_report(rows), [], _summary(choice))
-    assert '<p class="choice chosen flagged" id=choice><b>Chosen under load: openvino-fp32</b>' in page
+    assert '<p class="choice chosen flagged" id=choice><b>Chosen under load: openvino-fp16</b>' in page
     assert "rerun with `--rebench` on a quieter machine" in page
-    assert "**Chosen under load: openvino-fp32**" in render_markdown(_report(rows), {}, _summary(choice))
+    assert "**Chosen under load: openvino-fp16**" in render_markdown(_report(rows), {}, _summary(choice))
     cached = [BenchRow.from_dict(row.to_dict()) for row in rows]
     again = choose(cached, batch=1, latency_budget_ms=None, max_accuracy_drop=None)
     assert again is not None and again.flagged == choice.flagged and again.reason == choice.reason
     quiet = choose(_picodet(), batch=1, latency_budget_ms=None, max_accuracy_drop=None)
     assert quiet is not None
-    assert '<p class="choice chosen" id=choice><b>Chosen: openvino-fp32</b>' in render_html(
+    assert '<p class="choice chosen" id=choice><b>Chosen: openvino-fp16</b>' in render_html(
         _report(_picodet()), [], _summary(quiet))
 
 

@@ -99,19 +99,17 @@ class Timed:
 def later_rounds(timed: list[Timed], schedule: Schedule, bar: Any) -> None:
     """Rounds 2..N: per batch, every row in turn (the rows a speedup pairs are timed moments apart), in an order
     rotated by one every other round and reversed in between, so no row is always first, last, or after the same
-    one. The bar's first line counts every timed call of these rounds, with the time left; off a terminal a
-    heartbeat says the same every few seconds."""
+    one. The bar's first line counts every timed call of these rounds, with the time left; off a terminal its
+    heartbeat (console.progress) says the same every few seconds."""
     total = (schedule.count - 1) * len(timed)
     if total <= 0:
         return
-    overall = bar.add_task(f"rounds 2-{schedule.count} of {schedule.count}", total=total)
-    heartbeat = console.Heartbeat(f"bench rounds 2-{schedule.count}", total)
+    overall = bar.add_task(f"bench rounds 2-{schedule.count} of {schedule.count}", total=total)  # beats off a tty
     for round_index in range(1, schedule.count):
         for batch in sorted({entry.batch for entry in timed}):
             for entry in turn_order([entry for entry in timed if entry.batch == batch], round_index):
                 entry.time_round(schedule, round_index, bar)
                 bar.advance(overall)
-                heartbeat.tick()
     bar.remove_task(overall)
 
 

@@ -3,11 +3,13 @@ measurement can tell them apart.
 
 Selection ranks by the row's speedup (bench's median of paired round ratios against the reference, with its 95 %
 interval: the figure of the table's Speedup column, the headline and the chart), not by its p50, so the choice never
-contradicts the table. Where the fastest row's interval overlaps another's, the measurement cannot say which is
-faster: the two are *tied*, and the simpler, smaller, more portable artifact is preferred (FP32 before reduced
-precision, which gains nothing measurable; then the smaller file; then the runtime that runs the file on more
-machines), and the line says so and why. A choice made from a row flagged unstable (stability.row_verdict: a wide
-interval, or other processes' load while it was timed) is *flagged*: the run says so in amber with the rerun hint.
+contradicts the table, and it decides by expected value: the fastest row on the point estimate is chosen, unless a
+simpler, smaller or more portable artifact (FP32 before reduced precision; then the smaller file; then the runtime
+that runs the file on more machines) is within ``PREFERENCE_MARGIN`` of it. Where the chosen row's interval overlaps
+another's the measurement cannot say which is faster: the line says they are *tied*, names them, and says why this
+one was chosen; the overlap words the claim and never vetoes the choice. A choice made from a row flagged unstable
+(stability.row_verdict: a wide interval, or other processes' load while it was timed) is *flagged*: the run says so
+in amber with the rerun hint.
 Rows without a speedup (a bench JSON without a reference at that batch) are ranked by p50, without ties.
 """
 
@@ -26,6 +28,10 @@ _PRECISION_ORDER = (Precision.FP32, Precision.TF32, Precision.BF16, Precision.FP
 # More portable first: each backend's entry says how portable what it runs is (``portability``: an ONNX file on
 # any CPU before an engine for one GPU model and one TensorRT version), and its name in prose.
 RERUN = "rerun with `--rebench` on a quieter machine"
+# What is known before the data: a simpler, smaller or more portable artifact is worth this much speed. Beyond it the
+# faster row is chosen on its point estimate, however wide the intervals (they word the claim, "tied", and never
+# veto a choice: a choice by expected value).
+PREFERENCE_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -87,24 +93,30 @@ def flag(rows: list[BenchRow]) -> str | None:
 
 
 def rank(rows: list[BenchRow], *, batch: int, reference: str) -> Ranked:
-    """The row to choose among ``rows`` (each meets every limit): the fastest by speedup, or among those tied with
-    it the preferred one; without speedups, the lowest p50."""
+    """The row to choose among ``rows`` (each meets every limit): the fastest by speedup on the point estimate, or
+    a simpler, smaller or more portable one within ``PREFERENCE_MARGIN`` of it; the rows whose intervals overlap the
+    chosen one's are named as tied (the claim's words). Without speedups, the lowest p50."""
     if not all(row.speedup_vs_torch_fp32 for row in rows):
         row = min(rows, key=lambda r: r.p50_ms)
         return Ranked(row, (), f"fastest at batch {batch} (p50 {row.p50_ms:.2f} ms; no speedup to rank by)",
                       flag([row]))
     fastest = max(rows, key=lambda r: speed(r)[0])
-    tied = [row for row in rows if row is fastest or _overlap(row, fastest)]
-    row = min(tied, key=lambda r: (_preference(r), -speed(r)[0]))
-    others = tuple(other for other in tied if other is not row)
+    near = [row for row in rows if speed(row)[0] * (1 + PREFERENCE_MARGIN) >= speed(fastest)[0]]
+    row = min(near, key=lambda r: (_preference(r), -speed(r)[0]))
+    others = tuple(other for other in rows if other is not row and _overlap(other, row))
     statistic = (f"{figure(row)} {reference}, the median of paired rounds with its 95 % interval; p50 "
                  f"{row.p50_ms:.2f} ms")
+    why = "the fastest on the point estimate" if row is fastest else (
+        f"{_why_preferred(row, fastest)}, within {100 * PREFERENCE_MARGIN:.0f} % of the fastest on the point "
+        f"estimate ({fastest.variant} {figure(fastest)})")
     if not others:
-        return Ranked(row, (), f"fastest at batch {batch}: {statistic}", flag([row]))
+        lead = f"fastest at batch {batch}" if row is fastest else f"within {100 * PREFERENCE_MARGIN:.0f} % of the " \
+                                                                    f"fastest at batch {batch}"
+        return Ranked(row, (), f"{lead}: {statistic}" + ("" if row is fastest else f", chosen as {why}"),
+                      flag([row]))
     named = "; ".join(f"{other.variant} {figure(other)}" for other in others)
     words = (f"tied at batch {batch} with {named} (their 95 % intervals overlap, so the measurement cannot say which "
-             f"is faster): {row.variant} {statistic}, chosen as "
-             f"{_why_preferred(row, fastest if fastest is not row else others[0])}")
+             f"is faster): {row.variant} {statistic}, chosen as {why}")
     return Ranked(row, others, words, flag([row, *others]))
 
 
