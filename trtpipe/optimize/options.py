@@ -67,8 +67,10 @@ class OptimizeOptions(Options):
     calib: str | None = option(None, f"Calibration data: {DATA_HELP}.", metavar="DATA")
     calib_method: CalibMethod = option(CalibMethod.MINMAX, "How INT8 activation ranges are chosen.",
                                        type=CalibMethod)
-    calib_samples: int | None = option(None, "Use the first N calibration samples (default: all).", type=int,
-                                       minimum=1, metavar="N")
+    calib_samples: int | None = option(None, "Use the first N calibration samples (default: all, or for INT8 the "
+                                       "first ones that keep a large model near its 5-minute time budget, said in "
+                                       "one line). A count given here is always used.", type=int, minimum=1,
+                                       metavar="N")
     calib_cache: Path | None = option(None, "Calibration range cache (default: OUT.calib.json).", type=Path)
     eval: str | None = option(None, "Labelled data to measure accuracy on: digits, FILE.npz with labels, or a folder "
                               "with one subfolder per class. Default: a seeded share of --calib held out from "
