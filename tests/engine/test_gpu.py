@@ -48,11 +48,12 @@ pytestmark = [pytest.mark.gpu]
 def test_torch_cuda_baseline_matches_cpu() -> None:
     from trtpipe.models.loader import load_model
     from trtpipe.runtime.torch.backend import TorchBackend
+    from trtpipe.vocab import Device
 
     loaded = load_model("digits_resnet")
     x = np.random.default_rng(0).standard_normal((4, 1, 32, 32), dtype=np.float32)
     cpu = TorchBackend(loaded.module, loaded.sample_shape).run(x)[0]
-    cuda = TorchBackend(load_model("digits_resnet").module, loaded.sample_shape, device="cuda").run(x)[0]
+    cuda = TorchBackend(load_model("digits_resnet").module, loaded.sample_shape, device=Device.CUDA).run(x)[0]
     np.testing.assert_allclose(cuda, cpu, atol=1e-3)
 
 
@@ -64,11 +65,11 @@ def test_pytorch_gpu_rows_run_as_a_pytorch_user_tunes_them() -> None:
 
     from trtpipe.models.loader import load_model
     from trtpipe.runtime.torch.backend import TorchBackend
-    from trtpipe.vocab import Precision
+    from trtpipe.vocab import Device, Precision
 
     loaded = load_model("digits_resnet")
     x = np.random.default_rng(0).standard_normal((8, 1, 32, 32), dtype=np.float32)
-    graphed = TorchBackend(loaded.module, loaded.sample_shape, device="cuda", half=Precision.FP16,
+    graphed = TorchBackend(loaded.module, loaded.sample_shape, device=Device.CUDA, half=Precision.FP16,
                            channels_last=True, cuda_graph=True)
     assert torch.backends.cudnn.benchmark
     copied = graphed.run(x)[0]

@@ -63,7 +63,6 @@ class TorchBackend(Backend):
         FP32); ``channels_last``: its 4-D weights and inputs in NHWC memory order; ``compile_mode``: torch.compile's
         mode (``reduce-overhead`` replays CUDA graphs); ``cuda_graph``: capture each input shape's forward in a CUDA
         graph by hand and replay it (GPU only)."""
-        device = Device(device)  # "cuda" from a caller's code is Device.CUDA: every check below is by identity
         _check_device(device, cuda_graph)
         if threads:
             torch.set_num_threads(threads)  # process-wide; bench sets the same count for every backend
@@ -208,7 +207,7 @@ def to_device(arrays: Sequence[np.ndarray], device: Device) -> list[torch.Tensor
     """Host arrays as tensors on ``device``; to a GPU from pinned host memory, without blocking (what the TensorRT
     backend does, so rows with copies compare copies of the same kind)."""
     tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
-    if Device(device) is not Device.CUDA:
+    if device is not Device.CUDA:
         return tensors
     return [t.pin_memory().to(str(device), non_blocking=True) for t in tensors]
 
