@@ -45,3 +45,20 @@ def test_demo_writes_repository_and_reports(tmp_path: Path, capsys: pytest.Captu
     # A second run says how long the last runs here took: the time left, by this machine's own figures.
     demo.run_demo(tmp_path / "models", tmp_path / "reports", pipelines=(tmp_path / "small.toml",))
     assert "s left by the last runs here" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_first_demo_says_the_time_left_from_the_measured_runs(tmp_path: Path) -> None:
+    """No run of its own recorded yet: the shipped demo files' measured times give the time left (in minutes, said
+    to be from a busy 2-core machine); a pipeline the demo does not ship gives none."""
+    from dataclasses import replace
+
+    paths = tuple(demo.PIPELINES_DIR / name for name in demo.DEMO_PIPELINES)
+    pipelines = []
+    for path in paths:
+        pipeline = demo.load_pipeline(path, None)
+        pipelines.append(replace(pipeline, output=replace(pipeline.output, reports=tmp_path)))
+    said = demo._time_left(pipelines, paths)
+    minutes = round(sum(demo.MEASURED_SECONDS.values()) / 60)
+    assert said == (f", about {minutes} min left by a first demo on a busy 2-core machine (less on a quiet or "
+                    "larger one)")
+    assert demo._time_left(pipelines[:1], (tmp_path / "mine.toml",)) == ""
