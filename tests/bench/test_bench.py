@@ -142,7 +142,9 @@ def test_memory_probe_sees_what_a_variant_holds_and_not_what_an_earlier_one_free
         small_array = np.ones(10_000_000 // 8)
         small.read()
     del small_array
-    assert big.host_mb is not None and 195 <= big.host_mb <= 260
+    # The peak counts the whole resident set: clean file-backed pages (libraries) the kernel reclaims under memory
+    # pressure while the 200 MB are touched lower it by some MB (188.6 seen in a busy CI run), never by a variant.
+    assert big.host_mb is not None and 170 <= big.host_mb <= 260
     assert small.host_mb is not None and small.host_mb < 40
 
 
