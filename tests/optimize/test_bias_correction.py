@@ -139,6 +139,36 @@ def test_a_step_the_user_names_is_applied_even_where_the_data_suggest_it_hurt(ca
     assert recorded["kept"] is True and recorded["named"] is True and recorded["change"] == "loss"
     said = capsys.readouterr()
     assert "was asked for (--bias-correction) and is applied" in said.out + said.err
+    assert "its point change is negative" in said.out + said.err  # the rule's reason, in its own words
+
+
+def test_a_step_dropped_on_a_tie_says_the_tie_and_what_broke_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """32 of 32 agree with and without the step: the line says no change on the figure and that the worst cosine
+    fell, never that the step lowered the figure."""
+    from types import SimpleNamespace
+
+    from trtpipe.comparison import compare
+    from trtpipe.optimize.int8.step import Candidate, Outcome
+    from trtpipe.optimize.int8.steps.bias_correction import BiasCorrection, BiasCorrectionRecord
+    from trtpipe.optimize.step_rule import judge_step
+
+    rng = np.random.default_rng(0)
+    reference = rng.standard_normal((32, 10)) + 6 * np.eye(10)[rng.integers(0, 10, 32)]  # clear winners: ties
+    close = compare(reference, reference + 0.01 * rng.standard_normal((32, 10)))
+    closer_but_one = compare(reference, reference + 0.02 * rng.standard_normal((32, 10)))
+    assert close.agreement == closer_but_one.agreement == 1.0 and closer_but_one.cosine < close.cosine
+    run = SimpleNamespace(judge=SimpleNamespace(source="held-out data"), decides=True,
+                          context=SimpleNamespace(options=SimpleNamespace(bias_correction=False)))
+    before = onnx.ModelProto()
+    settled = BiasCorrection().settle(run, Candidate(before, close),  # type: ignore[arg-type]
+                                      Outcome(Candidate(onnx.ModelProto(), closer_but_one),
+                                              BiasCorrectionRecord(3, 64, {})),
+                                      judge_step(close, closer_but_one, BiasCorrection.purpose))
+    assert settled.candidate.model is before
+    said = capsys.readouterr()
+    line = said.out + said.err
+    assert "Bias correction dropped on held-out data: no change on the task figure, but the worst cosine" in line
+    assert "lowered" not in line
 
 
 def test_a_learned_step_takes_fewer_samples_where_its_passes_would_overrun_the_time_budget(

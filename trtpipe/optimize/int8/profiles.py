@@ -63,6 +63,7 @@ class QuantProfile:
     zero_point_free_joins: bool = False  # activations no weighted op reads get zero point 0 (zero_points.py)
     concat_in_place: bool = False  # one scale into each quantized Concat, none after it (concat_in_place.py)
     integer_hardswish: bool = False  # HardSwish between uint8 Q/DQ as QLinearAdd/QLinearMul (integer_hardswish.py)
+    integer_gains: bool = False  # scale_depthwise's float gains in integer ops (integer_gains.py)
     cpu_class: CpuClass | None = None  # cpu and openvino: the CPU class its weights are chosen for
 
     @property
@@ -133,6 +134,7 @@ def profile_for(target: Target, cpu_class: CpuClass | None = None) -> QuantProfi
             op_types=OPENVINO_OP_TYPES if openvino else CPU_OP_TYPES, evaluation_optimization=GraphOptimization.ALL,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
             zero_point_free_joins=openvino, concat_in_place=openvino, integer_hardswish=not openvino,
+            integer_gains=not openvino,
             cpu_class=cpu_class,
         )
     raise BadInput(f"No INT8 profile for target '{target}'.")

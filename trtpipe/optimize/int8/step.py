@@ -171,10 +171,11 @@ class LearnedStep(ABC):
             return Outcome(outcome.candidate, record, line)
         if kept:  # named by the user, and the data suggest it hurt: applied, and said
             console.warn(f"{self.title} was asked for (--{self.option.replace('_', '-')}) and is applied, though on "
-                         f"{run.judge.source} it lowered the figure: {verdict.claim()}")
+                         f"{run.judge.source} the rule would drop it: {verdict.why} ({verdict.claim()})")
             return Outcome(outcome.candidate, record, line)
         say = console.warn if verdict.change == LOSS else console.note  # a loss the noise may explain: a note
-        say(f"{self.title} lowered the figure on {run.judge.source} ({verdict.claim()}); the model without it is kept")
+        say(f"{self.title} dropped on {run.judge.source}: {verdict.why} ({verdict.claim()}); the model without it "
+            "is kept")
         return Outcome(before, record, line)
 
 

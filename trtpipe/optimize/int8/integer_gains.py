@@ -1,0 +1,126 @@
+"""Integer channel gains for ONNX Runtime (cpu target): ``scale_depthwise``'s per-channel Mul folded into the integer
+convolution that writes its input.
+
+Where ``scale_depthwise`` could not fold a depthwise convolution's input gain into the op before it (a ReLU6
+writes the tensor: ``g * clip(x, 0, 6)`` is no convolution's output), it leaves ``Mul(g)`` in front of the
+depthwise convolution, and the placement keeps it float (one per-tensor scale on gains up to 1024x apart would undo
+them). ONNX Runtime then dequantizes the tensor, multiplies it and quantizes it again: three passes over a feature
+map at the network's widest resolutions, once per block (on MobileNetV2 at 224x224 its ten gains took the file from
+about quantize_static's speed to 0.7x of it, issue 57).
+
+After quantization the ReLU6 is gone too: the quantizer folds it into the Q after the convolution, whose range
+clamps it. So ``Conv -> Q_x -> DQ_x -> Mul(g) -> Q_y`` becomes ``Conv' -> Q_y``, the convolution's per-channel
+weight and bias scales times g (its int8 weights and int32 bias unchanged). That is exact where clamping by Q_y
+alone is what clamping by both did: g times Q_x's range covers Q_y's in every channel, to half a step of Q_y. It
+holds for scale_depthwise's gains: the widest channel has gain 1, so Q_y's top is Q_x's (a ReLU6's 6.0, or the
+calibrated top below it), and Q_y already clamped every narrower channel at its own calibrated top. The result:
+one rounding instead of two, and no op (MobileNetV2's ten gains all fold; MobileNetV3's ReLU blocks' three).
+
+A gain that reads a float tensor (a SiLU's output: the gain exists because one per-tensor scale could not hold
+that tensor's channels, so quantizing it first would undo the gain) stays a float Mul.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.optimize.gains import GAIN, gain_kind
+
+
+def integer_gains(model: onnx.ModelProto) -> int:
+    """Fold every channel-gain Mul of ``model`` that reads an integer convolution's output through its Q/DQ into
+    that convolution (see the module), in place; how many it folded (the Mul and the Q/DQ it leaves unread are for
+    the caller to prune)."""
+    graph = model.graph
+    producer = producers_of(graph)
+    readers = readers_of(graph)
+    weights = {t.name: t for t in graph.initializer}
+    outputs = {o.name for o in graph.output}
+    rewritten = 0
+    for node in list(graph.node):
+        if _fold_into_writer(node, graph, producer, readers, weights, outputs):
+            rewritten += 1
+            node.output[0] = f"{node.output[0]}_folded"  # unread now: the caller prunes it
+    return rewritten
+
+
+def _scale(tensor: onnx.TensorProto, gains: np.ndarray) -> np.ndarray:
+    values = numpy_helper.to_array(tensor).astype(np.float32).reshape(-1)
+    return (np.broadcast_to(values, gains.shape) * gains).astype(np.float32)
+
+
+def _fold_into_writer(node: onnx.NodeProto, graph: onnx.GraphProto, producer: dict[str, onnx.NodeProto],
+                      readers: dict[str, list[onnx.NodeProto]], weights: dict[str, onnx.TensorProto],
+                      outputs: set[str]) -> bool:
+    """Fold the gain ``node`` into the per-channel scales of the integer convolution that writes its input,
+    ``Conv -> Q_x -> DQ_x -> Mul(g) -> Q_y`` becoming ``Conv' -> Q_y`` (weight and bias scales times g: the int8
+    weights and int32 bias are unchanged), where the clamp the two Qs make equals Q_y's alone: ``g * Q_x``'s
+    range covers ``Q_y``'s in every channel. One rounding instead of two, and no op. True where it folded."""
+    if gain_kind(node) != GAIN or len(node.input) != 2 or node.output[0] in outputs:
+        return False
+    gain = weights.get(node.input[1])
+    dq_x = producer.get(node.input[0])
+    q_x = producer.get(dq_x.input[0]) if dq_x is not None and dq_x.op_type == "DequantizeLinear" else None
+    conv = producer.get(q_x.input[0]) if q_x is not None and q_x.op_type == "QuantizeLinear" else None
+    users = readers.get(node.output[0], [])
+    if gain is None or conv is None or conv.op_type != "Conv" or not users \
+            or any(user.op_type != "QuantizeLinear" for user in users) \
+            or [r.name for r in readers.get(conv.output[0], [])] != [q_x.name] \
+            or [r.name for r in readers.get(q_x.output[0], [])] != [dq_x.name] \
+            or [r.name for r in readers.get(dq_x.output[0], [])] != [node.name] \
+            or {conv.output[0], q_x.output[0], dq_x.output[0]} & outputs:
+        return False
+    gains = numpy_helper.to_array(gain).astype(np.float32)
+    if gains.ndim < 3 or gains.shape[0] != 1 or any(d != 1 for d in gains.shape[2:]) or not np.all(gains > 0):
+        return False
+    gains = gains.reshape(-1)
+    scaled = [producer.get(name) for name in conv.input[1:3]]
+    if any(dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in weights
+           or dq.input[1] not in weights or (len(dq.input) > 2 and dq.input[2] and dq.input[2] not in weights)
+           for dq in scaled) or weights[scaled[0].input[0]].dims[0] != gains.size:
+        return False
+    if not all(_clamp_kept(q_x, user, gains, weights) for user in users):
+        return False
+    for index, dq in enumerate(scaled, start=1):
+        name = f"{dq.output[0]}_gained"
+        scale = numpy_helper.from_array(_scale(weights[dq.input[1]], gains), f"{name}_scale")
+        zero = dq.input[2] if len(dq.input) > 2 and dq.input[2] else ""
+        if zero:  # per-channel, as the scale now is
+            values = numpy_helper.to_array(weights[zero]).reshape(-1)
+            zero_tensor = numpy_helper.from_array(np.broadcast_to(values, gains.shape).copy(), f"{name}_zero")
+            graph.initializer.append(zero_tensor)
+            zero = zero_tensor.name
+        graph.initializer.append(scale)
+        copy = helper.make_node("DequantizeLinear", [dq.input[0], scale.name, *([zero] if zero else [])], [name],
+                                name=name, axis=0)
+        graph.node.insert(list(graph.node).index(conv), copy)
+        conv.input[index] = name
+    for user in users:
+        user.input[0] = conv.output[0]
+    return True
+
+
+def _clamp_kept(q_x: onnx.NodeProto, q_y: onnx.NodeProto, gains: np.ndarray,
+                weights: dict[str, onnx.TensorProto]) -> bool:
+    """Whether ``g`` times the range ``q_x`` represents covers ``q_y``'s in every channel (to half a step of
+    ``q_y``): then clamping once by ``q_y`` reaches the levels clamping by both did."""
+    def bounds(q: onnx.NodeProto) -> tuple[float, float] | None:
+        if q.input[1] not in weights or len(q.input) < 3 or q.input[2] not in weights:
+            return None
+        scale = numpy_helper.to_array(weights[q.input[1]]).reshape(-1)
+        zero = numpy_helper.to_array(weights[q.input[2]])
+        if scale.size != 1 or zero.dtype != np.uint8:
+            return None
+        point = float(zero.reshape(-1)[0])
+        return (0 - point) * float(scale[0]), (255 - point) * float(scale[0])
+
+    x, y = bounds(q_x), bounds(q_y)
+    if x is None or y is None:
+        return False
+    # Within half a step of q_y, the clamp of both reaches q_y's end level just as q_y's alone does (a ReLU6's 6.0
+    # on a grid whose top level is 6.007, from calibrated ranges that agree to float precision, not exactly).
+    tolerance = 0.5 * (y[1] - y[0]) / 255
+    return bool(np.all(gains * x[0] <= y[0] + tolerance) and np.all(gains * x[1] >= y[1] - tolerance))
