@@ -23,6 +23,17 @@ def producers_of(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
     return {output: node for node in graph.node for output in node.output}
 
 
+def fresh_name(stem: str, taken: set[str]) -> str:
+    """``stem``, or ``stem_2``, ``stem_3``... : the first that no name in ``taken`` has, added to it (a rewrite's
+    new tensor or node beside the graph's own)."""
+    candidate, count = stem, 1
+    while candidate in taken:
+        count += 1
+        candidate = f"{stem}_{count}"
+    taken.add(candidate)
+    return candidate
+
+
 def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     """Each tensor a node reads -> the nodes that read it, in graph order."""
     found: dict[str, list[onnx.NodeProto]] = {}

@@ -18,6 +18,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from trtpipe.inputs import Batch, count, take
+from trtpipe.onnx_info import fresh_name
 from trtpipe.optimize.int8.fallback_units import Writers
 from trtpipe.optimize.int8.profiles import QuantProfile
 from trtpipe.runtime.options import RunOptions
@@ -66,12 +67,7 @@ class _ProbeBuilder:
         self.after: dict[tuple[tuple[str, ...], str], list[int | None]] = {}
 
     def _fresh(self, name: str) -> str:
-        candidate, index = f"{name}__probe", 1
-        while candidate in self.taken:
-            index += 1
-            candidate = f"{name}__probe{index}"
-        self.taken.add(candidate)
-        return candidate
+        return fresh_name(f"{name}__probe", self.taken)
 
     def _constant(self, name: str) -> str:
         """A copy of the quantized graph's constant ``name`` (an initializer, or nodes computing one)."""

@@ -192,10 +192,7 @@ def _fp32_outputs_direct(model: onnx.ModelProto) -> int:
     Returns how many outputs it freed."""
     graph = model.graph
     producer = producers_of(graph)
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
+    readers = {name: len(nodes) for name, nodes in readers_of(graph).items()}
     outputs, inputs, types = {o.name for o in graph.output}, {i.name for i in graph.input}, _types(model)
     dead: list[onnx.NodeProto] = []
     for output in graph.output:

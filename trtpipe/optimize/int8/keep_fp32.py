@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.onnx_info import producers_of
+from trtpipe.onnx_info import fresh_name, producers_of
 from trtpipe.optimize.int8.profiles import QuantProfile
 from trtpipe.optimize.int8.quantize import prune_unread
 from trtpipe.optimize.int8.quantize import quantized_op_types as quantized_op_types_of
@@ -73,12 +73,7 @@ class _Restorer:
         self.reading_dequantized = reading_dequantized(result)  # restoring adds no DQ and removes none
 
     def _fresh(self, name: str) -> str:
-        candidate, count = f"{name}_fp32", 1
-        while candidate in self.taken:
-            count += 1
-            candidate = f"{name}_fp32_{count}"
-        self.taken.add(candidate)
-        return candidate
+        return fresh_name(f"{name}_fp32", self.taken)
 
     def tensor(self, name: str) -> str:
         if not name or name in self.inputs:

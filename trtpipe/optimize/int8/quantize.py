@@ -161,10 +161,7 @@ def float_graph_outputs(model: onnx.ModelProto) -> int:
     """
     graph = model.graph
     producer = producers_of(graph)
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
+    readers = {name: len(nodes) for name, nodes in readers_of(graph).items()}
     outputs = {o.name for o in graph.output}
     freed = 0
     for output in graph.output:
