@@ -62,25 +62,25 @@ def _fold_into_writer(node: onnx.NodeProto, graph: onnx.GraphProto, producer: di
     if gain_kind(node) != GAIN or len(node.input) != 2 or node.output[0] in outputs:
         return False
     gain = weights.get(node.input[1])
-    dq_x = producer.get(node.input[0])
-    q_x = producer.get(dq_x.input[0]) if dq_x is not None and dq_x.op_type == "DequantizeLinear" else None
-    conv = producer.get(q_x.input[0]) if q_x is not None and q_x.op_type == "QuantizeLinear" else None
+    chain = _writer_chain(node, producer)
     users = readers.get(node.output[0], [])
-    if gain is None or conv is None or conv.op_type != "Conv" or not users \
-            or any(user.op_type != "QuantizeLinear" for user in users) \
-            or [r.name for r in readers.get(conv.output[0], [])] != [q_x.name] \
+    if gain is None or chain is None or not users or any(user.op_type != "QuantizeLinear" for user in users):
+        return False
+    conv, q_x, dq_x = chain
+    if [r.name for r in readers.get(conv.output[0], [])] != [q_x.name] \
             or [r.name for r in readers.get(q_x.output[0], [])] != [dq_x.name] \
             or [r.name for r in readers.get(dq_x.output[0], [])] != [node.name] \
             or {conv.output[0], q_x.output[0], dq_x.output[0]} & outputs:
-        return False
+        return False  # the convolution's output, as it is, is read elsewhere too
     gains = numpy_helper.to_array(gain).astype(np.float32)
     if gains.ndim < 3 or gains.shape[0] != 1 or any(d != 1 for d in gains.shape[2:]) or not np.all(gains > 0):
         return False
     gains = gains.reshape(-1)
-    scaled = [producer.get(name) for name in conv.input[1:3]]
-    if any(dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in weights
-           or dq.input[1] not in weights or (len(dq.input) > 2 and dq.input[2] and dq.input[2] not in weights)
-           for dq in scaled) or weights[scaled[0].input[0]].dims[0] != gains.size:
+    scaled = [dq for dq in (producer.get(name) for name in conv.input[1:3]) if dq is not None]
+    if len(scaled) != len(conv.input[1:3]) or any(
+            dq.op_type != "DequantizeLinear" or dq.input[0] not in weights or dq.input[1] not in weights
+            or (len(dq.input) > 2 and dq.input[2] and dq.input[2] not in weights) for dq in scaled) \
+            or weights[scaled[0].input[0]].dims[0] != gains.size:
         return False
     if not all(_clamp_kept(q_x, user, gains, weights) for user in users):
         return False
@@ -101,6 +101,21 @@ def _fold_into_writer(node: onnx.NodeProto, graph: onnx.GraphProto, producer: di
     for user in users:
         user.input[0] = conv.output[0]
     return True
+
+
+def _writer_chain(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto]) \
+        -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
+    """(Conv, Q_x, DQ_x) where ``node`` reads ``Conv -> Q_x -> DQ_x``; None otherwise."""
+    dq_x = producer.get(node.input[0])
+    if dq_x is None or dq_x.op_type != "DequantizeLinear":
+        return None
+    q_x = producer.get(dq_x.input[0])
+    if q_x is None or q_x.op_type != "QuantizeLinear":
+        return None
+    conv = producer.get(q_x.input[0])
+    if conv is None or conv.op_type != "Conv":
+        return None
+    return conv, q_x, dq_x
 
 
 def _clamp_kept(q_x: onnx.NodeProto, q_y: onnx.NodeProto, gains: np.ndarray,
