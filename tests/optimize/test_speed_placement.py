@@ -176,9 +176,10 @@ def test_a_result_slower_than_fp32_tries_every_region_float() -> None:
     assert placement.vs_fp32 is not None and placement.vs_fp32.speedup == 1.02
 
 
-def test_a_file_still_slower_than_fp32_with_every_region_float_drops_every_qdq_pair() -> None:
+def test_a_file_still_slower_than_fp32_with_every_region_float_becomes_the_float_graph() -> None:
     """The SE block's gate Mul, residual Add and pooling keep their Q/DQ when every weighted op is float: where
-    that file is still slower than FP32, the pairs go too, and the file computes the FP32 graph's ops."""
+    that file is still slower than FP32, the float graph itself is written (as TensorRT picks FP32 tactics where
+    they are faster), and said so."""
     model = _se_block()
     quantized = _quantized(model)
 
@@ -190,16 +191,10 @@ def test_a_file_still_slower_than_fp32_with_every_region_float_drops_every_qdq_p
         return _check((1.0 + quantizers(reference)) / (1.0 + quantizers(candidate)), candidate_ms=50.0)
 
     result, placement = place_for_speed(quantized, model, timer)
-    assert quantizers(result) == 0 and placement.bare and placement.to_dict()["every_qdq_removed"]
-    assert "every Q/DQ removed" in placement.line()
+    assert result is model and placement.bare and placement.to_dict()["every_qdq_removed"]
+    assert "the file is the float graph" in placement.line()
     assert placement.vs_fp32 is not None and placement.vs_fp32.speedup == 1.0
-    def ops(m: onnx.ModelProto) -> list[str]:  # a Relu the quantizer folded into its pair comes back as a Clip
-        return sorted(n.op_type for n in m.graph.node if n.op_type not in ("Clip", "Relu"))
-
-    assert ops(result) == ops(model)
-    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
-    reference = run(model, x)
-    assert np.abs(run(result, x) - reference).max() < 0.05 * np.abs(reference).max()
+    assert all(d.kept == "float" for d in placement.decisions)
 
 
 def test_a_graph_too_small_to_time_is_left_as_placed() -> None:

@@ -16,8 +16,9 @@ fits a minute's budget on a ResNet-50 nor resolves a 1 % change on a busy machin
 one is left float where the file with it float runs faster on the point estimate (a decision by expected value:
 leaving a region float costs no accuracy). The result is then timed against the file as placed, which is kept where
 the decisions together made it slower, and against the FP32 file; where it is slower than FP32, the file with every
-region float is tried too, and then the file with every Q/DQ removed (elementwise ops, pooling and concats read
-float as well), so the written file is not slower than FP32 for want of trying.
+region float is tried too, and then the float graph itself (the Q/DQ left on elementwise ops, pooling and concats,
+and the float ops an integer rewrite split an activation into, can cost more than the integer kernels save), so the
+written file is not slower than FP32 for want of trying.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class SpeedPlacement:
     vs_fp32: SpeedCheck | None = None
     seconds: float = 0.0
     skipped: str | None = None  # why no region was timed
-    bare: bool = False  # every Q/DQ removed: no integer kernel ran faster here than the float graph
+    bare: bool = False  # the float graph itself: no mix of integer kernels ran faster here
 
     @property
     def left_float(self) -> list[RegionDecision]:
@@ -90,8 +91,8 @@ class SpeedPlacement:
         if left:
             parts.append(f"left float: {', '.join(left)}")
         if self.bare:
-            parts.append("every Q/DQ removed as well (no integer kernel ran faster here than the float graph: the "
-                         "file computes in float on its INT8 weights' values)")
+            parts.append("every Q/DQ removed as well (no mix of integer kernels ran faster here than the float graph: "
+                         "the file is the float graph)")
         if self.vs_fp32 is not None:
             parts.append(f"result {self.vs_fp32.speedup:.2f}x the FP32 file (95 % {self.vs_fp32.interval.low:.2f}-"
                          f"{self.vs_fp32.interval.high:.2f}x)")
@@ -155,8 +156,8 @@ def _dequantized(dq: onnx.NodeProto, weights: dict[str, onnx.TensorProto]) -> np
     return ((values - zero) * scale).astype(np.float32)
 
 
-def left_float(model: onnx.ModelProto, fp32: onnx.ModelProto, nodes: Sequence[str] | None) -> onnx.ModelProto:
-    """A copy of ``model`` with the weighted ops ``nodes`` (every op where None) in float: their weights and biases
+def left_float(model: onnx.ModelProto, fp32: onnx.ModelProto, nodes: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` with the weighted ops ``nodes`` in float: their weights and biases
     dequantized once into float initializers (the values the integer kernel used: AdaRound's or bias correction's
     choices kept), and each of their activation inputs read as the float tensor before its Q/DQ pair rather than
     through it. Both are needed:
@@ -167,7 +168,7 @@ def left_float(model: onnx.ModelProto, fp32: onnx.ModelProto, nodes: Sequence[st
     that decides a region measures that too. The output's Q/DQ stays for the integer ops after it."""
     result = copy.deepcopy(model)
     graph = result.graph
-    chosen = set(nodes or ())
+    chosen = set(nodes)
     producer = producers_of(graph)
     weights = {t.name: t for t in graph.initializer}
     fp32_producer = {out: n.op_type for n in fp32.graph.node for out in n.output}
@@ -176,7 +177,7 @@ def left_float(model: onnx.ModelProto, fp32: onnx.ModelProto, nodes: Sequence[st
                if node.op_type == "Clip" and node.output[0] == f"{node.input[0]}_clamped"}
     added: list[onnx.NodeProto] = []
     for node in graph.node:
-        if nodes is not None and node.name not in chosen:
+        if node.name not in chosen:
             continue
         for index, name in enumerate(node.input):
             dq = producer.get(name)
@@ -296,9 +297,9 @@ def place_for_speed(model: onnx.ModelProto, fp32: onnx.ModelProto, timer: Timer)
     bare = False
     if vs_fp32.speedup < 1.0 and any(n.op_type == "QuantizeLinear" for n in current.graph.node):
         # Still slower than FP32 with every weighted op float: the Q/DQ left on elementwise ops, pooling and concats
-        # cost more than their integer kernels save. Every pair removed (the float ops on the INT8 weights' values),
-        # where faster: an INT8 file is never slower than FP32 for want of trying.
-        candidate = left_float(current, fp32, None)
+        # (and the float ops an integer rewrite split an activation into) cost more than the integer kernels save.
+        # The float graph itself, where faster: an INT8 file is never slower than FP32 for want of trying.
+        candidate = fp32
         check = timer(candidate, current)
         if check.speedup > 1.0:
             current, bare = candidate, True
