@@ -4,6 +4,7 @@ in float, recording each decision."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -195,6 +196,10 @@ def test_a_file_still_slower_than_fp32_with_every_region_float_becomes_the_float
     assert "the file is the float graph" in placement.line()
     assert placement.vs_fp32 is not None and placement.vs_fp32.speedup == 1.0
     assert all(d.kept == "float" for d in placement.decisions)
+    # Handed the graph before the INT8 recipe's passes (no depthwise gains to pay for), that is the file written.
+    before_recipe = copy.deepcopy(model)
+    result, placement = place_for_speed(quantized, model, timer, float_graph=before_recipe)
+    assert result is before_recipe and placement.bare
 
 
 def test_a_graph_too_small_to_time_is_left_as_placed() -> None:

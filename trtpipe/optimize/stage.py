@@ -213,7 +213,9 @@ def _run_passes(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto
             console.warn(step_down)
         passes = (*passes, *(p for p in context.recipe.passes if p not in passes))
     result = model
-    for name in passes:
+    for index, name in enumerate(passes):
+        if index == len(options.passes):
+            context.float_graph = result
         result = graph_pass(name).apply(result, context)
     writer = precision_pass(options.precision)
     if writer is not None:

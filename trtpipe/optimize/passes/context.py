@@ -40,6 +40,9 @@ class PassContext:
     details: dict[str, Any] = field(default_factory=dict)  # the stage's own manifest sections (input, options...)
     fp32_nodes: list[str] = field(default_factory=list)  # nodes a precision pass kept in FP32 on purpose
     recipe: Recipe | None = None  # INT8: the --quality recipe that runs (its graph passes already have)
+    # INT8: the graph before the recipe's own passes (scale_depthwise's float gains cost time where nothing is
+    # integer): what speed placement writes where no integer mix runs faster than float
+    float_graph: onnx.ModelProto | None = None
     records: list[PassRecord] = field(default_factory=list)  # what each pass did, in the order they ran
     # cross-fitted (optimize.held_out): each fold's judging indices into ``calib``; INT8 fits on the others
     folds: tuple[np.ndarray, ...] | None = None

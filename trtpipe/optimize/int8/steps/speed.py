@@ -55,7 +55,8 @@ class SpeedPlacementStep:
         feed = named(sample, [i.name for i in graph_inputs(run.fp32)])
         threads = min(MAX_THREADS, os.cpu_count() or 1)
         with console.step("Measuring which regions run faster in integer than in float on ONNX Runtime..."):
-            model, placement = place_for_speed(current.model, run.fp32, paired_timer(feed, threads))
+            model, placement = place_for_speed(current.model, run.fp32, paired_timer(feed, threads),
+                                               run.context.float_graph)
         console.note(placement.line() + f" (batch {count(sample)}, {threads} threads)")
         if model is current.model:
             return Outcome(current, SpeedRecord(placement))
