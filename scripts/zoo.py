@@ -207,27 +207,34 @@ def _from_manifest(manifest: dict[str, Any]) -> tuple[list[str], str]:
 
 
 def _bench(fp32: Path, cpu: Path, folder: Path, shape: str, *, rounds: int, threads: int) -> dict[str, Any]:
-    """FP32, trtpipe's cpu INT8 and quantize_static's file, timed in paired rounds: INT8/FP32 and
-    INT8/quantize_static as speed ratios (above 1: trtpipe's file faster) with 95 % intervals."""
+    """FP32, trtpipe's cpu INT8 and quantize_static's file timed in one interleaved sequence of rounds
+    (optimize/speed_check.py): INT8/FP32, quantize_static/FP32 and INT8/quantize_static as speed ratios (above 1:
+    the first file faster) with 95 % intervals, all three from the same rounds, so they agree with each other."""
     sys.path.insert(0, str(ROOT))
     import onnx
 
     from trtpipe.onnx_info import graph_inputs
-    from trtpipe.optimize.speed_check import paired_speedup
+    from trtpipe.optimize.speed_check import interleaved_speedups
     from trtpipe.runtime.onnxruntime.peer import quantize_static_peer
 
     inputs = [i.name for i in graph_inputs(onnx.load(str(fp32), load_external_data=False))]
     result: dict[str, Any] = {}
     feed = {inputs[0]: _random_calibration(shape, 1, seed=7)}
-    check = paired_speedup(cpu, fp32, feed, threads=threads, rounds=rounds)
-    result["int8_vs_fp32"] = check.to_dict()
+    peer: Path | None = None
     try:
         _, _, peer = quantize_static_peer(fp32, {inputs[0]: _random_calibration(shape, CALIB_SAMPLES)}, folder)
-        versus = paired_speedup(cpu, peer, feed, threads=threads, rounds=rounds)
-        result["int8_vs_quantize_static"] = versus.to_dict()
-        result["quantize_static_vs_fp32"] = paired_speedup(peer, fp32, feed, threads=threads, rounds=rounds).to_dict()
     except Exception as error:  # the peer's own failure is a finding of the row, not the sweep's end
         result["quantize_static_error"] = str(error).splitlines()[0][:200]
+    files = [cpu, fp32] if peer is None else [cpu, fp32, peer]
+    speeds = interleaved_speedups(files, feed, threads=threads, rounds=rounds)  # type: ignore[arg-type]
+    result["int8_vs_fp32"] = speeds[0, 1].to_dict()
+    if peer is not None:
+        result["int8_vs_quantize_static"] = speeds[0, 2].to_dict()
+        result["quantize_static_vs_fp32"] = speeds[2, 1].to_dict()
+    if peer is not None:
+        result["kernels_compared"] = _kernels_compared(cpu, peer)
+    result["method"] = "one interleaved sequence of rounds over every file, the order rotated each round"
+    result["load_average"] = round(os.getloadavg()[0], 2)  # the 1-minute load as the bench ended: how busy it was
     return result
 
 
@@ -236,6 +243,40 @@ def _ratio(entry: dict[str, Any] | None) -> str:
         return "–"
     interval = entry["interval"]
     return f"{entry['speedup']:.2f}x ({interval['low']:.2f}–{interval['high']:.2f})"
+
+
+def _kernels_compared(cpu: Path, peer: Path) -> dict[str, Any]:
+    """What ONNX Runtime runs for trtpipe's file and for quantize_static's, read from its optimised graphs (no
+    timing, so no noise): each file's integer-kernel count, and the op types one graph has more of than the other
+    (``{"QLinearConv": 3, "Conv": -3}``: trtpipe's runs three more convolutions in integer)."""
+    from collections import Counter
+
+    from trtpipe.optimize.kernels import kernel_count, optimized_graph
+
+    ours, theirs = (Counter(n.op_type for n in optimized_graph(f).graph.node) for f in (cpu, peer))
+    difference = {op: ours[op] - theirs[op] for op in sorted(set(ours) | set(theirs)) if ours[op] != theirs[op]}
+    peer_kernels = kernel_count(peer)
+    return {"quantize_static_kernels": f"{peer_kernels.integer_total}/{peer_kernels.total}",
+            "ops_minus_quantize_static": difference, "same_ops": not difference}
+
+
+def _load_sentence(rows: list[Row]) -> str:
+    """How busy the machine was while the rows' benches ran, from the load average each recorded."""
+    loads = [r.speed["load_average"] for r in rows if "load_average" in r.speed]
+    if not loads:
+        return "The machine's load was not recorded."
+    cores = os.cpu_count() or 1
+    busy = "quiet" if max(loads) < 0.75 * cores + 1.0 else "shared, busy"
+    return (f"The machine was {busy}: the 1-minute load average as each bench ended was median "
+            f"{float(np.median(loads)):.1f}, at most {max(loads):.1f}, on {cores} cores.")
+
+
+def _compared_cells(compared: dict[str, Any] | None) -> list[str]:
+    if not compared:
+        return ["–", "–"]
+    difference = compared["ops_minus_quantize_static"]
+    text = ", ".join(f"{op} {n:+d}" for op, n in difference.items()) if difference else "the same"
+    return [compared["quantize_static_kernels"], text]
 
 
 def _cell(said: str) -> str:
@@ -253,8 +294,8 @@ def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: 
         "# Model zoo: timm and torchvision architectures through every stage",
         "",
         f"Measured {date} on {machine}, with `make zoo` (scripts/zoo.py): {len(rows)} architectures in "
-        f"{minutes:.0f} minutes. **The machine was shared** (2 cores, other engineers' test runs beside the sweep), "
-        f"so every speed is a ratio of paired, interleaved rounds in one process ({rounds} rounds, batch 1, "
+        f"{minutes:.0f} minutes. {_load_sentence(rows)} Every speed is a ratio of interleaved rounds in one "
+        f"process, FP32, trtpipe's file and quantize_static's timed in the same sequence ({rounds}+ rounds, batch 1, "
         f"{threads} ONNX Runtime threads, optimize/speed_check.py) with its 95 % bootstrap interval; read the "
         "absolute times in the JSON as load-dependent." + (f" {note}" if note else ""),
         "",
@@ -266,13 +307,15 @@ def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: 
         "file was missing; *not run* where that model ran the speed stages only (`--stages`).",
         "",
         "| model | family | convert | FP16 | INT8 cpu | INT8 tensorrt | check | integer kernels | INT8 / FP32 | "
-        "quantize_static / FP32 | INT8 / quantize_static | left float (speed) |",
-        "|---|---|---|---|---|---|---|---|---:|---:|---:|---|",
+        "quantize_static / FP32 | INT8 / quantize_static | quantize_static's kernels | ops after ONNX Runtime's "
+        "fusions, trtpipe minus quantize_static | left float (speed) |",
+        "|---|---|---|---|---|---|---|---|---:|---:|---:|---|---|---|",
     ]
     for r in rows:
         cells = [f"`{r.model.key}`", r.model.family, *(_cell(r.stages.get(s, "–")) for s in STAGES), r.kernels or "–",
                  _ratio(r.speed.get("int8_vs_fp32")), _ratio(r.speed.get("quantize_static_vs_fp32")),
-                 _ratio(r.speed.get("int8_vs_quantize_static")), ", ".join(r.left_float) or "–"]
+                 _ratio(r.speed.get("int8_vs_quantize_static")), *_compared_cells(r.speed.get("kernels_compared")),
+                 ", ".join(r.left_float) or "–"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Summary", ""]
     if vs_peer:
@@ -280,6 +323,12 @@ def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: 
         lines.append(f"- trtpipe INT8 / quantize_static over {len(vs_peer)} models: median "
                      f"{float(np.median(vs_peer)):.2f}x, worst {min(vs_peer):.2f}x (`{worst.model.key}`)"
                      f"; below 0.95x: {', '.join(f'`{r.model.key}`' for r in below) or 'none'}.")
+    compared = [r for r in rows if r.speed.get("kernels_compared")]
+    if compared:
+        same = [r for r in compared if r.speed["kernels_compared"]["same_ops"]]
+        lines.append(f"- ONNX Runtime runs the same ops for trtpipe's file as for quantize_static's (its optimised "
+                     f"graphs, no timing) on {len(same)} of {len(compared)} models; where they are the same, their "
+                     "speed ratio measures the machine's noise, not the placement.")
     lines.append("- cpu INT8 files slower than FP32 beyond the interval: "
                  + (", ".join(f"`{r.model.key}`" for r in slower) or "none") + ".")
     refused = [(r.model.key, s, said) for r in rows for s, said in r.stages.items()

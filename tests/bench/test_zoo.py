@@ -27,9 +27,16 @@ def test_the_sweep_runs_two_small_models_through_every_stage(tmp_path: Path) -> 
     for row in found:
         assert set(row["stages"]) == {"convert", "fp16", "int8 cpu", "int8 tensorrt", "check"}
         assert row["stages"]["convert"] == "✓" and row["stages"]["int8 cpu"] == "✓", row["stages"]
-        for ratio in ("int8_vs_fp32", "int8_vs_quantize_static"):
+        for ratio in ("int8_vs_fp32", "int8_vs_quantize_static", "quantize_static_vs_fp32"):
             entry = row["speed"][ratio]
             assert entry["interval"]["low"] <= entry["speedup"] <= entry["interval"]["high"]
+        # The three ratios come from one sequence of rounds: each model's median time is the same in each pair.
+        speed = row["speed"]
+        assert speed["int8_vs_fp32"]["candidate_ms"] == speed["int8_vs_quantize_static"]["candidate_ms"]
+        assert speed["int8_vs_fp32"]["reference_ms"] == speed["quantize_static_vs_fp32"]["reference_ms"]
+        compared = speed["kernels_compared"]
+        assert compared["same_ops"] == (not compared["ops_minus_quantize_static"])
     text = page.read_text()
-    assert "Measured 2026-11-28 on " in text and "The machine was shared" in text
+    assert "Measured 2026-11-28 on " in text and "the 1-minute load average as each bench ended" in text
+    assert "ONNX Runtime runs the same ops for trtpipe's file as for quantize_static's" in text
     assert text.count("| `timm:test_") == 2 and "median" in text

@@ -6,6 +6,13 @@ slower than the FP32 file it came from on the runtime it is made for. The two se
 of each, and the figure is the median ratio with its bootstrap interval over rounds (intervals.py). Half the rounds
 run in a second pair of sessions of the same files, so the interval holds what differs between sessions too.
 
+Every session's pool threads stop spinning as its run returns (ONNX Runtime's ``session.force_spinning_stop``):
+by default they spin on for a while, and sessions timed in turn on a few cores then steal them from each other. On
+2 quiet cores (Xeon, 2026-12-01), the FP32 file of timm's ResNet-18 and its INT8 file, timed in turn, read 1.76x
+(95 % 1.64-1.87x) with spinning threads, where each file alone in its process read 2.73x; with the threads stopped
+they read 2.67x (2.66-2.70x): the figure a lone session sees, with an interval ten times narrower (MobileNetV2:
+1.29x, 1.02-1.86x, spinning; 1.63x, 1.59-1.66x, stopped; 1.67x alone). docs/results/model-zoo.md has the table.
+
 A sub-millisecond model is timed for at least ROUND_MS per model and round (hundreds of runs), not a fixed count:
 a few runs of 0.2 ms measure the thread pool waking more than the model. Where the rounds disagree (the interval
 wider than AGREED, high over low) more rounds are run, up to MAX_ROUNDS within BUDGET_S; and the line says when the
@@ -99,6 +106,9 @@ def _session(model: onnx.ModelProto | Path | object, threads: int) -> object:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.log_severity_level = 3
+    # Each session's pool threads stop spinning when its run returns: sessions timed in turn otherwise steal the
+    # cores from each other (see the module).
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     source = str(model) if isinstance(model, Path) else model.SerializeToString()  # type: ignore[attr-defined]
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
@@ -116,11 +126,42 @@ def paired_speedup(candidate: onnx.ModelProto | Path | object, reference: onnx.M
     """How many times faster ``candidate`` runs ``feed`` than ``reference`` on ONNX Runtime's CPU provider with all
     graph optimisations and ``threads`` threads, over ``rounds`` paired rounds of at least ``runs`` runs and
     ``round_ms`` per model, and more rounds (up to ``max_rounds``) while they disagree."""
-    models = (candidate, reference)
+    return interleaved_speedups([candidate, reference], feed, threads=threads, rounds=rounds, runs=runs,
+                                round_ms=round_ms, max_rounds=max_rounds)[0, 1]
+
+
+class Speedups:
+    """Every model's per-round times from one interleaved sequence; ``[a, b]`` is model a's speed as a multiple of
+    model b's, from the same rounds, so the ratios of three models agree with each other (a/c = a/b x b/c round by
+    round), which three separate paired sequences on a busy machine do not."""
+
+    def __init__(self, times: list[list[float]], counts: list[int], threads: int, batch: int) -> None:
+        self.times, self.counts, self.threads, self.batch = times, counts, threads, batch
+
+    def __getitem__(self, pair: tuple[int, int]) -> SpeedCheck:
+        mine, theirs = np.asarray(self.times[pair[0]]), np.asarray(self.times[pair[1]])
+        ratios = theirs / mine
+        return SpeedCheck(float(np.median(ratios)), _with_sessions_spread(ratios, bootstrap_values(ratios)),
+                          self.threads, self.batch, float(np.median(mine)), float(np.median(theirs)),
+                          min(self.counts))
+
+    @property
+    def agreed(self) -> bool:
+        """Whether every pair's rounds agree (:attr:`SpeedCheck.agreed`)."""
+        count = len(self.times)
+        return all(self[a, b].agreed for a in range(count) for b in range(a + 1, count))
+
+
+def interleaved_speedups(models: list[onnx.ModelProto | Path | object], feed: dict[str, np.ndarray], *, threads: int,
+                         rounds: int = ROUNDS, runs: int = RUNS, round_ms: float = ROUND_MS,
+                         max_rounds: int = MAX_ROUNDS) -> Speedups:
+    """Time ``models`` in one sequence of rounds: each round runs every model in turn, the order rotated round by
+    round (with two models, flipped), at least ``runs`` runs and ``round_ms`` per model, and more rounds (up to
+    ``max_rounds``) while any pair's rounds disagree; :class:`Speedups` reads any pair's ratio from them."""
     pairs: list[list[object]] = []
 
-    def pair(index: int) -> list[object]:
-        """The sessions of round ``index``: every other two rounds a second pair, built from the same files,
+    def sessions_of(index: int) -> list[object]:
+        """The sessions of round ``index``: every other two rounds a second set, built from the same files,
         so the interval also holds how much two sessions of one file differ (memory placement, thread pools: a
         few per cent on a sub-millisecond model, which a later measurement in another process meets). A session
         handed in (:func:`session`) is used in both."""
@@ -133,12 +174,13 @@ def paired_speedup(candidate: onnx.ModelProto | Path | object, reference: onnx.M
             pairs.append(made)
         return pairs[wanted]
 
-    times: list[list[float]] = [[], []]
+    count = len(models)
+    times: list[list[float]] = [[] for _ in models]
     counts: list[int] = []
 
     def timed_round(index: int) -> None:
-        order = (0, 1) if index % 2 == 0 else (1, 0)
-        sessions = pair(index)
+        order = [(index + k) % count for k in range(count)]
+        sessions = sessions_of(index)
         for which in order:
             sessions[which].run(None, feed)  # type: ignore[attr-defined]  # after the other session: not timed
             runs_ms: list[float] = []
@@ -149,21 +191,14 @@ def paired_speedup(candidate: onnx.ModelProto | Path | object, reference: onnx.M
             times[which].append(float(np.median(runs_ms)))
             counts.append(len(runs_ms))
 
-    def measured() -> SpeedCheck:
-        mine, theirs = np.asarray(times[0]), np.asarray(times[1])
-        ratios = theirs / mine
-        batch = len(next(iter(feed.values()))) if feed else 1
-        return SpeedCheck(float(np.median(ratios)), _with_sessions_spread(ratios, bootstrap_values(ratios)), threads,
-                          batch, float(np.median(mine)), float(np.median(theirs)), min(counts))
-
+    batch = len(next(iter(feed.values()))) if feed else 1
     for index in range(rounds):
         timed_round(index)
-    check, started = measured(), time.perf_counter()
-    while not check.agreed and len(times[0]) < max_rounds and time.perf_counter() - started < BUDGET_S:
+    measured, started = Speedups(times, counts, threads, batch), time.perf_counter()
+    while not measured.agreed and len(times[0]) < max_rounds and time.perf_counter() - started < BUDGET_S:
         for index in range(len(times[0]), min(len(times[0]) + MORE_ROUNDS, max_rounds)):
             timed_round(index)
-        check = measured()
-    return check
+    return measured
 
 
 def _with_sessions_spread(ratios: np.ndarray, interval: Interval) -> Interval:
