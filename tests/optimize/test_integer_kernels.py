@@ -72,6 +72,43 @@ def test_convolutions_before_a_silu_run_in_integer_on_onnx_runtime() -> None:
     assert counted.line().startswith("ONNX Runtime runs 2 of 4 convolutions/matmuls in integer (2 QLinearConv)")
 
 
+def _residual_silu_net() -> onnx.ModelProto:
+    """Conv 3->8 -> SiLU -> a; Conv 8->8 of a, plus a (a residual join) -> SiLU -> Conv 8->4 -> y: the SiLU after
+    the join, as timm's ResNeXt-26ts writes its blocks."""
+    inits = [numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32) * 0.3, name) for name, shape in
+             (("w1", (8, 3, 3, 3)), ("w2", (8, 8, 3, 3)), ("w3", (4, 8, 1, 1)), ("b1", (8,)), ("b2", (8,)))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c1"], ["s1"], name="sigmoid1"),
+        helper.make_node("Mul", ["c1", "s1"], ["a1"], name="silu1"),
+        helper.make_node("Conv", ["a1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "a1"], ["joined"], name="join"),
+        helper.make_node("Sigmoid", ["joined"], ["s2"], name="sigmoid2"),
+        helper.make_node("Mul", ["joined", "s2"], ["a2"], name="silu2"),
+        helper.make_node("Conv", ["a2", "w3"], ["y"], name="conv3"),
+    ]
+    graph = helper.make_graph(nodes, "residual_silu",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_silu_after_a_residual_join_is_quantized_with_the_join() -> None:
+    """The join's SiLU runs as QLinearSigmoid and QLinearMul and the Add as QLinearAdd, so every convolution reads
+    and writes uint8 (with them float, ResNeXt-26ts ran at 0.83x quantize_static's file)."""
+    model = _residual_silu_net()
+    assert swishes(model.graph) == {"sigmoid1", "silu1", "sigmoid2", "silu2"}
+    assert not {"sigmoid2", "silu2", "join"} & set(float_nodes(model, profile_for(Target.CPU, CpuClass.AVX2)))
+    batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
+    ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
+    quantized = quantize(model, ranges, profile_for(Target.CPU, CpuClass.AVX2))
+    from trtpipe.optimize.kernels import optimized_graph
+
+    ops = {node.op_type for node in optimized_graph(quantized).graph.node}
+    assert {"QLinearAdd", "QLinearSigmoid", "QLinearMul"} <= ops and "Add" not in ops
+    assert kernel_count(quantized).integer == {"QLinearConv": 2}  # conv3 writes the float graph output
+
+
 def test_the_fp32_file_runs_no_integer_kernel(tmp_path: Path) -> None:
     path = tmp_path / "fp32.onnx"
     onnx.save(_silu_net(), str(path))

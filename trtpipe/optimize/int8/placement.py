@@ -23,7 +23,7 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   only so that the convolution before it runs in integer; elsewhere (the Clip inside an exported HardSwish) a Q/DQ
   on its input only rounds.
 - ``outside-swish`` (cpu): a Sigmoid or Mul that is not part of the SiLU (``x * sigmoid(x)``) of a weighted op's
-  output. The cpu profile quantizes SiLU's Sigmoid and Mul so that the convolution before it writes uint8: ONNX
+  output or of a residual join of one (:func:`swishes`). The cpu profile quantizes SiLU's Sigmoid and Mul so that the convolution before it writes uint8: ONNX
   Runtime fuses a convolution into QLinearConv only with a Q right after it, and with the SiLU in float it ran all
   83 convolutions of a YOLOX detector in float between their Q/DQ, slower than the FP32 file (0.82x); with the
   SiLU quantized (QLinearSigmoid, QLinearMul) 74 run in QLinearConv, 2.5x the FP32 file, as ONNX Runtime's own
@@ -177,8 +177,13 @@ SWISH_OPS = ("Sigmoid", "Mul")
 
 def swishes(graph: onnx.GraphProto) -> set[str]:
     """The Sigmoid and Mul nodes of each SiLU (``Mul(x, Sigmoid(x))``, either operand order) whose ``x`` a weighted
-    op writes."""
+    op writes, or a residual join of one (an Add of two computed tensors, one a weighted op's output: ResNet-style
+    blocks with SiLU after the join, timm's ``resnext26ts``). With the join's SiLU float, the Add before it ran in
+    float too and the next convolution re-quantized its input: on ResNeXt-26ts the file ran at 0.83x quantize_static's
+    (95 % 0.77-0.91x, model-zoo sweep of 2026-12-01), whose QLinearAdd, QLinearSigmoid and QLinearMul trtpipe's
+    graph lacked."""
     producer = producers_of(graph)
+    constants = _constants(graph)
     found: set[str] = set()
     for mul in graph.node:
         if mul.op_type != "Mul" or len(mul.input) != 2:
@@ -187,9 +192,18 @@ def swishes(graph: onnx.GraphProto) -> set[str]:
             sigmoid = producer.get(gate)
             writer = producer.get(x)
             if sigmoid is not None and sigmoid.op_type == "Sigmoid" and sigmoid.input[0] == x \
-                    and writer is not None and writer.op_type in WEIGHTED_OPS:
+                    and writer is not None and _weighted_or_its_join(writer, producer, constants):
                 found |= {mul.name, sigmoid.name}
     return found
+
+
+def _weighted_or_its_join(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], constants: set[str]) -> bool:
+    """A weighted op, or a residual Add whose two operands are computed and one a weighted op writes."""
+    if node.op_type in WEIGHTED_OPS:
+        return True
+    if node.op_type != "Add" or len(node.input) != 2 or any(i in constants for i in node.input):
+        return False
+    return any((writer := producer.get(i)) is not None and writer.op_type in WEIGHTED_OPS for i in node.input)
 
 
 def outside_swish(graph: onnx.GraphProto) -> list[str]:
