@@ -91,8 +91,12 @@ TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "
 # The CPU's: the same joins, the activations ONNX Runtime folds into a QLinearConv's output, and HardSwish, whose
 # input is the pre-activation QLinearConv must write in uint8 (preactivations.py decides whether it stays so); and
 # SiLU's Sigmoid and Mul, which ONNX Runtime runs as QLinearSigmoid and QLinearMul, so that the convolution before
-# them writes uint8 (placement.py's 'outside-swish' keeps every other Sigmoid and Mul float).
-CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul")
+# them writes uint8 (placement.py's 'outside-swish' keeps every other Sigmoid and Mul float); and Split, whose
+# outputs take its input's scale (ONNX Runtime's QDQSplit), so a multi-scale block's branches stay uint8: with it
+# float, Res2Net-50's file dequantized before each of its 15 Splits and quantized all 60 outputs again, and its
+# AveragePools (whose input a Split writes) ran in float: 0.91x quantize_static's file (95 % 0.89-0.92x, model-zoo
+# sweep of 2026-12-01).
+CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul", "Split")
 # OpenVINO's: upsampling too, so an FPN's Resize runs on int8 before its join rather than in float after it.
 OPENVINO_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "Resize")
 
