@@ -148,3 +148,28 @@ def test_the_p50_of_many_rounds_is_the_median_of_their_p50s() -> None:
     assert stats.p50_ms == 50.0 and stats.throughput == pytest.approx(4 * 1000 / 50.0)
     assert stats.iters == 922 and stats.min_ms == 1.0
     assert LatencyStats.from_rounds(rounds[:1] + rounds[-1:], batch=1).p50_ms == 1.0  # two rounds: pooled
+
+
+def test_a_round_starts_only_once_the_threads_of_the_variant_before_it_are_idle() -> None:
+    """A runtime's pool threads spin on after a call returns; a round timed then shares the cores with them (an
+    INT8 file right after its FP32 file took 20-25 ms where it takes 7-8 ms alone). settle() waits while a thread of
+    this process is busy, and only that long."""
+    import threading
+    import time
+
+    from trtpipe.bench.timing import settle
+
+    done = threading.Event()
+
+    def spin() -> None:  # a pool thread spinning on after its work, here for about 0.15 s
+        end = time.perf_counter() + 0.15
+        while time.perf_counter() < end:
+            pass
+        done.set()
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    settle(max_s=5.0)
+    assert done.is_set()  # it returned only once the spinning thread had stopped
+    thread.join()
+    assert settle(max_s=5.0) < 5.0  # nothing spins: it returns without waiting out its limit

@@ -19,7 +19,7 @@ import numpy as np
 
 from trtpipe import console
 from trtpipe.bench.options import BenchOptions
-from trtpipe.bench.timing import LatencyStats, measure
+from trtpipe.bench.timing import LatencyStats, measure, settle
 
 MIN_ITERS = 5
 
@@ -65,6 +65,7 @@ class Timed:
         iters = schedule.iters(round_index)
         task = bar.add_task(f"{self.name} batch {self.batch}{round_name}", total=iters)
         switch = self.mode if round_index > 0 else None  # the first round runs inside its caller's setting
+        settle()  # the variant timed before this one: its pool threads asleep before this round starts
         if switch:
             switch(True)
         try:

@@ -52,6 +52,30 @@ class LatencyStats:
         return asdict(self)
 
 
+SETTLE_STEP_S = 0.01
+SETTLE_MAX_S = 0.3
+SETTLE_BUSY = 0.1  # this process is idle where its threads used under a tenth of a core over a step
+
+
+def settle(*, step_s: float = SETTLE_STEP_S, max_s: float = SETTLE_MAX_S) -> float:
+    """Wait, up to ``max_s``, until no thread of this process is busy; the seconds waited.
+
+    A runtime's pool threads spin on after a call returns, waiting for more work (ONNX Runtime's for 50-90 ms on a
+    2-core Xeon, 2026-12-01): a variant timed right after another then shares the cores with the other's spinning
+    threads. ResNet-18's INT8 file run right after its FP32 file took 20-25 ms where it takes 7-8 ms after itself or
+    after a 100 ms pause. Rounds taken in turn across variants (rounds.py) start only once those threads sleep, so a
+    round times its own variant, not the one before it. Read from the process's CPU time (all threads), so it holds
+    for any runtime's pool, and returns after one step where nothing spins."""
+    waited, started = 0.0, time.perf_counter()
+    while waited < max_s:
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(step_s)
+        if time.process_time() - cpu < SETTLE_BUSY * (time.perf_counter() - wall):
+            break
+        waited = time.perf_counter() - started
+    return time.perf_counter() - started
+
+
 def measure(
     call: Callable[[], object],
     *,
