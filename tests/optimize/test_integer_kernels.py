@@ -123,7 +123,8 @@ def test_a_split_between_convolutions_stays_uint8() -> None:
         helper.make_node("Concat", ["c2", "c3"], ["cat"], name="concat", axis=1),
         helper.make_node("Conv", ["cat", "w4"], ["y"], name="conv4"),
     ]
-    graph = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+    graph = helper.make_graph(nodes, "split",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
@@ -149,7 +150,8 @@ def test_convolutions_before_a_leaky_relu_run_in_integer() -> None:
         helper.make_node("LeakyRelu", ["c2"], ["a2"], name="leaky2", alpha=0.1),
         helper.make_node("Conv", ["a2", "w3"], ["y"], name="conv3"),
     ]
-    graph = helper.make_graph(nodes, "leaky", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+    graph = helper.make_graph(nodes, "leaky",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]

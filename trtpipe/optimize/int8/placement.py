@@ -23,12 +23,13 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   only so that the convolution before it runs in integer; elsewhere (the Clip inside an exported HardSwish) a Q/DQ
   on its input only rounds.
 - ``outside-swish`` (cpu): a Sigmoid or Mul that is not part of the SiLU (``x * sigmoid(x)``) of a weighted op's
-  output or of a residual join of one (:func:`swishes`). The cpu profile quantizes SiLU's Sigmoid and Mul so that the convolution before it writes uint8: ONNX
-  Runtime fuses a convolution into QLinearConv only with a Q right after it, and with the SiLU in float it ran all
-  83 convolutions of a YOLOX detector in float between their Q/DQ, slower than the FP32 file (0.82x); with the
-  SiLU quantized (QLinearSigmoid, QLinearMul) 74 run in QLinearConv, 2.5x the FP32 file, as ONNX Runtime's own
-  quantize_static's file does (docs/results/int8-design.md, 'SiLU on the cpu target'). Every other Sigmoid and Mul
-  stays float, as before the cpu profile quantized the two types, except a squeeze-excitation gate (below).
+  output or of a residual join of one (:func:`swishes`). The cpu profile quantizes SiLU's Sigmoid and Mul so that the
+  convolution before it writes uint8: ONNX Runtime fuses a convolution into QLinearConv only with a Q right after it,
+  and with the SiLU in float it ran all 83 convolutions of a YOLOX detector in float between their Q/DQ, slower than
+  the FP32 file (0.82x); with the SiLU quantized (QLinearSigmoid, QLinearMul) 74 run in QLinearConv, 2.5x the FP32
+  file, as ONNX Runtime's own quantize_static's file does (docs/results/int8-design.md, 'SiLU on the cpu target').
+  Every other Sigmoid and Mul stays float, as before the cpu profile quantized the two types, except a
+  squeeze-excitation gate (below).
 - ``squeeze-gate`` (cpu; an exception to ``outside-swish``): the Mul that gates a feature map with a
   squeeze-and-excitation branch's output is quantized (QLinearMul), as ONNX Runtime's quantize_static quantizes it.
   With the gate float, the convolution that writes the gated map (timm's SE blocks pool it with a ReduceMean, which
