@@ -258,12 +258,12 @@ def _kernels_compared(cpu: Path, peer: Path) -> dict[str, Any]:
     (``{"QLinearConv": 3, "Conv": -3}``: trtpipe's runs three more convolutions in integer)."""
     from collections import Counter
 
-    from trtpipe.optimize.kernels import kernel_count, optimized_graph
+    from trtpipe.optimize.kernels import FLOAT_KERNELS, INTEGER_KERNELS, optimized_graph
 
     ours, theirs = (Counter(n.op_type for n in optimized_graph(f).graph.node) for f in (cpu, peer))
     difference = {op: ours[op] - theirs[op] for op in sorted(set(ours) | set(theirs)) if ours[op] != theirs[op]}
-    peer_kernels = kernel_count(peer)
-    return {"quantize_static_kernels": f"{peer_kernels.integer_total}/{peer_kernels.total}",
+    integer = sum(theirs[op] for op in INTEGER_KERNELS)
+    return {"quantize_static_kernels": f"{integer}/{integer + sum(theirs[op] for op in FLOAT_KERNELS)}",
             "ops_minus_quantize_static": difference, "same_ops": not difference}
 
 

@@ -109,6 +109,16 @@ def test_a_silu_after_a_residual_join_is_quantized_with_the_join() -> None:
     assert kernel_count(quantized).integer == {"QLinearConv": 2}  # conv3 writes the float graph output
 
 
+def _quantized_for_cpu(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], name: str) -> onnx.ModelProto:
+    """The graph of ``nodes`` (x [1, 3, 8, 8] -> y [1, 4, 8, 8]) quantized for the cpu target on four random draws."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
+    ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
+    return quantize(model, ranges, profile_for(Target.CPU, CpuClass.AVX2))
+
+
 def test_a_split_between_convolutions_stays_uint8() -> None:
     """A multi-scale block's Split (Res2Net) takes its input's scale on every output, so ONNX Runtime splits uint8
     and no branch is dequantized and quantized again (with it float, Res2Net-50 ran at 0.91x quantize_static's)."""
@@ -123,13 +133,7 @@ def test_a_split_between_convolutions_stays_uint8() -> None:
         helper.make_node("Concat", ["c2", "c3"], ["cat"], name="concat", axis=1),
         helper.make_node("Conv", ["cat", "w4"], ["y"], name="conv4"),
     ]
-    graph = helper.make_graph(nodes, "split",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
-    ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
-    quantized = quantize(model, ranges, profile_for(Target.CPU, CpuClass.AVX2))
+    quantized = _quantized_for_cpu(nodes, inits, "split")
     from trtpipe.optimize.kernels import optimized_graph
 
     ran = optimized_graph(quantized).graph
@@ -150,13 +154,7 @@ def test_convolutions_before_a_leaky_relu_run_in_integer() -> None:
         helper.make_node("LeakyRelu", ["c2"], ["a2"], name="leaky2", alpha=0.1),
         helper.make_node("Conv", ["a2", "w3"], ["y"], name="conv3"),
     ]
-    graph = helper.make_graph(nodes, "leaky",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
-    ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
-    quantized = quantize(model, ranges, profile_for(Target.CPU, CpuClass.AVX2))
+    quantized = _quantized_for_cpu(nodes, inits, "leaky")
     assert kernel_count(quantized).integer == {"QLinearConv": 2}  # conv3 writes the float graph output
 
 

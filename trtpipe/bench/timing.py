@@ -66,13 +66,12 @@ def settle(*, step_s: float = SETTLE_STEP_S, max_s: float = SETTLE_MAX_S) -> flo
     after a 100 ms pause. Rounds taken in turn across variants (rounds.py) start only once those threads sleep, so a
     round times its own variant, not the one before it. Read from the process's CPU time (all threads), so it holds
     for any runtime's pool, and returns after one step where nothing spins."""
-    waited, started = 0.0, time.perf_counter()
-    while waited < max_s:
+    started = time.perf_counter()
+    while time.perf_counter() - started < max_s:
         cpu, wall = time.process_time(), time.perf_counter()
         time.sleep(step_s)
         if time.process_time() - cpu < SETTLE_BUSY * (time.perf_counter() - wall):
             break
-        waited = time.perf_counter() - started
     return time.perf_counter() - started
 
 
