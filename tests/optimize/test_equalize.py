@@ -144,3 +144,62 @@ def test_tensorrt_mode_gives_the_quantized_depthwise_input_one_range() -> None:
     after = channel_ranges(equalized, [middle], CALIB)[middle]
     np.testing.assert_allclose(after, after.max(), rtol=1e-4)
     np.testing.assert_allclose(after.max(), ranges[pairs[0].first.output[0]].max(), rtol=1e-4)
+
+
+def _relu6_into_full_convolution() -> onnx.ModelProto:
+    """Conv 3->8 (channel ranges 0.01..30, the wide ones clipped) -> ReLU6 -> Conv 1x1 8->8 -> Relu -> Conv 1x1 8->4:
+    MobileNetV2's expansion into its projection, where the full convolution's balancing gives channels unequal
+    ranges after scaling."""
+    w1 = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32) * SPREAD[:, None, None, None]
+    w2 = RNG.standard_normal((8, 8, 1, 1)).astype(np.float32) / np.sqrt(SPREAD)[None, :, None, None]
+    inits = [numpy_helper.from_array(a, n) for a, n in
+             ((w1, "w1"), (w2, "w2"), (RNG.standard_normal((4, 8, 1, 1)).astype(np.float32), "w3"),
+              (np.array(0, np.float32), "lo"), (np.array(6, np.float32), "hi"))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c1", "lo", "hi"], ["a1"], name="relu6"),
+        helper.make_node("Conv", ["a1", "w2"], ["c2"], name="expand"),
+        helper.make_node("Relu", ["c2"], ["a2"], name="relu"),
+        helper.make_node("Conv", ["a2", "w3"], ["y"], name="project"),
+    ]
+    return x_to_y(nodes, inits, ["n", 3, 8, 8], ["n", 4, 8, 8], opset=18)
+
+
+def test_cpu_bounds_stay_above_the_top_and_the_min_leaves_the_integer_file(tmp_path: Path) -> None:
+    """For the cpu target every ReLU6 bound of an equalized pair lies at or above the tensor's widest scaled range,
+    so the Min the ReLU6 became is the Q's own clamp: the quantized file has none (ONNX Runtime has no integer Min:
+    MobileNetV2's 17 ran in float, its INT8 file at 0.7x FP32), computes what FP32 does, and is no less accurate than
+    the file that kept it."""
+    import dataclasses
+
+    from tests.builders import cpu_optimized_ops, minmax_int8
+
+    model = _relu6_into_full_convolution()
+    x = RNG.standard_normal((16, 3, 8, 8)).astype(np.float32)
+    reference = run(model, x)
+    assert (channel_ranges(model, ["c1"], CALIB)["c1"] > 6).any()  # the ReLU6 clips on the calibration data
+    ranges = pair_ranges(model, CALIB, after_activation=False, capped=True)
+    equalized, pairs = equalize(model, activation_ranges=ranges, bounds_above_top=True)
+    np.testing.assert_allclose(run(equalized, x), reference, rtol=1e-4, atol=1e-4 * np.abs(reference).max())
+    scaled = channel_ranges(equalized, ["a1"], CALIB)["a1"]
+    bounds = _weights(equalized)["relu6_equalized_bound"].reshape(-1)
+    assert np.all(bounds >= scaled.max() * (1 - 1e-5)) and pairs[0].clip_bound == 6.0
+    profile = profile_for(Target.CPU)
+    folded = minmax_int8(equalized, CALIB, profile, symmetric=False)
+    kept = minmax_int8(equalized, CALIB, dataclasses.replace(profile, integer_gains=False), symmetric=False)
+    assert "Min" not in cpu_optimized_ops(folded, tmp_path) and "Min" in cpu_optimized_ops(kept, tmp_path)
+    error_folded, error_kept = (np.abs(run(m, x) - reference).mean() for m in (folded, kept))
+    assert error_folded <= 1.1 * error_kept, (error_folded, error_kept)
+
+
+def test_a_bound_below_the_q_top_keeps_its_min() -> None:
+    """Equalized without keeping bounds above the top (the tensorrt target's choice of scales), some channel's bound
+    lies below what the per-tensor Q holds: removing the Min would change those channels, so it stays."""
+    model = _relu6_into_full_convolution()
+    equalized, _ = equalize(model, activation_ranges=pair_ranges(model, CALIB, after_activation=False))
+    bounds = _weights(equalized)["relu6_equalized_bound"].reshape(-1)
+    assert bounds.min() < channel_ranges(equalized, ["a1"], CALIB)["a1"].max()
+    from tests.builders import minmax_int8
+
+    quantized = minmax_int8(equalized, CALIB, profile_for(Target.CPU), symmetric=False)
+    assert "Min" in {node.op_type for node in quantized.graph.node}

@@ -142,6 +142,28 @@ def test_a_split_between_convolutions_stays_uint8() -> None:
     assert kernel_count(quantized).integer == {"QLinearConv": 3}  # conv4 writes the float graph output
 
 
+def test_a_convolution_sliced_into_two_paths_writes_uint8() -> None:
+    """A dual-path block (DPN) slices a convolution's output into a residual part and a dense part that a Concat
+    joins: with Slice quantized on its input's scale, the convolution writes uint8 and the Concat joins uint8 (with
+    Slice float, 26 of DPN-68's 72 convolutions ran in float and its INT8 file was slower than FP32)."""
+    inits = [numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32) * 0.3, name) for name, shape in
+             (("w1", (8, 3, 3, 3)), ("w2", (8, 8, 3, 3)), ("w3", (4, 12, 1, 1)))]
+    inits += [numpy_helper.from_array(np.array(values, np.int64), name) for name, values in
+              (("start0", [0]), ("start4", [4]), ("end4", [4]), ("end8", [8]), ("axis", [1]))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Slice", ["c2", "start0", "end4", "axis"], ["residual"], name="slice_residual"),
+        helper.make_node("Slice", ["c2", "start4", "end8", "axis"], ["dense"], name="slice_dense"),
+        helper.make_node("Add", ["residual", "dense"], ["joined"], name="add"),
+        helper.make_node("Concat", ["joined", "r1"], ["cat"], name="concat", axis=1),
+        helper.make_node("Conv", ["cat", "w3"], ["y"], name="conv3"),
+    ]
+    quantized = _quantized_for_cpu(nodes, inits, "dual_path")
+    assert kernel_count(quantized).integer == {"QLinearConv": 2}  # conv3 writes the float graph output
+
+
 def test_convolutions_before_a_leaky_relu_run_in_integer() -> None:
     """ONNX Runtime runs a quantized LeakyRelu as QLinearLeakyRelu, so the convolution before it writes uint8 (with it
     float, 38 of CSPResNet-50's 56 convolutions ran in float between their Q/DQ: 0.60x its FP32 file)."""

@@ -63,7 +63,7 @@ class QuantProfile:
     zero_point_free_joins: bool = False  # activations no weighted op reads get zero point 0 (zero_points.py)
     concat_in_place: bool = False  # one scale into each quantized Concat, none after it (concat_in_place.py)
     integer_hardswish: bool = False  # HardSwish between uint8 Q/DQ as QLinearAdd/QLinearMul (integer_hardswish.py)
-    integer_gains: bool = False  # scale_depthwise's float gains in integer ops (integer_gains.py)
+    integer_gains: bool = False  # scale_depthwise's gains, equalize's ReLU6 bounds in integer ops (integer_gains.py)
     cpu_class: CpuClass | None = None  # cpu and openvino: the CPU class its weights are chosen for
 
     @property
@@ -97,8 +97,11 @@ TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "
 # AveragePools (whose input a Split writes) ran in float: 0.91x quantize_static's file (95 % 0.89-0.92x, model-zoo
 # sweep of 2026-12-01); and LeakyRelu, which ONNX Runtime runs as QLinearLeakyRelu, so that the convolution before
 # it writes uint8: with it float, 38 of CSPResNet-50's 56 convolutions ran in float between their Q/DQ and its file
-# ran at 0.60x its FP32 file and 0.21x quantize_static's (95 % 0.21-0.23x, 2026-12-01).
-CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul", "Split", "LeakyRelu")
+# ran at 0.60x its FP32 file and 0.21x quantize_static's (95 % 0.21-0.23x, 2026-12-01); and Slice, whose output
+# takes its input's scale like Split's: a dual-path block slices a convolution's output into its residual and dense
+# parts, and with Slice float, 26 of DPN-68's 72 convolutions wrote float and its 22 Concats ran in float (its INT8
+# file was slower than FP32, where quantize_static's ran 1.27x).
+CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul", "Split", "LeakyRelu", "Slice")
 # OpenVINO's: upsampling too, so an FPN's Resize runs on int8 before its join rather than in float after it.
 OPENVINO_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "Resize")
 

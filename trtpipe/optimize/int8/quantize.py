@@ -18,7 +18,7 @@ import onnx
 from trtpipe.onnx_info import producers_of, readers_of
 from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
 from trtpipe.optimize.int8.concat_in_place import concatenate_in_place
-from trtpipe.optimize.int8.integer_gains import integer_gains
+from trtpipe.optimize.int8.integer_gains import integer_bounds, integer_gains
 from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
 from trtpipe.optimize.int8.profiles import CPU_TARGETS, WEIGHTED_OPS, QuantProfile
@@ -87,7 +87,8 @@ def _rewrite_for_profile(quantized: onnx.ModelProto, model: onnx.ModelProto, ran
                          op_types: list[str], *, only: Sequence[str], exclude: Sequence[str]) -> None:
     """The quantiser's output rewritten in place as the profile asks: Q/DQ only on residual branches, graph
     outputs and tensors only float nodes read left float, then the profile's integer rewrites (zero-point-free
-    joins, Concat in place, integer HardSwish, integer channel gains), each pruning what it leaves unread."""
+    joins, Concat in place, integer HardSwish, integer channel gains and bounds), each pruning what it leaves
+    unread."""
     if profile.residual_branch_only:
         keep_residual_branch_only(quantized)
     float_graph_outputs(quantized)
@@ -100,7 +101,7 @@ def _rewrite_for_profile(quantized: onnx.ModelProto, model: onnx.ModelProto, ran
         prune_unread(quantized.graph)
     if profile.integer_hardswish and integer_hardswish(quantized, ranges):
         prune_unread(quantized.graph)
-    if profile.integer_gains and integer_gains(quantized):
+    if profile.integer_gains and integer_gains(quantized) + integer_bounds(quantized):
         prune_unread(quantized.graph)
 
 

@@ -17,7 +17,9 @@ ranges are balanced, s_i = sqrt(a_i / r2_i) (SmoothQuant's alpha 0.5).
 A ReLU6 is a Clip at 6, which is not homogeneous: after scaling, channel i clips at 6 / s_i. AIMET and Quark
 replace it with a Relu (and change the network); here it becomes Relu followed by a Min against those
 per-channel bounds, so the FP32 function is unchanged (checked on the probe data, like fusion) and TensorRT fuses
-both into the convolution's epilogue. Run it after ``fuse`` (BatchNorm must already be folded into the
+both into the convolution's epilogue. ONNX Runtime has no integer Min, so for the cpu target no bound is put
+below the widest channel's scaled range: the Min is then the per-tensor Q's own clamp, and the quantized file drops
+it (``int8/integer_gains.py``). Run it after ``fuse`` (BatchNorm must already be folded into the
 convolutions).
 """
 
@@ -106,8 +108,8 @@ def _positive_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarra
     return np.where(valid, numerator / np.where(valid, denominator, 1.0), 1.0)
 
 
-def equalize(model: onnx.ModelProto, rounds: int = ROUNDS,
-             activation_ranges: dict[str, np.ndarray] | None = None) -> tuple[onnx.ModelProto, list[Pair]]:
+def equalize(model: onnx.ModelProto, rounds: int = ROUNDS, activation_ranges: dict[str, np.ndarray] | None = None,
+             *, bounds_above_top: bool = False) -> tuple[onnx.ModelProto, list[Pair]]:
     """A copy of ``model`` with every pair equalized, and the pairs (with their accumulated scales).
 
     Without ``activation_ranges``: the paper's CLE, weight ranges made equal (for per-tensor weight scales).
@@ -116,6 +118,10 @@ def equalize(model: onnx.ModelProto, rounds: int = ROUNDS,
     per-tensor activation between the layers. Into a depthwise layer every channel is scaled to the widest
     channel's range (s_i = a_i / max a: free for both layers' weights); into a full convolution the activation
     and that layer's input-channel weight ranges are balanced (s_i = sqrt(a_i / r2_i), SmoothQuant's alpha 0.5).
+
+    ``bounds_above_top`` (cpu; ``activation_ranges`` capped at each ReLU6's bound): no s_i above b / T, where T is
+    the widest channel's range after scaling, so every bound b / s_i lies at or above T. A channel the ReLU6 clips
+    then ends at T, the others below their bounds, and the per-channel Min is the per-tensor Q's own clamp.
     """
     result = onnx.ModelProto()
     result.CopyFrom(model)
@@ -141,6 +147,8 @@ def equalize(model: onnx.ModelProto, rounds: int = ROUNDS,
                 else:
                     s = np.sqrt(_positive_ratio(a, r2))
                     s = s / s.max()
+                if bounds_above_top and pair.clip_bound is not None:
+                    s = np.minimum(s, pair.clip_bound / np.max(a / s))
             weights[pair.first.input[1]] = w1 / s.reshape(-1, *([1] * (w1.ndim - 1)))
             if len(pair.first.input) > 2 and pair.first.input[2] in weights:
                 weights[pair.first.input[2]] = weights[pair.first.input[2]] / s
@@ -182,27 +190,36 @@ def _rewrite_clips(model: onnx.ModelProto, pairs: list[Pair]) -> None:
     graph.node.extend(nodes)
 
 
-def pair_ranges(model: onnx.ModelProto, batches: list[Batch], *, after_activation: bool) -> dict[str, np.ndarray]:
+def pair_ranges(model: onnx.ModelProto, batches: list[Batch], *, after_activation: bool,
+                capped: bool = False) -> dict[str, np.ndarray]:
     """Per channel, the range of the tensor between each pair that the target quantizes, keyed by the first
     layer's output: ``after_activation`` (tensorrt: Q/DQ sits on the second layer's input, after the ReLU6) its
     largest magnitude there; otherwise (cpu: ONNX Runtime quantizes the convolution's own output and folds the
     Relu/ReLU6 into that range) the first layer's output before the clip, its positive part when a Relu or ReLU6
-    follows. Each equalizes exactly the tensor its target quantizes; the other target's ranges lost accuracy
-    (measured: docs/results/int8-design.md, 'Cross-layer equalization')."""
+    follows; ``capped`` (cpu), no more than a ReLU6's bound: the range the Q after it holds, which lets
+    :func:`equalize` keep every bound above the tensor's top (``bounds_above_top``). Each equalizes exactly the
+    tensor its target quantizes; the other target's ranges lost accuracy (measured: docs/results/int8-design.md,
+    'Cross-layer equalization')."""
     pairs = find_pairs(model)
     if after_activation:
         ranges = channel_ranges(model, [p.second.input[0] for p in pairs], batches)
         return {p.first.output[0]: ranges[p.second.input[0]] for p in pairs}
     positive = {p.first.output[0] for p in pairs if p.activation is not None and p.activation.op_type in
                 ("Relu", "Clip")}
-    return channel_ranges(model, [p.first.output[0] for p in pairs], batches, positive=positive)
+    ranges = channel_ranges(model, [p.first.output[0] for p in pairs], batches, positive=positive)
+    for pair in pairs:
+        if capped and pair.clip_bound is not None:
+            ranges[pair.first.output[0]] = np.minimum(ranges[pair.first.output[0]], pair.clip_bound)
+    return ranges
 
 
 def apply(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
     """Equalize every pair and prove on the probe data that the network still computes the same outputs."""
     with console.step("Cross-layer equalization (activation ranges measured on the probe data)..."):
-        ranges = pair_ranges(model, context.batches(context.probe), after_activation=context.target is Target.TENSORRT)
-        equalized, pairs = equalize(model, activation_ranges=ranges)
+        in_range = context.target is Target.CPU  # ONNX Runtime has no integer Min: the Q's clamp must be the bound
+        ranges = pair_ranges(model, context.batches(context.probe), after_activation=context.target is Target.TENSORRT,
+                             capped=in_range)
+        equalized, pairs = equalize(model, activation_ranges=ranges, bounds_above_top=in_range)
     if not pairs:
         console.note("Cross-layer equalization: no Conv -> activation -> Conv pair to equalize; graph unchanged")
         context.record(EqualizeRecord(pairs=0))
