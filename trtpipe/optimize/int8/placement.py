@@ -22,14 +22,18 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   ReLU6 into the convolution before it (the output's quantization clamps), and a HardSwish's input is quantized
   only so that the convolution before it runs in integer; elsewhere (the Clip inside an exported HardSwish) a Q/DQ
   on its input only rounds.
-- ``outside-swish`` (cpu): a Sigmoid or Mul that is not part of the SiLU (``x * sigmoid(x)``) of a weighted op's
-  output or of a residual join of one (:func:`swishes`). The cpu profile quantizes SiLU's Sigmoid and Mul so that the
+- ``outside-swish`` (cpu): a Sigmoid or Mul that is not part of the SiLU (``x * sigmoid(x)``) or the exact GELU
+  (``x * 0.5 * (1 + erf(x / sqrt 2))``, its outer Mul) of a weighted op's output or of a residual join of one
+  (:func:`swishes`). The cpu profile quantizes SiLU's Sigmoid and Mul so that the
   convolution before it writes uint8: ONNX Runtime fuses a convolution into QLinearConv only with a Q right after it,
   and with the SiLU in float it ran all 83 convolutions of a YOLOX detector in float between their Q/DQ, slower than
   the FP32 file (0.82x); with the SiLU quantized (QLinearSigmoid, QLinearMul) 74 run in QLinearConv, 2.5x the FP32
   file, as ONNX Runtime's own quantize_static's file does (docs/results/int8-design.md, 'SiLU on the cpu target').
   Every other Sigmoid and Mul stays float, as before the cpu profile quantized the two types, except a
   squeeze-excitation gate (below).
+- ``output-transpose`` (cpu): a Transpose from which a graph output is reached with no weighted op on the way
+  stays float (:func:`output_transposes`); every other Transpose is quantized on its input's scale, so the
+  convolution before a channels-last LayerNorm (ConvNeXt) writes uint8.
 - ``squeeze-gate`` (cpu; an exception to ``outside-swish``): the Mul that gates a feature map with a
   squeeze-and-excitation branch's output is quantized (QLinearMul), as ONNX Runtime's quantize_static quantizes it.
   With the gate float, the convolution that writes the gated map (timm's SE blocks pool it with a ReduceMean, which
@@ -125,6 +129,31 @@ def lone_activations(graph: onnx.GraphProto) -> list[str]:
             and getattr(preactivation_writer(producer, n.input[0]), "op_type", None) not in WEIGHTED_OPS]
 
 
+def output_transposes(graph: onnx.GraphProto) -> list[str]:
+    """Transpose nodes from which a graph output is reached without a weighted op on the way (a detector's head
+    laying its boxes out): quantized, the convolution before them would round what the model hands back to 256
+    levels, for no kernel's sake. Every other Transpose runs on uint8 (ONNX Runtime moves the bytes), so the
+    convolution before a channels-last LayerNorm writes uint8 (ConvNeXt: with Transposes float, 13 of
+    ConvNeXt-atto's 41 convolutions ran in float and its INT8 file ran 0.68x its FP32 file; with them uint8, all 41
+    in integer and 1.15x)."""
+    readers = readers_of(graph)
+    outputs = {o.name for o in graph.output}
+
+    def reaches_output(start: str) -> bool:
+        seen, frontier = set(), [start]
+        while frontier:
+            tensor = frontier.pop()
+            if tensor in outputs:
+                return True
+            for node in readers.get(tensor, []):
+                if node.op_type not in WEIGHTED_OPS and node.name not in seen:
+                    seen.add(node.name)
+                    frontier.extend(node.output)
+        return False
+
+    return [n.name for n in graph.node if n.op_type == "Transpose" and reaches_output(n.output[0])]
+
+
 SQUEEZE_OPS = ("GlobalAveragePool", "ReduceMean")
 SQUEEZE_BRANCH_OPS = (*WEIGHTED_OPS, *ARITHMETIC, *LAYOUT, "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid",
                       "Tanh", "LeakyRelu", "PRelu", "Elu")
@@ -195,7 +224,32 @@ def swishes(graph: onnx.GraphProto) -> set[str]:
             if sigmoid is not None and sigmoid.op_type == "Sigmoid" and sigmoid.input[0] == x \
                     and writer is not None and _weighted_or_its_join(writer, producer, constants):
                 found |= {mul.name, sigmoid.name}
+            elif writer is not None and _weighted_or_its_join(writer, producer, constants) \
+                    and _erf_gate_of(gate, x, producer, constants):
+                found.add(mul.name)  # a GELU's x * gate(x): its gate's arithmetic stays float (constant-arithmetic)
     return found
+
+
+GATE_ARITHMETIC = ("Div", "Mul", "Add", "Sub", "Erf")
+
+
+def _erf_gate_of(tensor: str, x: str, producer: dict[str, onnx.NodeProto], constants: set[str]) -> bool:
+    """Whether ``tensor`` is an exact GELU's gate of ``x``, 0.5 * (1 + erf(x / sqrt 2)) as torch exports it: a chain of
+    arithmetic with constants and one Erf that reads ``x`` alone (ConvNeXt's MLP activation; with its Mul float, the
+    convolution before it had no quantized reader and ran in float: 25 of ConvNeXt-atto's 41 convolutions)."""
+    erf = False
+    for _ in range(len(GATE_ARITHMETIC) + 2):
+        node = producer.get(tensor)
+        if node is None or node.op_type not in GATE_ARITHMETIC:
+            return False
+        computed = [name for name in node.input if name not in constants]
+        if len(computed) != 1:
+            return False
+        erf = erf or node.op_type == "Erf"
+        if computed[0] == x:
+            return erf
+        tensor = computed[0]
+    return False
 
 
 def _weighted_or_its_join(node: onnx.NodeProto, producer: dict[str, onnx.NodeProto], constants: set[str]) -> bool:
@@ -235,6 +289,8 @@ RULES = (
          (Target.CPU, Target.OPENVINO), lone_activations),
     Rule("outside-swish", "a Sigmoid or Mul outside a weighted op's SiLU: the cpu profile quantizes those two types "
          "only so that the convolution before a SiLU runs in integer (QLinearConv)", (Target.CPU,), outside_swish),
+    Rule("output-transpose", "a Transpose on the way to a graph output with no weighted op after it: quantized, "
+         "it would round what the model hands back", (Target.CPU,), output_transposes),
 )
 
 

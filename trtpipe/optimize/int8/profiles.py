@@ -100,8 +100,11 @@ TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "
 # ran at 0.60x its FP32 file and 0.21x quantize_static's (95 % 0.21-0.23x, 2026-12-01); and Slice, whose output
 # takes its input's scale like Split's: a dual-path block slices a convolution's output into its residual and dense
 # parts, and with Slice float, 26 of DPN-68's 72 convolutions wrote float and its 22 Concats ran in float (its INT8
-# file was slower than FP32, where quantize_static's ran 1.27x).
-CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul", "Split", "LeakyRelu", "Slice")
+# file was slower than FP32, where quantize_static's ran 1.27x); and Transpose, on its input's scale too, except on
+# the way to a graph output (placement.py's 'output-transpose'): ConvNeXt's channels-last LayerNorm sits between two
+# Transposes, and with them float the depthwise convolution before each wrote float.
+CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul", "Split", "LeakyRelu", "Slice",
+                "Transpose")
 # OpenVINO's: upsampling too, so an FPN's Resize runs on int8 before its join rather than in float after it.
 OPENVINO_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "Resize")
 
