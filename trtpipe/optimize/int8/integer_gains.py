@@ -30,6 +30,8 @@ after its clip, which puts ``Q_y``'s top at most at 6, the smallest b_i (the wid
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -42,6 +44,12 @@ def integer_gains(model: onnx.ModelProto) -> int:
     """Fold every channel-gain Mul of ``model`` that reads an integer convolution's output through its Q/DQ into
     that convolution (see the module), in place; how many it folded (the Mul and the Q/DQ it leaves unread are for
     the caller to prune)."""
+    return _rewrite_each(model, _fold_into_writer)
+
+
+def _rewrite_each(model: onnx.ModelProto, rewrite: Callable[..., bool]) -> int:
+    """``rewrite(node, graph, producer, readers, weights, outputs)`` on every node of ``model``, in place; each node
+    it rewrote (its readers now read elsewhere) gets an unread output for the caller to prune. How many it did."""
     graph = model.graph
     producer = producers_of(graph)
     readers = readers_of(graph)
@@ -49,7 +57,7 @@ def integer_gains(model: onnx.ModelProto) -> int:
     outputs = {o.name for o in graph.output}
     rewritten = 0
     for node in list(graph.node):
-        if _fold_into_writer(node, graph, producer, readers, weights, outputs):
+        if rewrite(node, graph, producer, readers, weights, outputs):
             rewritten += 1
             node.output[0] = f"{node.output[0]}_folded"  # unread now: the caller prunes it
     return rewritten
@@ -155,37 +163,36 @@ def integer_bounds(model: onnx.ModelProto) -> int:
     """Remove every per-channel ``Min(b)`` between ``Q_x -> DQ_x`` and Qs that clamp as tightly alone (see the
     module), in place: the Qs read what ``Q_x`` read. How many it removed (the Min and the Q/DQ it leaves unread are
     for the caller to prune)."""
-    graph = model.graph
-    producer = producers_of(graph)
-    readers = readers_of(graph)
-    weights = {t.name: t for t in graph.initializer}
-    outputs = {o.name for o in graph.output}
-    removed = 0
-    for node in list(graph.node):
-        if node.op_type != "Min" or len(node.input) != 2 or node.output[0] in outputs:
-            continue
-        constant = [name for name in node.input if name in weights]
-        if len(constant) != 1:
-            continue
-        dq_x = producer.get(next(name for name in node.input if name not in weights))
-        if dq_x is None or dq_x.op_type != "DequantizeLinear":
-            continue
-        q_x = producer.get(dq_x.input[0])
-        users = readers.get(node.output[0], [])
-        if q_x is None or q_x.op_type != "QuantizeLinear" or not users \
-                or any(user.op_type != "QuantizeLinear" for user in users) \
-                or [r.name for r in readers.get(q_x.output[0], [])] != [dq_x.name] \
-                or [r.name for r in readers.get(dq_x.output[0], [])] != [node.name] \
-                or {q_x.output[0], dq_x.output[0]} & outputs:
-            continue
-        least = float(np.min(numpy_helper.to_array(weights[constant[0]])))
-        if not all(_bound_kept(q_x, user, least, weights) for user in users):
-            continue
-        for user in users:
-            user.input[0] = q_x.input[0]
-        node.output[0] = f"{node.output[0]}_folded"  # unread now: the caller prunes it
-        removed += 1
-    return removed
+    return _rewrite_each(model, _bound_removed)
+
+
+def _bound_removed(node: onnx.NodeProto, graph: onnx.GraphProto, producer: dict[str, onnx.NodeProto],
+                   readers: dict[str, list[onnx.NodeProto]], weights: dict[str, onnx.TensorProto],
+                   outputs: set[str]) -> bool:
+    """Where ``node`` is a Min against constant bounds that ``Q_x -> DQ_x -> Min -> Q_y`` clamps as ``Q_y`` alone
+    does, make every ``Q_y`` read what ``Q_x`` read. True where it did."""
+    if node.op_type != "Min" or len(node.input) != 2 or node.output[0] in outputs:
+        return False
+    constant = [name for name in node.input if name in weights]
+    if len(constant) != 1:
+        return False
+    dq_x = producer.get(next(name for name in node.input if name not in weights))
+    if dq_x is None or dq_x.op_type != "DequantizeLinear":
+        return False
+    q_x = producer.get(dq_x.input[0])
+    users = readers.get(node.output[0], [])
+    if q_x is None or q_x.op_type != "QuantizeLinear" or not users \
+            or any(user.op_type != "QuantizeLinear" for user in users) \
+            or [r.name for r in readers.get(q_x.output[0], [])] != [dq_x.name] \
+            or [r.name for r in readers.get(dq_x.output[0], [])] != [node.name] \
+            or {q_x.output[0], dq_x.output[0]} & outputs:
+        return False
+    least = float(np.min(numpy_helper.to_array(weights[constant[0]])))
+    if not all(_bound_kept(q_x, user, least, weights) for user in users):
+        return False
+    for user in users:
+        user.input[0] = q_x.input[0]
+    return True
 
 
 def _bound_kept(q_x: onnx.NodeProto, q_y: onnx.NodeProto, least: float, weights: dict[str, onnx.TensorProto]) -> bool:
