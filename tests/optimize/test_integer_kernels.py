@@ -201,6 +201,22 @@ def test_a_convnext_block_runs_every_convolution_in_integer_and_its_head_transpo
     assert writer[writer["y"].input[0]].op_type == "Conv"  # the head's Transpose reads the float convolution output
     placed = float_nodes(_quantizable(nodes, inits, 17), profile_for(Target.CPU))
     assert {"gelu_add", "gelu_half", "head_layout"} <= set(placed) and "gelu_mul" not in placed  # only x * gate
+    assert "to_channels_last" not in placed
+
+
+def test_a_transpose_before_a_softmax_stays_float() -> None:
+    """YOLOv8's box head lays its distribution's bins out with a Transpose before their Softmax: quantizing it would
+    round the logits the Softmax sharpens, so it stays float (and the convolution before it writes float)."""
+    inits = [numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32) * 0.3, name) for name, shape in
+             (("w1", (8, 3, 3, 3)), ("w2", (4, 8, 1, 1)))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Transpose", ["c1"], ["bins_last"], name="bins_layout", perm=[0, 3, 2, 1]),
+        helper.make_node("Softmax", ["bins_last"], ["probabilities"], name="softmax", axis=-1),
+        helper.make_node("Transpose", ["probabilities"], ["back"], name="back_layout", perm=[0, 3, 2, 1]),
+        helper.make_node("Conv", ["back", "w2"], ["y"], name="expectation"),
+    ]
+    assert "bins_layout" in float_nodes(_quantizable(nodes, inits, 13), profile_for(Target.CPU))
 
 
 def test_convolutions_before_a_leaky_relu_run_in_integer() -> None:

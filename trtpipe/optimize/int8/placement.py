@@ -31,8 +31,8 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   file, as ONNX Runtime's own quantize_static's file does (docs/results/int8-design.md, 'SiLU on the cpu target').
   Every other Sigmoid and Mul stays float, as before the cpu profile quantized the two types, except a
   squeeze-excitation gate (below).
-- ``output-transpose`` (cpu): a Transpose from which a graph output is reached with no weighted op on the way
-  stays float (:func:`output_transposes`); every other Transpose is quantized on its input's scale, so the
+- ``output-transpose`` (cpu): a Transpose from which a graph output or a Softmax is reached with no weighted op
+  on the way stays float (:func:`output_transposes`); every other Transpose is quantized on its input's scale, so the
   convolution before a channels-last LayerNorm (ConvNeXt) writes uint8.
 - ``squeeze-gate`` (cpu; an exception to ``outside-swish``): the Mul that gates a feature map with a
   squeeze-and-excitation branch's output is quantized (QLinearMul), as ONNX Runtime's quantize_static quantizes it.
@@ -130,10 +130,12 @@ def lone_activations(graph: onnx.GraphProto) -> list[str]:
 
 
 def output_transposes(graph: onnx.GraphProto) -> list[str]:
-    """Transpose nodes from which a graph output is reached without a weighted op on the way (a detector's head
-    laying its boxes out): quantized, the convolution before them would round what the model hands back to 256
-    levels, for no kernel's sake. Every other Transpose runs on uint8 (ONNX Runtime moves the bytes), so the
-    convolution before a channels-last LayerNorm writes uint8 (ConvNeXt: with Transposes float, 13 of
+    """Transpose nodes from which a graph output or a Softmax is reached without a weighted op on the way (a
+    detector's head laying its boxes out, or the bins of YOLOv8's box distribution before their Softmax): quantized,
+    the convolution before them would round what the model hands back, or the logits a Softmax sharpens, to 256
+    levels, for no kernel's sake (on NudeNet's YOLOv8n the DFL's Transpose quantized turned bias correction's
+    +2.7 points into -5.7 on its judged fold). Every other Transpose runs on uint8 (ONNX Runtime moves the bytes),
+    so the convolution before a channels-last LayerNorm writes uint8 (ConvNeXt: with Transposes float, 13 of
     ConvNeXt-atto's 41 convolutions ran in float and its INT8 file ran 0.68x its FP32 file; with them uint8, all 41
     in integer and 1.15x)."""
     readers = readers_of(graph)
@@ -146,6 +148,8 @@ def output_transposes(graph: onnx.GraphProto) -> list[str]:
             if tensor in outputs:
                 return True
             for node in readers.get(tensor, []):
+                if node.op_type in ("Softmax", "LogSoftmax"):
+                    return True
                 if node.op_type not in WEIGHTED_OPS and node.name not in seen:
                     seen.add(node.name)
                     frontier.extend(node.output)
@@ -289,8 +293,9 @@ RULES = (
          (Target.CPU, Target.OPENVINO), lone_activations),
     Rule("outside-swish", "a Sigmoid or Mul outside a weighted op's SiLU: the cpu profile quantizes those two types "
          "only so that the convolution before a SiLU runs in integer (QLinearConv)", (Target.CPU,), outside_swish),
-    Rule("output-transpose", "a Transpose on the way to a graph output with no weighted op after it: quantized, "
-         "it would round what the model hands back", (Target.CPU,), output_transposes),
+    Rule("output-transpose", "a Transpose on the way to a graph output or a Softmax with no weighted op between: "
+         "quantized, it would round what the model hands back or what the Softmax reads", (Target.CPU,),
+         output_transposes),
 )
 
 
