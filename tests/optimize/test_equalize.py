@@ -168,7 +168,7 @@ def _relu6_into_full_convolution() -> onnx.ModelProto:
 def test_cpu_bounds_stay_above_the_top_and_the_min_leaves_the_integer_file(tmp_path: Path) -> None:
     """For the cpu target every ReLU6 bound of an equalized pair lies at or above the tensor's widest scaled range,
     so the Min the ReLU6 became is the Q's own clamp: the quantized file has none (ONNX Runtime has no integer Min:
-    MobileNetV2's 17 ran in float, its INT8 file at 0.7x FP32), computes what FP32 does, and is no less accurate than
+    MobileNetV2's 34 ran in float, its INT8 file at 0.7x FP32), computes what FP32 does, and is no less accurate than
     the file that kept it."""
     import dataclasses
 

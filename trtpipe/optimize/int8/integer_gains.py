@@ -21,11 +21,12 @@ that tensor's channels, so quantizing it first would undo the gain) stays a floa
 
 ``equalize``'s per-channel ReLU6 bounds go the same way (:func:`integer_bounds`). Equalizing through a ReLU6 turns
 it into ``Relu -> Min(b)``, b_i = 6 / s_i, so the FP32 network is unchanged; ONNX Runtime has no integer Min, so
-``Q_x -> DQ_x -> Min(b) -> Q_y`` ran in float between two roundings (MobileNetV2 at 224x224: its 17 bounds took the
+``Q_x -> DQ_x -> Min(b) -> Q_y`` ran in float between two roundings (MobileNetV2 at 224x224: its 34 bounds took the
 INT8 file from 1.8x FP32 to 0.7x, issue 57). Where ``Q_y``'s range lies inside ``Q_x``'s and its top is at or below
 every b_i (to half a step of ``Q_y``), clamping by ``Q_y`` alone is what the Min and both clamps did, so the chain
 becomes ``-> Q_y``: one rounding, no float op. Equalization on the cpu target measures each ReLU6 channel's range
-after its clip, which puts ``Q_y``'s top at most at 6, the smallest b_i (the widest channel's, whose s_i is 1).
+after its clip and puts no b_i below the widest scaled channel's range, the top of ``Q_y`` on the data it measured;
+a Min whose bound still lies below its Q's top (calibration data wider than that) is kept.
 """
 
 from __future__ import annotations

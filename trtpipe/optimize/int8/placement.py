@@ -31,9 +31,10 @@ Q/DQ and records, per node, which rule placed it (manifest ``int8.placement``).
   file, as ONNX Runtime's own quantize_static's file does (docs/results/int8-design.md, 'SiLU on the cpu target').
   Every other Sigmoid and Mul stays float, as before the cpu profile quantized the two types, except a
   squeeze-excitation gate (below).
-- ``output-transpose`` (cpu): a Transpose from which a graph output or a Softmax is reached with no weighted op
-  on the way stays float (:func:`output_transposes`); every other Transpose is quantized on its input's scale, so the
-  convolution before a channels-last LayerNorm (ConvNeXt) writes uint8.
+- ``softmax-transpose`` (cpu): a Transpose from which a Softmax is reached with no weighted op on the way stays
+  float (:func:`softmax_transposes`); every other Transpose is quantized on its input's scale (one on the way to a
+  graph output alone is ``post-processing``'s), so the convolution before a channels-last LayerNorm (ConvNeXt)
+  writes uint8.
 - ``squeeze-gate`` (cpu; an exception to ``outside-swish``): the Mul that gates a feature map with a
   squeeze-and-excitation branch's output is quantized (QLinearMul), as ONNX Runtime's quantize_static quantizes it.
   With the gate float, the convolution that writes the gated map (timm's SE blocks pool it with a ReduceMean, which
@@ -129,25 +130,20 @@ def lone_activations(graph: onnx.GraphProto) -> list[str]:
             and getattr(preactivation_writer(producer, n.input[0]), "op_type", None) not in WEIGHTED_OPS]
 
 
-def output_transposes(graph: onnx.GraphProto) -> list[str]:
-    """Transpose nodes from which a graph output or a Softmax is reached without a weighted op on the way (a
-    detector's head laying its boxes out, or the bins of YOLOv8's box distribution before their Softmax): quantized,
-    the convolution before them would round what the model hands back, or the logits a Softmax sharpens, to 256
-    levels, for no kernel's sake (on NudeNet's YOLOv8n the DFL's Transpose quantized turned bias correction's
-    +2.7 points into -5.7 on its judged fold). Every other Transpose runs on uint8 (ONNX Runtime moves the bytes),
-    so the convolution before a channels-last LayerNorm writes uint8 (ConvNeXt: with Transposes float, 13 of
-    ConvNeXt-atto's 41 convolutions ran in float and its INT8 file ran 0.68x its FP32 file; with them uint8, all 41
-    in integer and 1.15x)."""
+def softmax_transposes(graph: onnx.GraphProto) -> list[str]:
+    """Transpose nodes from which a Softmax is reached without a weighted op on the way (the bins of YOLOv8's box
+    distribution laid out before their Softmax): quantized, the convolution before them would round the logits the
+    Softmax sharpens to 256 levels (on NudeNet's YOLOv8n the DFL's Transpose quantized turned bias correction's +2.7
+    points into -5.7 on its judged fold). A Transpose on the way to a graph output alone is ``post-processing``'s.
+    Every other Transpose runs on uint8 (ONNX Runtime moves the bytes), so the convolution before a channels-last
+    LayerNorm writes uint8 (ConvNeXt: with Transposes float, 13 of ConvNeXt-atto's 41 convolutions ran in float and
+    its INT8 file ran 0.68x its FP32 file; with them uint8, all 41 in integer and 1.15x)."""
     readers = readers_of(graph)
-    outputs = {o.name for o in graph.output}
 
-    def reaches_output(start: str) -> bool:
+    def reaches_softmax(start: str) -> bool:
         seen, frontier = set(), [start]
         while frontier:
-            tensor = frontier.pop()
-            if tensor in outputs:
-                return True
-            for node in readers.get(tensor, []):
+            for node in readers.get(frontier.pop(), []):
                 if node.op_type in ("Softmax", "LogSoftmax"):
                     return True
                 if node.op_type not in WEIGHTED_OPS and node.name not in seen:
@@ -155,7 +151,7 @@ def output_transposes(graph: onnx.GraphProto) -> list[str]:
                     frontier.extend(node.output)
         return False
 
-    return [n.name for n in graph.node if n.op_type == "Transpose" and reaches_output(n.output[0])]
+    return [n.name for n in graph.node if n.op_type == "Transpose" and reaches_softmax(n.output[0])]
 
 
 SQUEEZE_OPS = ("GlobalAveragePool", "ReduceMean")
@@ -235,6 +231,7 @@ def swishes(graph: onnx.GraphProto) -> set[str]:
 
 
 GATE_ARITHMETIC = ("Div", "Mul", "Add", "Sub", "Erf")
+GATE_DEPTH = 6  # torch's exact GELU gate is four ops deep (Div, Erf, Add, Mul)
 
 
 def _erf_gate_of(tensor: str, x: str, producer: dict[str, onnx.NodeProto], constants: set[str]) -> bool:
@@ -242,7 +239,7 @@ def _erf_gate_of(tensor: str, x: str, producer: dict[str, onnx.NodeProto], const
     arithmetic with constants and one Erf that reads ``x`` alone (ConvNeXt's MLP activation; with its Mul float, the
     convolution before it had no quantized reader and ran in float: 25 of ConvNeXt-atto's 41 convolutions)."""
     erf = False
-    for _ in range(len(GATE_ARITHMETIC) + 2):
+    for _ in range(GATE_DEPTH):
         node = producer.get(tensor)
         if node is None or node.op_type not in GATE_ARITHMETIC:
             return False
@@ -293,9 +290,8 @@ RULES = (
          (Target.CPU, Target.OPENVINO), lone_activations),
     Rule("outside-swish", "a Sigmoid or Mul outside a weighted op's SiLU: the cpu profile quantizes those two types "
          "only so that the convolution before a SiLU runs in integer (QLinearConv)", (Target.CPU,), outside_swish),
-    Rule("output-transpose", "a Transpose on the way to a graph output or a Softmax with no weighted op between: "
-         "quantized, it would round what the model hands back or what the Softmax reads", (Target.CPU,),
-         output_transposes),
+    Rule("softmax-transpose", "a Transpose on the way to a Softmax with no weighted op between: quantized, it "
+         "would round the logits the Softmax reads", (Target.CPU,), softmax_transposes),
 )
 
 

@@ -101,7 +101,7 @@ TENSORRT_OP_TYPES = (*WEIGHTED_OPS, "Add", "AveragePool", "GlobalAveragePool", "
 # takes its input's scale like Split's: a dual-path block slices a convolution's output into its residual and dense
 # parts, and with Slice float, 26 of DPN-68's 72 convolutions wrote float and its 22 Concats ran in float (its INT8
 # file was slower than FP32, where quantize_static's ran 1.27x); and Transpose, on its input's scale too, except on
-# the way to a graph output (placement.py's 'output-transpose'): ConvNeXt's channels-last LayerNorm sits between two
+# the way to a Softmax (placement.py's 'softmax-transpose'): ConvNeXt's channels-last LayerNorm sits between two
 # Transposes, and with them float the depthwise convolution before each wrote float.
 CPU_OP_TYPES = (*TENSORRT_OP_TYPES, "Relu", "Clip", "HardSwish", "Sigmoid", "Mul", "Split", "LeakyRelu", "Slice",
                 "Transpose")

@@ -207,8 +207,8 @@ def pair_ranges(model: onnx.ModelProto, batches: list[Batch], *, after_activatio
     positive = {p.first.output[0] for p in pairs if p.activation is not None and p.activation.op_type in
                 ("Relu", "Clip")}
     ranges = channel_ranges(model, [p.first.output[0] for p in pairs], batches, positive=positive)
-    for pair in pairs:
-        if capped and pair.clip_bound is not None:
+    for pair in pairs if capped else []:
+        if pair.clip_bound is not None:
             ranges[pair.first.output[0]] = np.minimum(ranges[pair.first.output[0]], pair.clip_bound)
     return ranges
 
