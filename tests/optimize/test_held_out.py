@@ -239,11 +239,17 @@ def test_a_learned_step_too_slow_for_every_fold_is_judged_on_fewer_said_and_reco
 def test_a_model_too_slow_for_every_sample_calibrates_and_judges_on_fewer_unless_the_count_is_named(
         digits_onnx: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch, named: bool) -> None:  # type: ignore[no-untyped-def]
     """The time budget (optimize/sample_plan.py): where the passes over every sample would overrun it (here the
-    budget is made tiny instead of the model large), the first MIN_SAMPLES calibrate and judge, said in one line
-    with the pace measured; --calib-samples N is the user's count and is kept."""
+    reference pace is made 100,000 times slower instead of the model larger: the budget spends the graph's
+    work, not the clock's seconds, which on this small model never run out), the first MIN_SAMPLES calibrate and
+    judge, said in one line with the pace; --calib-samples N is the user's count and is kept."""
     import trtpipe.optimize.sample_plan as plan
+    from trtpipe.optimize import work
 
-    monkeypatch.setattr(plan, "SAMPLE_TIME_S", 1e-9)
+    monkeypatch.setattr(work, "REFERENCE_MACS_PER_S", work.REFERENCE_MACS_PER_S / 1e5)
+    monkeypatch.setattr(work, "REFERENCE_ELEMENTS_PER_S", work.REFERENCE_ELEMENTS_PER_S / 1e5)
+    import trtpipe.optimize.passes.int8 as int8_pass
+
+    monkeypatch.setattr(int8_pass, "FOLD_BUDGET_S", float("inf"))  # the folds' own budget: the test above
     out = tmp_path / "int8.onnx"
     asked = ["--calib-samples", "100"] if named else []
     result = run_cli("optimize", digits_onnx, "-o", out, "--precision", "int8", "--calib", "digits", "--quality",
@@ -255,4 +261,5 @@ def test_a_model_too_slow_for_every_sample_calibrates_and_judges_on_fewer_unless
         assert judged["calibration_samples"] == 100 and "Time budget" not in said
     else:
         assert judged["calibration_samples"] == judged["samples"] == plan.MIN_SAMPLES  # cross-fitted on them
-        assert f"the first {plan.MIN_SAMPLES} are used" in said and "s through the FP32 model here" in said
+        assert f"the first {plan.MIN_SAMPLES} are used" in said
+        assert "through the FP32 model (at the reference pace of its work" in said

@@ -2,19 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
 from trtpipe.artifact.description import TRT_SIMULATION
-from trtpipe.inputs import Batch, named
+from trtpipe.inputs import Batch, count, named
 from trtpipe.runtime.batch_axes import BatchAxes
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_model
 from trtpipe.vocab import GraphOptimization
 
 EVAL_BATCH = 64
+
+
+@dataclass
+class Meter:
+    """Samples run through models while it is open (:func:`metered`)."""
+
+    samples: int = 0
+
+
+_OPEN_METERS: list[Meter] = []
+
+
+@contextmanager
+def metered() -> Iterator[Meter]:
+    """Counts the samples every :func:`outputs_and_axes` runs while open: the work a step's judging does, which
+    optimize's time budgets spend (optimize.work) instead of the clock's seconds."""
+    meter = Meter()
+    _OPEN_METERS.append(meter)
+    try:
+        yield meter
+    finally:
+        _OPEN_METERS.remove(meter)
 
 
 def run_settings(optimization: GraphOptimization) -> RunOptions:
@@ -40,6 +64,8 @@ def outputs_and_axes(model: onnx.ModelProto, images: Batch, *, optimization: Gra
                      ) -> tuple[list[np.ndarray], BatchAxes]:
     """:func:`outputs`, and which axis of each output the batch was on in the model (what the task line and the
     manifest say)."""
+    for meter in _OPEN_METERS:
+        meter.samples += count(images)
     with open_model(model, run_settings(optimization)) as backend:
         wanted = {t.name: np.dtype(t.dtype) for t in backend.inputs}
         named_images = named(images, list(wanted))

@@ -6,7 +6,9 @@ pooled figure (the step rule). A final chain, fit on all the samples, takes the 
 is written. Steps with no purpose (they decide by their own measure) decide in each chain for themselves.
 
 Cross-fitting multiplies what a learned step costs (bias correction runs a pass per layer): each step is run on the
-final chain first and timed, and where its folds would take more than ``STEP_BUDGET_S`` the later folds are let go
+final chain first and its work counted (the samples its judging ran and the passes a learned step plans, at the
+reference pace of optimize.work: never the clock, so the choice is the same under any load), and where its folds
+would take more than ``STEP_BUDGET_S`` the later folds are let go
 (at least one stays), the pooled figure narrowed to the folds kept, and one line says so. A step that declares
 itself ``final_only`` (it only leaves regions float for speed, and so never lowers accuracy) runs on the final chain
 alone: the folds' files, a little more quantized, then judge conservatively.
@@ -14,7 +16,6 @@ alone: the folds' files, a little more quantized, then judge conservatively.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -23,8 +24,8 @@ import onnx
 
 from trtpipe import console
 from trtpipe.comparison import Comparison, compare
-from trtpipe.optimize.evaluate import outputs_and_axes
-from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
+from trtpipe.optimize.evaluate import metered, outputs_and_axes
+from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome, measured
 
 STEP_BUDGET_S = 120.0  # what one step may take across the folds, beyond the written file's own run of it
 
@@ -82,6 +83,14 @@ class Pool:
                                                    f"{total} folds)")
 
 
+def step_work(step: object, run: Int8Run, current: Candidate, judged: int) -> float:
+    """Seconds ``step`` costs on ``run`` at the reference pace (optimize.work: the same under any load): the samples
+    its judging ran (``judged``, counted by evaluate.metered) and, for a learned step, the passes it plans."""
+    pace, _ = run.context.pass_seconds(run.fp32)
+    learned = step.planned(run, current)[2] if isinstance(step, LearnedStep) else 0.0
+    return judged * pace + learned
+
+
 def step_across_folds(step: object, folds: list[FoldChain], final: Candidate, pooled: Comparison, pool: Pool,
                       judge: Callable[[Comparison, Comparison, str], object]) -> tuple[Outcome, Comparison]:
     """Run ``step`` in every fold and on the final chain, decide it once on the pooled figure (``judge``: the step
@@ -94,10 +103,9 @@ def step_across_folds(step: object, folds: list[FoldChain], final: Candidate, po
         return replace(proposed_only, candidate=Candidate(proposed_only.candidate.model, pooled)), pooled
     # Each chain's own lines would be figures on one fold, or in-sample: the pooled decision below is what is said.
     with console.step(f"{name}: on all the samples, then in each of {len(folds)} folds, judged pooled..."), \
-            console.hushed():
-        started = time.perf_counter()
+            console.hushed(), metered() as meter:
         proposed: Outcome = step.apply(whole, final)  # type: ignore[attr-defined]
-        spent = time.perf_counter() - started
+    spent = step_work(step, whole, final, meter.samples)
     fold_cost = spent * 0.75  # a fold fits on three quarters of what the written file fits on
     affordable = max(1, int(STEP_BUDGET_S // fold_cost)) if fold_cost > 0 else len(folds)
     if affordable < len(folds):
@@ -105,8 +113,9 @@ def step_across_folds(step: object, folds: list[FoldChain], final: Candidate, po
         pool.narrow(folds, affordable, total)
         with console.hushed():
             pooled = pool.check(folds, [fold.current.model for fold in folds])
-        console.warn(f"{name} took {spent:.0f} s on all the samples, so running it in all {total} folds would take "
-                     f"about {fold_cost * total:.0f} s more: judged on {affordable} of {total} folds "
+        console.warn(f"{name} costs about {spent:.0f} s on all the samples (its work at the reference pace, "
+                     f"optimize.work), so running it in all {total} folds would take about {fold_cost * total:.0f} s "
+                     f"more: judged on {affordable} of {total} folds "
                      f"({len(pool.judged)} samples) from here on; give --eval DATA to judge on other data instead")
     with console.step(f"{name}: in each of {len(folds)} folds, judged pooled..."), console.hushed():
         outcomes = [step.apply(fold.run, fold.current) for fold in folds]  # type: ignore[attr-defined]

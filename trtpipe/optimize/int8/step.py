@@ -114,7 +114,7 @@ class LearnedStep(ABC):
     user named (``--bias-correction``, ``--adaround``) is always applied; where the judging data suggest it hurt, one
     warning says so with the figures. Without judging data it was not fit to, the step is kept as the recipe asks,
     undecided, and the manifest says so. A subclass sets ``name``, ``title`` (for people), ``option`` (the
-    OptimizeOptions flag that asks for it) and ``apply``."""
+    OptimizeOptions flag that asks for it), ``samples``, ``passes`` and ``apply``."""
 
     name: ClassVar[str]
     title: ClassVar[str]
@@ -133,24 +133,42 @@ class LearnedStep(ABC):
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The candidate with what the step learned, and its record (before the rule judges it)."""
 
-    def learning_batches(self, run: Int8Run, base: int, passes: int) -> list[Batch]:
-        """The calibration samples a learned step learns from (:func:`learning_samples` of them, at most what
-        ``passes`` runs of the model over them can do in ``STEP_TIME_S`` at the pace of the last candidate
-        judged), in batches; one line says when time, not the data, set the count."""
+    samples: ClassVar[int]  # the samples it learns from at 224x224 (fewer for larger inputs: learning_samples)
+
+    @abstractmethod
+    def passes(self, run: Int8Run, current: Candidate) -> float:
+        """How many passes of the model over its samples the step makes (in the FP32 model's work): what its time
+        budget is spent in."""
+
+    def fixed_work(self, run: Int8Run, current: Candidate) -> float:
+        """Passes of the model over one sample the step makes whatever its sample count (AdaRound's iterations)."""
+        return 0.0
+
+    def planned(self, run: Int8Run, current: Candidate) -> tuple[int, int, float]:
+        """The samples it would like, the samples it learns from (as many as its passes can make within
+        ``STEP_TIME_S`` at the FP32 model's pace, optimize.work: the same under any load) and the seconds that
+        plans at that pace."""
         calib = run.context.calib
         assert calib is not None  # OptimizeOptions.validate: INT8 needs calibration data
-        wanted = learning_samples(calib, base)
-        # a learned step runs its passes with Q/DQ as float ops: at least the FP32 model's pace, where an integer
-        # candidate's (the cpu target's) is faster than its passes will be
-        paces = [p for p in (run.context.sample_seconds, run.context.reference_seconds) if p is not None]
-        wanted = min(wanted, len(calib))
-        if not paces:
-            return run.context.batches(calib.head(wanted))
-        pace = max(paces)
+        wanted = min(learning_samples(calib, self.samples), len(calib))
+        passes = self.passes(run, current)
+        pace = run.context.pass_seconds(run.fp32)[0] * FAKE_QUANT_COST
         taken = timed_samples(wanted, passes, pace)
+        return wanted, taken, (passes * taken + self.fixed_work(run, current)) * pace
+
+    def learning_batches(self, run: Int8Run, current: Candidate) -> list[Batch]:
+        """The calibration samples the step learns from (:meth:`planned`), in batches; one line says when time, not
+        the data, set the count."""
+        wanted, taken, _ = self.planned(run, current)
+        calib = run.context.calib
+        assert calib is not None
         if taken < wanted:
+            pace, reference = run.context.pass_seconds(run.fp32)
+            pace *= FAKE_QUANT_COST
+            passes = self.passes(run, current)
+            how = "at the reference pace of its work" if reference else "as timed here"
             console.note(f"{getattr(self, 'title', self.name)} learns from {taken} of {wanted} calibration samples: "
-                         f"its {passes} passes of the model at {pace:.2f} s a sample would take "
+                         f"its {passes:.0f} passes of the model at {pace:.2f} s a sample ({how}) would take "
                          f"{passes * wanted * pace / 60:.0f} min on all, over its {STEP_TIME_S:.0f} s budget "
                          "(a dense model's per-channel means and layer outputs come from every pixel of each)")
         return run.context.batches(calib.head(taken))
@@ -184,10 +202,11 @@ MIN_LEARNING_SAMPLES = 8
 
 
 STEP_TIME_S = 90.0  # what a learned step's passes of the model may take on the written file (the time budget)
+FAKE_QUANT_COST = 1.5  # a learned step's passes run Q/DQ as float ops: the FP32 pass's work and this much more
 MIN_TIMED_SAMPLES = 4  # below this a per-channel mean rests on too few images, whatever the time
 
 
-def timed_samples(wanted: int, passes: int, pace: float) -> int:
+def timed_samples(wanted: int, passes: float, pace: float) -> int:
     """Of ``wanted`` samples, as many as ``passes`` runs of the model at ``pace`` seconds a sample take within
     ``STEP_TIME_S`` (at least ``MIN_TIMED_SAMPLES``, at most ``wanted``)."""
     affordable = int(STEP_TIME_S / max(passes * pace, 1e-9))

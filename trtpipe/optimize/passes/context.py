@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +45,9 @@ class PassContext:
     records: list[PassRecord] = field(default_factory=list)  # what each pass did, in the order they ran
     # cross-fitted (optimize.held_out): each fold's judging indices into ``calib``; INT8 fits on the others
     folds: tuple[np.ndarray, ...] | None = None
-    # seconds one sample took through the last candidate compared (session included): what a learned step's
-    # passes over its samples will cost (int8.step.learning_samples)
-    sample_seconds: float | None = None
-    reference_seconds: float | None = None  # the same for the FP32 reference: a float pass's pace
+    # seconds one sample costs a pass of the FP32 model, from its graph's work at the reference pace (optimize.work:
+    # the same under any load), and whether it was timed instead: what the time budgets spend (pass_seconds)
+    pace: tuple[float, bool] | None = None
     # the reference's outputs on a judging set, computed once: a recipe compares a dozen candidates with one FP32
     # model on one set, and on a large dense model each FP32 pass over it costs as much as the candidate's
     _expected: list[tuple[onnx.ModelProto, tuple[int, int, int], object, list[np.ndarray]]] = field(
@@ -67,6 +65,16 @@ class PassContext:
         """The manifest's ``details``: the stage's sections, then each pass's record under its section."""
         return self.details | {r.section: r.to_dict() for r in self.records}
 
+    def pass_seconds(self, fp32: onnx.ModelProto) -> tuple[float, bool]:
+        """Seconds a sample costs a pass of ``fp32`` and whether that is the reference pace (worked out once:
+        optimize.work.pace)."""
+        if self.pace is None:
+            from trtpipe.optimize.work import pace
+
+            data = self.calib or self.probe
+            self.pace = pace(fp32, data.images, self.static_batch)
+        return self.pace
+
     def batches(self, dataset: Dataset) -> list[Batch]:
         """Calibration batches; with a static batch axis, only full batches of that size."""
         size = self.static_batch or CALIBRATION_BATCH
@@ -80,10 +88,8 @@ class PassContext:
         for model, seen, batch, found in self._expected:
             if model is reference and batch is images and seen == shape:
                 return found
-        started = time.perf_counter()
         with console.tracked(f"The reference's outputs on {count(images)} samples", count(images)) as done:
             found = outputs(reference, images, batch=self.static_batch, on_samples=done)
-        self.reference_seconds = (time.perf_counter() - started) / max(1, count(images))
         self._expected = [*self._expected[-3:], (reference, shape, images, found)]
         return found
 
@@ -101,9 +107,7 @@ class PassContext:
         (accuracy of both where it has labels)."""
         expected = self._reference_outputs(reference, data.images)
         names = [o.name for o in reference.graph.output]
-        started = time.perf_counter()
         with console.tracked(f"Judging on {count(data.images)} samples of {data.source}", count(data.images)) as done:
             got = outputs(candidate, data.images, optimization=optimization, batch=self.static_batch,
                           on_samples=done)
-        self.sample_seconds = (time.perf_counter() - started) / max(1, count(data.images))
         return compare(expected, got, data.labels, task=self.task, names=names, decoder=self.decoder)

@@ -6,7 +6,6 @@ the pass's record."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from trtpipe.artifact.records.calibration import calibration_path
 from trtpipe.comparison import Comparison
 from trtpipe.optimize.activations import channel_bounds
 from trtpipe.optimize.data import Dataset
+from trtpipe.optimize.evaluate import metered
 from trtpipe.optimize.int8.cache import cached_ranges
 from trtpipe.optimize.int8.calibrate import Ranges, calibrate
 from trtpipe.optimize.int8.cross_fit import FoldChain, Pool, step_across_folds
@@ -32,6 +32,7 @@ from trtpipe.optimize.records import Int8Calibration, Int8Record, RecipeRecord, 
 from trtpipe.optimize.step_rule import StepVerdict, judge_step, speed_tolerance_pp
 
 FOLD_BUDGET_S = 120.0  # the folds' calibration, beyond the written file's own: above it, fewer folds judge
+CALIBRATION_PASSES = 2  # passes of the model over each sample a calibration makes (ranges, then a histogram's)
 
 
 def apply(fp32: onnx.ModelProto, context: PassContext) -> onnx.ModelProto:
@@ -102,12 +103,14 @@ def _take(outcome: Outcome, run: Int8Run, lines: list[dict[str, object]], placem
 def _folds(fp32: onnx.ModelProto, profile: QuantProfile, context: PassContext) -> list[FoldChain]:
     """Cross-fitted (``context.folds``): each fold's chain, calibrated on the other folds' samples (not cached: the
     range cache keeps the written file's ranges) and quantized, to be judged on its own samples. Where the folds'
-    calibration alone would take more than ``FOLD_BUDGET_S``, fewer folds are used (at least one: the held-out
-    split's cost), and one line says so: a large dense model keeps its time budget."""
+    calibration alone would cost more than ``FOLD_BUDGET_S`` (in work at the reference pace, optimize.work: never
+    the clock, so the same data give the same folds under any load), fewer folds are used (at least one: the
+    held-out split's cost), and one line says so: a large dense model keeps its time budget."""
     calib, evaluation, folds = context.calib, context.evaluation, context.folds
     assert calib is not None and evaluation is not None and folds is not None
+    pace, _ = context.pass_seconds(fp32)
     chains: list[FoldChain] = []
-    started = time.perf_counter()
+    spent = 0.0
     with console.progress() as bar:
         task = bar.add_task(f"Cross-fitting: calibrating {len(folds)} folds", total=len(folds))
         for number, indices in enumerate(folds, start=1):
@@ -115,20 +118,21 @@ def _folds(fp32: onnx.ModelProto, profile: QuantProfile, context: PassContext) -
             fit = calib.subset(others, f"fold {number}'s fit: {len(others)} of {calib.source}")
             judge = evaluation.subset(indices, f"fold {number} of {evaluation.source}")
             fold_context = replace(context, calib=fit, evaluation=judge, records=[], fp32_nodes=[], folds=None)
-            with console.hushed():
+            with console.hushed(), metered() as meter:
                 ranges, _ = _calibration_ranges(fp32, fit, profile, fold_context, cached=False)
                 run = Int8Run(fp32, ranges, profile, fold_context, judge)
                 chains.append(FoldChain(run, run.compare(quantize(fp32, ranges, profile)), indices))
             bar.advance(task)
-            spent = time.perf_counter() - started
+            spent += (CALIBRATION_PASSES * len(fit) + meter.samples) * pace
             if number < len(folds) and spent / number * len(folds) > FOLD_BUDGET_S:
                 break
     if len(chains) < len(folds):
         judged = sum(len(chain.indices) for chain in chains)
-        console.warn(f"Cross-fitted in {len(chains)} of {len(folds)} folds: a fold took {spent / len(chains):.0f} s "
-                     f"to calibrate, and all {len(folds)} would take over {FOLD_BUDGET_S:.0f} s, so the figures are on "
-                     f"the {judged} samples of those folds (the written file still calibrates on all {len(calib)}); "
-                     "give --eval DATA to judge on other data instead")
+        console.warn(f"Cross-fitted in {len(chains)} of {len(folds)} folds: a fold costs about "
+                     f"{spent / len(chains):.0f} s to calibrate (its work at the reference pace, optimize.work), and "
+                     f"all {len(folds)} would take over {FOLD_BUDGET_S:.0f} s, so the figures are on the {judged} "
+                     f"samples of those folds (the written file still calibrates on all {len(calib)}); give --eval "
+                     "DATA to judge on other data instead")
     return chains
 
 

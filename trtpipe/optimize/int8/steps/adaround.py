@@ -30,13 +30,27 @@ class Adaround(LearnedStep):
     title = "AdaRound"
     option = "adaround"
 
+    samples = SAMPLES
+
+    def passes(self, run: Int8Run, current: Candidate) -> float:
+        from trtpipe.optimize.int8.adaround import rounded_layers
+
+        return 2 * len(rounded_layers(current.model))  # each layer: its inputs, FP32's outputs
+
+    def fixed_work(self, run: Int8Run, current: Candidate) -> float:
+        """Each layer's iterations run it forward and backward on a minibatch, whatever the sample count: over
+        the layers, about three passes of the model on BATCH samples an iteration."""
+        from trtpipe.optimize.int8.adaround import BATCH
+
+        return 3.0 * BATCH * run.context.options.adaround_iterations
+
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The current INT8 mix with AdaRound's learned weight rounding, and the figures after."""
         from trtpipe.optimize.int8.adaround import adaround, rounded_layers
 
         context = run.context
         layers = len(rounded_layers(current.model))
-        batches = self.learning_batches(run, SAMPLES, passes=2 * layers)  # each layer: its inputs, FP32's outputs
+        batches = self.learning_batches(run, current)
         with console.progress() as bar:
             task = bar.add_task("AdaRound: learning each layer's weight rounding", total=layers)
             rounded, flipped = adaround(run.fp32, current.model, batches,

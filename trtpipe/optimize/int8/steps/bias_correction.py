@@ -28,15 +28,24 @@ class BiasCorrection(LearnedStep):
     title = "Bias correction"
     option = "bias_correction"
 
+    samples = SAMPLES
+
+    def passes(self, run: Int8Run, current: Candidate) -> float:
+        return _layers(run) + 1  # FP32's means, then a pass per layer
+
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The current INT8 mix with its biases corrected layer by layer, and the figures after."""
         from trtpipe.optimize.int8.bias_correction import correct_biases
 
-        layers = sum(n.op_type in ("Conv", "ConvTranspose", "Gemm") for n in run.fp32.graph.node)
-        batches = self.learning_batches(run, SAMPLES, passes=layers + 1)  # FP32's means, then a pass per layer
+        layers = _layers(run)
+        batches = self.learning_batches(run, current)
         with console.progress() as bar:
             task = bar.add_task("Bias correction, layer by layer", total=layers)
             corrected, shifts = correct_biases(run.fp32, current.model, batches, on_layer=lambda: bar.advance(task))
         after = run.compare(corrected)
         console.note(f"Bias correction ({len(shifts)} layers): {after.check.line()}")
         return Outcome(after, BiasCorrectionRecord(len(shifts), sum(count(b) for b in batches), shifts))
+
+
+def _layers(run: Int8Run) -> int:
+    return sum(n.op_type in ("Conv", "ConvTranspose", "Gemm") for n in run.fp32.graph.node)
