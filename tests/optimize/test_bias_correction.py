@@ -11,7 +11,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from tests.builders import x_to_y
-from trtpipe.optimize.int8.bias_correction import channel_means, correct_biases
+from trtpipe.optimize.int8.steps.bias_correction.algorithm import channel_means, correct_biases
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
@@ -83,7 +83,7 @@ def test_a_recipe_step_is_kept_unless_its_point_change_is_negative_and_the_manif
 
     from trtpipe.comparison import compare
     from trtpipe.optimize.int8.step import Candidate, Outcome
-    from trtpipe.optimize.int8.steps.bias_correction import BiasCorrection, BiasCorrectionRecord
+    from trtpipe.optimize.int8.steps.bias_correction.step import BiasCorrection, BiasCorrectionRecord
     from trtpipe.optimize.step_rule import judge_step
 
     rng = np.random.default_rng(0)
@@ -121,7 +121,7 @@ def test_a_step_the_user_names_is_applied_even_where_the_data_suggest_it_hurt(ca
 
     from trtpipe.comparison import compare
     from trtpipe.optimize.int8.step import Candidate, Outcome
-    from trtpipe.optimize.int8.steps.bias_correction import BiasCorrection, BiasCorrectionRecord
+    from trtpipe.optimize.int8.steps.bias_correction.step import BiasCorrection, BiasCorrectionRecord
     from trtpipe.optimize.step_rule import judge_step
 
     rng = np.random.default_rng(0)
@@ -149,7 +149,7 @@ def test_a_step_dropped_on_a_tie_says_the_tie_and_what_broke_it(capsys: pytest.C
 
     from trtpipe.comparison import compare
     from trtpipe.optimize.int8.step import Candidate, Outcome
-    from trtpipe.optimize.int8.steps.bias_correction import BiasCorrection, BiasCorrectionRecord
+    from trtpipe.optimize.int8.steps.bias_correction.step import BiasCorrection, BiasCorrectionRecord
     from trtpipe.optimize.step_rule import judge_step
 
     rng = np.random.default_rng(0)

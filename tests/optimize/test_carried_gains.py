@@ -15,10 +15,10 @@ from trtpipe.optimize.activations import channel_bounds, channel_ranges
 from trtpipe.optimize.gains import EXACT_LEVELS, GAIN_SUFFIX, INVERSE_SUFFIX
 from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
-from trtpipe.optimize.int8.preactivations import gained, integer_preactivations
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel, responsive_intervals
+from trtpipe.optimize.int8.steps.preactivations.algorithm import gained, integer_preactivations
 from trtpipe.optimize.passes.scale_depthwise import carried_gains, find_carries, find_sites, scale_depthwise
 from trtpipe.vocab import CalibMethod, Target
 

@@ -59,15 +59,21 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def test_an_int8_step_is_its_module_and_one_line_in_the_steps_table() -> None:
-    """Every module in int8/steps/ holds a step in STEPS, each step's name is unique, and no module outside the
-    steps' own folder imports a step module: adding an INT8 algorithm touches its file and one table line."""
+def test_an_int8_step_is_its_folder_and_one_line_in_the_steps_table() -> None:
+    """Every folder in int8/steps/ holds one step (its ``step.py``) in STEPS beside its algorithm, each step's name
+    is unique, no module outside the steps' table imports a step module, and no module outside a step's folder
+    imports its algorithm: adding an INT8 algorithm touches its folder and one table line (as NNCF keeps an
+    algorithm)."""
     folder = PACKAGE / "optimize" / "int8" / "steps"
-    modules = {f"trtpipe.optimize.int8.steps.{path.stem}" for path in folder.glob("*.py") if path.stem != "__init__"}
+    folders = sorted(path for path in folder.iterdir() if path.is_dir() and path.name != "__pycache__")
+    modules = {f"trtpipe.optimize.int8.steps.{path.name}.step" for path in folders}
     assert {type(step).__module__ for step in STEPS} == modules
+    assert not [path.name for path in folder.glob("*.py") if path.stem != "__init__"]  # nothing loose beside them
     assert len({step.name for step in STEPS}) == len(STEPS)
     for path in PACKAGE.rglob("*.py"):
-        if path.parent == folder:
-            continue
         named = {name for name in _imports(path) if name in modules}
-        assert not named, f"{path} names the step module(s) {named}; only the steps' table may"
+        assert folder in path.parents or not named, f"{path} names the step module(s) {named}; only the steps may"
+        own = next((f.name for f in folders if f in path.parents), None)
+        parts = [name.split(".") for name in _imports(path) if name.startswith("trtpipe.optimize.int8.steps.")]
+        algorithms = {".".join(p[:6]) for p in parts if len(p) >= 6 and p[5] != "step" and p[4] != own}
+        assert not algorithms, f"{path} imports another step's algorithm {algorithms}"

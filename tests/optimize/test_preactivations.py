@@ -13,10 +13,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.builders import constant, conv_hardswish, conv_hardswish_ranges, cpu_optimized_ops
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.preactivations import integer_preactivations
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.saturation import responsive_intervals, saturated_ranges
+from trtpipe.optimize.int8.steps.preactivations.algorithm import integer_preactivations
 from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(5)
@@ -108,7 +108,7 @@ def test_the_longest_run_within_the_tolerance_is_kept(count: int, costly: set[in
     """Each pre-activation in ``costly`` costs 3 points in uint8, the others nothing: the run chosen avoids them,
     is about as long as the longest such run from either end, and takes a handful of measurements."""
     from trtpipe.comparison import Comparison
-    from trtpipe.optimize.int8.preactivations import longest_run
+    from trtpipe.optimize.int8.steps.preactivations.algorithm import longest_run
 
     def figure(run: slice) -> Comparison:
         agreement = 0.98 - 0.03 * len(costly & set(range(count)[run]))
@@ -137,7 +137,7 @@ def test_pre_activations_without_a_channel_gain_stay_uint8_when_the_gained_ones_
     """PP-PicoDet's pattern: the costly pre-activations are among those a channel gain reads (here the first
     stage's, which a run from either end cannot isolate from the cheap ones around them): every other one stays
     uint8 and the search runs over the gained ones only."""
-    from trtpipe.optimize.int8.preactivations import choose
+    from trtpipe.optimize.int8.steps.preactivations.algorithm import choose
 
     names = [f"hs{i}" for i in range(94)]
     gains = [n for i, n in enumerate(names) if i % 3 == 0]  # every third: pointwise before depthwise
@@ -154,7 +154,7 @@ def test_pre_activations_without_a_channel_gain_stay_uint8_when_the_gained_ones_
 
 
 def test_without_gains_or_when_the_others_cost_too_the_search_is_over_all_of_them() -> None:
-    from trtpipe.optimize.int8.preactivations import choose
+    from trtpipe.optimize.int8.steps.preactivations.algorithm import choose
 
     names = [f"hs{i}" for i in range(40)]
     costly = {"hs1", "hs2"}  # not gained: the others alone cost 6 points, so the run to the last is searched
@@ -168,7 +168,7 @@ def test_without_gains_or_when_the_others_cost_too_the_search_is_over_all_of_the
 
 def test_gained_finds_the_activations_a_channel_gain_reads() -> None:
     from trtpipe.optimize.gains import GAIN_SUFFIX
-    from trtpipe.optimize.int8.preactivations import gained
+    from trtpipe.optimize.int8.steps.preactivations.algorithm import gained
 
     consts = [constant(np.ones((1, 4, 1, 1)), "g")]
     nodes = [helper.make_node("HardSwish", ["a"], ["ha"], name="hs_a"),
@@ -185,7 +185,7 @@ def test_gained_finds_the_activations_a_channel_gain_reads() -> None:
 def test_the_float_preactivations_stay_in_the_manifests_placement_record(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """With no tolerance at all the pass keeps the pre-activation float; the manifest's placement record names it
     beside the rules' own entries (which are written from the final model at the end of the pass)."""
-    from trtpipe.optimize.int8 import preactivations
+    from trtpipe.optimize.int8.steps.preactivations import algorithm as preactivations
     from trtpipe.optimize.options import OptimizeOptions
     from trtpipe.optimize.stage import optimize
     from trtpipe.vocab import Precision, Target

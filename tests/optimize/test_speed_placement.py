@@ -18,7 +18,7 @@ from trtpipe.optimize.int8.calibrate import calibrate
 from trtpipe.optimize.int8.placement import float_nodes, squeeze_gates
 from trtpipe.optimize.int8.profiles import profile_for
 from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.int8.speed_placement import (
+from trtpipe.optimize.int8.steps.speed.algorithm import (
     MIN_FP32_MS,
     integer_regions,
     left_float,

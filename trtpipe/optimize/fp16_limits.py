@@ -1,8 +1,8 @@
 """What FP16 cannot hold, and the round trips ONNX Runtime's float16 converter leaves between FP32-kept nodes.
 
-Shared by the FP16 pass and INT8's high-precision layers (``int8/high_precision.py``), which both keep a node FP32
-for the same reasons and convert with the same converter; a module of its own so that ``int8/`` never imports a pass.
-"""
+Shared by the FP16 pass and INT8's high-precision layers (``int8/steps/high_precision/algorithm.py``), which both
+keep a node FP32 for the same reasons and convert with the same converter; a module of its own so that ``int8/``
+never imports a pass."""
 
 from __future__ import annotations
 

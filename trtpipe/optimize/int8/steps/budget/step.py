@@ -1,9 +1,9 @@
 """INT8 step ``budget``: the candidate judged against --max-accuracy-drop on the held-out or eval data
-(comparison.judge_budget), decided on the drop's best estimate as every choice is: kept as it is where the point drop
-is within the budget, else with the fewest sensitive nodes kept in FP32 that bring it within (int8/sensitivity.py).
-Where the drop's interval straddles the budget the line says "undecided" (amber), with about how many samples would
-make it sure. It runs after the steps that improve INT8 without FP32 layers, so the
-budget needs as few FP32 nodes as they allow; it decides by the budget, not the step rule."""
+(comparison.judge_budget), decided on the drop's best estimate as every choice is: kept as it is where the point
+drop is within the budget, else with the fewest sensitive nodes kept in FP32 that bring it within
+(int8/steps/budget/sensitivity.py). Where the drop's interval straddles the budget the line says "undecided"
+(amber), with about how many samples would make it sure. It runs after the steps that improve INT8 without FP32
+layers, so the budget needs as few FP32 nodes as they allow; it decides by the budget, not the step rule."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from trtpipe import console
 from trtpipe.comparison import OVER, WITHIN, judge_budget
 from trtpipe.comparison import BudgetVerdict as Judgement
 from trtpipe.inputs import take
-from trtpipe.optimize.int8.fallback_search import FallbackAttempt
-from trtpipe.optimize.int8.ranking import PROBE_SAMPLES
-from trtpipe.optimize.int8.sensitivity import fall_back_until_within_budget, print_table
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome
+from trtpipe.optimize.int8.steps.budget.fallback_search import FallbackAttempt
+from trtpipe.optimize.int8.steps.budget.ranking import PROBE_SAMPLES
+from trtpipe.optimize.int8.steps.budget.sensitivity import fall_back_until_within_budget, print_table
 from trtpipe.optimize.step_rule import StepVerdict
 
 

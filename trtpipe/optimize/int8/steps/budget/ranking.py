@@ -16,10 +16,10 @@ import onnx
 from trtpipe import console
 from trtpipe.inputs import Batch, count, take
 from trtpipe.optimize.evaluate import outputs
-from trtpipe.optimize.int8.error_probe import removed_errors
-from trtpipe.optimize.int8.fallback_units import fallback_units
 from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32
 from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.steps.budget.error_probe import removed_errors
+from trtpipe.optimize.int8.steps.budget.fallback_units import fallback_units
 
 PROBE_SAMPLES = 64  # the most calibration samples the ranking runs on (the caller hands over at most this many)
 PROBE_ELEMENTS = PROBE_SAMPLES * 3 * 224 * 224  # input values the ranking reads: fewer samples for larger inputs

@@ -1,5 +1,6 @@
-"""INT8 step ``adaround``: each weight's rounding learned so the layer's output matches FP32 (int8/adaround.py), on up
-to 64 calibration samples; kept unless it lowers the judged figure, always when named (step.LearnedStep)."""
+"""INT8 step ``adaround``: each weight's rounding learned so the layer's output matches FP32
+(int8/steps/adaround/algorithm.py), on up to 64 calibration samples; kept unless it lowers the judged figure, always
+when named (step.LearnedStep)."""
 
 from __future__ import annotations
 
@@ -33,20 +34,20 @@ class Adaround(LearnedStep):
     samples = SAMPLES
 
     def passes(self, run: Int8Run, current: Candidate) -> float:
-        from trtpipe.optimize.int8.adaround import rounded_layers
+        from trtpipe.optimize.int8.steps.adaround.algorithm import rounded_layers
 
         return 2 * len(rounded_layers(current.model))  # each layer: its inputs, FP32's outputs
 
     def fixed_work(self, run: Int8Run, current: Candidate) -> float:
         """Each layer's iterations run it forward and backward on a minibatch, whatever the sample count: over
         the layers, about three passes of the model on BATCH samples an iteration."""
-        from trtpipe.optimize.int8.adaround import BATCH
+        from trtpipe.optimize.int8.steps.adaround.algorithm import BATCH
 
         return 3.0 * BATCH * run.context.options.adaround_iterations
 
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The current INT8 mix with AdaRound's learned weight rounding, and the figures after."""
-        from trtpipe.optimize.int8.adaround import adaround, rounded_layers
+        from trtpipe.optimize.int8.steps.adaround.algorithm import adaround, rounded_layers
 
         context = run.context
         layers = len(rounded_layers(current.model))

@@ -1,7 +1,7 @@
-"""INT8 step ``speed_placement`` (target cpu): each kind of weighted op left float where ONNX Runtime runs it faster
-in float than in integer on this machine, measured (int8/speed_placement.py). It runs after the accuracy budget, on
-its result, and only removes Q/DQ: what it leaves float computes the FP32 op on the integer kernel's own weights, so
-it never costs accuracy and is not judged by the step rule; the candidate is measured again for the record. Every
+"""INT8 step ``speed_placement`` (target cpu): each kind of weighted op left float where ONNX Runtime runs it faster in
+float than in integer on this machine, measured (int8/steps/speed/algorithm.py). It runs after the accuracy budget,
+on its result, and only removes Q/DQ: what it leaves float computes the FP32 op on the integer kernel's own weights,
+so it never costs accuracy and is not judged by the step rule; the candidate is measured again for the record. Every
 region's times and decision go in the manifest (``int8.speed_placement``), summarised in one line.
 
 Where INT8 is cross-fitted (a fixed calibration set without an accuracy budget, ``held_out.py``) it runs on the
@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 from trtpipe import console
 from trtpipe.inputs import count, named, take
 from trtpipe.onnx_info import graph_inputs
-from trtpipe.optimize.int8.speed_placement import SpeedPlacement, paired_timer, place_for_speed
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome
+from trtpipe.optimize.int8.steps.speed.algorithm import SpeedPlacement, paired_timer, place_for_speed
 from trtpipe.optimize.step_rule import StepVerdict
 from trtpipe.vocab import Target
 

@@ -1,5 +1,5 @@
-"""INT8 step ``bias_correction``: each layer's output mean shift removed (int8/bias_correction.py), on up to 64
-calibration samples; kept unless it lowers the judged figure, always when named (step.LearnedStep)."""
+"""INT8 step ``bias_correction``: each layer's output mean shift removed (int8/steps/bias_correction/algorithm.py), on
+up to 64 calibration samples; kept unless it lowers the judged figure, always when named (step.LearnedStep)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class BiasCorrection(LearnedStep):
 
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The current INT8 mix with its biases corrected layer by layer, and the figures after."""
-        from trtpipe.optimize.int8.bias_correction import correct_biases
+        from trtpipe.optimize.int8.steps.bias_correction.algorithm import correct_biases
 
         layers = _layers(run)
         batches = self.learning_batches(run, current)

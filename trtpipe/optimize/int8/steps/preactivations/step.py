@@ -1,6 +1,7 @@
 """INT8 step ``integer_preactivations``: as many HardSwish pre-activations in uint8 (ONNX Runtime's integer
-convolutions) as stay within the tolerance of float ones on the judging data (int8/preactivations.py). It runs where
-the profile has such pre-activations, and chooses by its own tolerance rather than the step rule."""
+convolutions) as stay within the tolerance of float ones on the judging data
+(int8/steps/preactivations/algorithm.py). It runs where the profile has such pre-activations, and chooses by its own
+tolerance rather than the step rule."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any, ClassVar
 
 from trtpipe import console
 from trtpipe.comparison import Comparison
-from trtpipe.optimize.int8.preactivations import TOLERANCE_PP, choose, gained, integer_preactivations
 from trtpipe.optimize.int8.quantize import quantize
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
+from trtpipe.optimize.int8.steps.preactivations.algorithm import TOLERANCE_PP, choose, gained, integer_preactivations
 from trtpipe.optimize.step_rule import StepVerdict
 
 

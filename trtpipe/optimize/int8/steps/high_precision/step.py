@@ -1,9 +1,9 @@
 """INT8 step ``high_precision``: with --high-precision fp16, the layers INT8 left float converted to FP16
-(int8/high_precision.py) and measured against FP32 the way INT8 is (Q/DQ and FP16 as ONNX Runtime computes them).
-A step made for speed: kept where its point loss is within the step rule's tolerance (1 point, or what is left of the
-accuracy budget; on outputs with no task figure, where its error stays within what rounding costs), always where the
-user asked for it by name; otherwise the float layers stay FP32 and the manifest says why. With fp32 it only records
-the precision asked."""
+(int8/steps/high_precision/algorithm.py) and measured against FP32 the way INT8 is (Q/DQ and FP16 as ONNX Runtime
+computes them). A step made for speed: kept where its point loss is within the step rule's tolerance (1 point, or
+what is left of the accuracy budget; on outputs with no task figure, where its error stays within what rounding
+costs), always where the user asked for it by name; otherwise the float layers stay FP32 and the manifest says why.
+With fp32 it only records the precision asked."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from trtpipe.comparison import WITHIN, judge_budget
 from trtpipe.optimize.int8.placement import float_nodes
 from trtpipe.optimize.int8.profiles import high_precision_for
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
-from trtpipe.optimize.int8.steps.budget import BudgetVerdict, say
+from trtpipe.optimize.int8.steps.budget.step import BudgetVerdict, say
 from trtpipe.optimize.step_rule import NOISE, SPEED, StepVerdict, judge_step
 from trtpipe.vocab import Precision
 
@@ -62,7 +62,7 @@ class HighPrecision:
 
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         from trtpipe.errors import VerificationFailed
-        from trtpipe.optimize.int8.high_precision import fp16_elsewhere
+        from trtpipe.optimize.int8.steps.high_precision.algorithm import fp16_elsewhere
 
         context = run.context
         high = high_precision_for(context.target, context.options.high_precision)

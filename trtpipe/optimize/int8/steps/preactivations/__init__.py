@@ -1,0 +1,2 @@
+"""uint8 pre-activations where they are exact: the step (``step.py``, what the INT8 pass runs and records) beside its
+algorithm, one folder, as NNCF keeps an algorithm."""

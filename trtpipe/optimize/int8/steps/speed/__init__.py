@@ -1,0 +1,2 @@
+"""Speed placement: regions left float where integer is not faster here: the step (``step.py``, what the INT8 pass runs
+and records) beside its algorithm, one folder, as NNCF keeps an algorithm."""
