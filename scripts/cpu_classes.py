@@ -43,8 +43,8 @@ from trtpipe.models.data import load_split
 from trtpipe.models.loader import load_model
 from trtpipe.models.packaged import LAYOUT_DETECTOR, TEXT_DETECTOR, natural_batch, packaged_model, packaged_onnx
 from trtpipe.models.photos import photo_crops
-from trtpipe.optimize.evaluate import outputs
-from trtpipe.optimize.opset import upgrade_for_precision
+from trtpipe.optimize.graph.opset import upgrade_for_precision
+from trtpipe.optimize.judging.evaluate import outputs
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.stage import optimize
 from trtpipe.vocab import CpuClass, Precision, Target

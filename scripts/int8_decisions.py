@@ -50,9 +50,9 @@ from trtpipe.comparison import Comparison, compare
 from trtpipe.models.data import load_split
 from trtpipe.models.packaged import LAYOUT_DETECTOR, TEXT_DETECTOR, natural_batch, packaged_model, packaged_onnx
 from trtpipe.models.photos import photo_crops
-from trtpipe.optimize.evaluate import outputs
-from trtpipe.optimize.opset import upgrade_for_precision
-from trtpipe.optimize.step_rule import paired_change
+from trtpipe.optimize.graph.opset import upgrade_for_precision
+from trtpipe.optimize.judging.evaluate import outputs
+from trtpipe.optimize.judging.step_rule import paired_change
 from trtpipe.vocab import GraphOptimization, Precision, Task
 
 DAY = "2026-11-28"  # the date of the measurements on the page: every section with a table names it

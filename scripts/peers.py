@@ -71,8 +71,8 @@ from trtpipe.models.packaged import (
 )
 from trtpipe.models.photos import photo_crops
 from trtpipe.models.registry import ARCHITECTURES
-from trtpipe.optimize.evaluate import logits, outputs
-from trtpipe.optimize.opset import upgrade_for_precision
+from trtpipe.optimize.graph.opset import upgrade_for_precision
+from trtpipe.optimize.judging.evaluate import logits, outputs
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.stage import optimize
 from trtpipe.runtime.base import Backend

@@ -1,13 +1,14 @@
 """The model-zoo sweep (``make zoo``): CNN architectures from timm and torchvision with seeded random weights, each
 through convert -> FP16 -> INT8 cpu -> INT8 tensorrt -> check, then a short paired bench of the FP32 file, trtpipe's
-cpu INT8 file and ONNX Runtime's ``quantize_static`` (QDQ, per-channel, U8S8) on the same FP32 ONNX; one row per model
-with each stage's result (✓, or its one-line refusal) and the speeds as ratios with their intervals. Writes
+cpu INT8 file and ONNX Runtime's ``quantize_static`` (QDQ, per-channel, U8S8) on the same FP32 ONNX; one row per
+model with each stage's result (✓, or its one-line refusal) and the speeds as ratios with their intervals. Writes
 docs/results/model-zoo.md (or --output) and, with --json, the rows.
 
 Each stage is the trtpipe command a user would type, run as a subprocess (a failure is that model's row, not the
-sweep's end). Timings are paired and interleaved in one process (optimize/speed_check.py), so a busy machine's load
-falls on every variant alike; read them as ratios. Calibration is random noise (random weights have no data of their
-own): the INT8 files are for speed, their accuracy figures are agreement with FP32 on held-out random draws.
+sweep's end). Timings are paired and interleaved in one process (optimize/checks/speed_check.py), so a busy
+machine's load falls on every variant alike; read them as ratios. Calibration is random noise (random weights have
+no data of their own): the INT8 files are for speed, their accuracy figures are agreement with FP32 on held-out
+random draws.
 
     python scripts/zoo.py                       # every model, as many as --budget-minutes allows
     python scripts/zoo.py timm:resnet18 tv:r3d_18 --output /tmp/zoo.md
@@ -208,13 +209,13 @@ def _from_manifest(manifest: dict[str, Any]) -> tuple[list[str], str]:
 
 def _bench(fp32: Path, cpu: Path, folder: Path, shape: str, *, rounds: int, threads: int) -> dict[str, Any]:
     """FP32, trtpipe's cpu INT8 and quantize_static's file timed in one interleaved sequence of rounds
-    (optimize/speed_check.py): INT8/FP32, quantize_static/FP32 and INT8/quantize_static as speed ratios (above 1:
+    (optimize/checks/speed_check.py): INT8/FP32, quantize_static/FP32 and INT8/quantize_static as speed ratios (above 1:
     the first file faster) with 95 % intervals, all three from the same rounds, so they agree with each other."""
     sys.path.insert(0, str(ROOT))
     import onnx
 
     from trtpipe.onnx_info import graph_inputs
-    from trtpipe.optimize.speed_check import interleaved_speedups
+    from trtpipe.optimize.checks.speed_check import interleaved_speedups
     from trtpipe.runtime.onnxruntime.peer import quantize_static_peer
 
     inputs = [i.name for i in graph_inputs(onnx.load(str(fp32), load_external_data=False))]
@@ -258,7 +259,7 @@ def _kernels_compared(cpu: Path, peer: Path) -> dict[str, Any]:
     (``{"QLinearConv": 3, "Conv": -3}``: trtpipe's runs three more convolutions in integer)."""
     from collections import Counter
 
-    from trtpipe.optimize.kernels import FLOAT_KERNELS, INTEGER_KERNELS, optimized_graph
+    from trtpipe.optimize.checks.kernels import FLOAT_KERNELS, INTEGER_KERNELS, optimized_graph
 
     ours, theirs = (Counter(n.op_type for n in optimized_graph(f).graph.node) for f in (cpu, peer))
     difference = {op: ours[op] - theirs[op] for op in sorted(set(ours) | set(theirs)) if ours[op] != theirs[op]}
@@ -303,7 +304,7 @@ def markdown(rows: list[Row], *, machine: str, date: str, threads: int, rounds: 
         f"Measured {date} on {machine}, with `make zoo` (scripts/zoo.py): {len(rows)} architectures in "
         f"{minutes:.0f} minutes. {_load_sentence(rows)} Every speed is a ratio of interleaved rounds in one "
         f"process, FP32, trtpipe's file and quantize_static's timed in the same sequence ({rounds}+ rounds, batch 1, "
-        f"{threads} ONNX Runtime threads, optimize/speed_check.py) with its 95 % bootstrap interval; read the "
+        f"{threads} ONNX Runtime threads, optimize/checks/speed_check.py) with its 95 % bootstrap interval; read the "
         "absolute times in the JSON as load-dependent." + (f" {note}" if note else ""),
         "",
         "Seeded random weights (nothing downloaded); calibration on 32 draws of random noise for both trtpipe and "

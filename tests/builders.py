@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 if TYPE_CHECKING:
-    from trtpipe.optimize.int8.profiles import QuantProfile
+    from trtpipe.optimize.int8.qdq.profiles import QuantProfile
 
 FLOAT = TensorProto.FLOAT
 Shape = Sequence[int | str | None] | None
@@ -74,8 +74,8 @@ def minmax_int8(model: onnx.ModelProto, batches: Sequence[np.ndarray], profile: 
                 symmetric: bool) -> onnx.ModelProto:
     """``model`` calibrated by min/max on ``batches`` and quantized with ``profile``'s placement: the plainest INT8
     graph trtpipe writes, which the tests of each rewrite start from."""
-    from trtpipe.optimize.int8.calibrate import calibrate
-    from trtpipe.optimize.int8.quantize import quantize
+    from trtpipe.optimize.int8.calibration.calibrate import calibrate
+    from trtpipe.optimize.int8.qdq.quantize import quantize
     from trtpipe.vocab import CalibMethod
 
     return quantize(model, calibrate(model, list(batches), CalibMethod.MINMAX, symmetric=symmetric), profile)
@@ -145,7 +145,7 @@ def conv_hardswish(rng: np.random.Generator, bias_shift: float = -20.0) -> onnx.
 def conv_hardswish_ranges(model: onnx.ModelProto, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     """``conv_hardswish``'s tensor ranges as the cpu target calibrates them (min/max, asymmetric) on 16 inputs of
     scale 2 drawn from ``rng``."""
-    from trtpipe.optimize.int8.calibrate import calibrate
+    from trtpipe.optimize.int8.calibration.calibrate import calibrate
     from trtpipe.vocab import CalibMethod
 
     batches = [rng.standard_normal((1, 3, 16, 16)).astype(np.float32) * 2 for _ in range(16)]

@@ -14,9 +14,9 @@ from onnx import helper, numpy_helper
 
 from tests.builders import x_to_y
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.steps.adaround.algorithm import _layer_function, adaround, rounded_layers
 from trtpipe.vocab import CalibMethod, Target
 

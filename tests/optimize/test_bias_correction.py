@@ -77,14 +77,14 @@ def test_bias_correction_option_records_what_it_did(digits_onnx: Path, tmp_path:
 
 def test_a_recipe_step_is_kept_unless_its_point_change_is_negative_and_the_manifest_says_so() -> None:
     """A learned step (bias correction, AdaRound) costs nothing at run time, so it is kept unless its point change on
-    the judging samples is negative (optimize/step_rule.py: decide by expected value): a loss drops it, no change or
-    a gain keeps it, and the manifest records the point change, its interval and why."""
+    the judging samples is negative (optimize/judging/step_rule.py: decide by expected value): a loss drops it, no
+    change or a gain keeps it, and the manifest records the point change, its interval and why."""
     from types import SimpleNamespace
 
     from trtpipe.comparison import compare
     from trtpipe.optimize.int8.step import Candidate, Outcome
     from trtpipe.optimize.int8.steps.bias_correction.step import BiasCorrection, BiasCorrectionRecord
-    from trtpipe.optimize.step_rule import judge_step
+    from trtpipe.optimize.judging.step_rule import judge_step
 
     rng = np.random.default_rng(0)
     reference = rng.standard_normal((200, 10))
@@ -122,7 +122,7 @@ def test_a_step_the_user_names_is_applied_even_where_the_data_suggest_it_hurt(ca
     from trtpipe.comparison import compare
     from trtpipe.optimize.int8.step import Candidate, Outcome
     from trtpipe.optimize.int8.steps.bias_correction.step import BiasCorrection, BiasCorrectionRecord
-    from trtpipe.optimize.step_rule import judge_step
+    from trtpipe.optimize.judging.step_rule import judge_step
 
     rng = np.random.default_rng(0)
     reference = rng.standard_normal((200, 10))
@@ -150,7 +150,7 @@ def test_a_step_dropped_on_a_tie_says_the_tie_and_what_broke_it(capsys: pytest.C
     from trtpipe.comparison import compare
     from trtpipe.optimize.int8.step import Candidate, Outcome
     from trtpipe.optimize.int8.steps.bias_correction.step import BiasCorrection, BiasCorrectionRecord
-    from trtpipe.optimize.step_rule import judge_step
+    from trtpipe.optimize.judging.step_rule import judge_step
 
     rng = np.random.default_rng(0)
     reference = rng.standard_normal((32, 10)) + 6 * np.eye(10)[rng.integers(0, 10, 32)]  # clear winners: ties

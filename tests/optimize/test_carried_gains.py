@@ -11,13 +11,13 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.builders import constant, cpu_optimized_ops, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.conformance.check import check_model
-from trtpipe.optimize.activations import channel_bounds, channel_ranges
-from trtpipe.optimize.gains import EXACT_LEVELS, GAIN_SUFFIX, INVERSE_SUFFIX
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel, responsive_intervals
+from trtpipe.optimize.graph.activations import channel_bounds, channel_ranges
+from trtpipe.optimize.graph.gains import EXACT_LEVELS, GAIN_SUFFIX, INVERSE_SUFFIX
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.calibration.saturation import channel_intervals, narrowed_per_channel, responsive_intervals
+from trtpipe.optimize.int8.qdq.integer_hardswish import integer_hardswish
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.steps.preactivations.algorithm import gained, integer_preactivations
 from trtpipe.optimize.passes.scale_depthwise import carried_gains, find_carries, find_sites, scale_depthwise
 from trtpipe.vocab import CalibMethod, Target

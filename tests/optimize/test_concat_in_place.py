@@ -13,9 +13,9 @@ from onnx import numpy_helper
 from tests.builders import fpn, minmax_int8
 from tests.optimize.conftest import run
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.int8.concat_in_place import concatenate_in_place
-from trtpipe.optimize.int8.placement import placement_record
-from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.int8.qdq.concat_in_place import concatenate_in_place
+from trtpipe.optimize.int8.qdq.placement import placement_record
+from trtpipe.optimize.int8.qdq.profiles import profile_for
 from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(5)

@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 from tests.builders import constant, onnx_model, tensor
 from tests.optimize.conftest import run
-from trtpipe.optimize.conv_affine import fold_conv_affine
+from trtpipe.optimize.graph.conv_affine import fold_conv_affine
 
 RNG = np.random.default_rng(3)
 

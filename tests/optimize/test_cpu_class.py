@@ -13,7 +13,7 @@ from onnx import numpy_helper
 from tests.conftest import error_line
 from trtpipe.artifact.records.manifest import read_manifest
 from trtpipe.hardware import cpu_class
-from trtpipe.optimize.int8.profiles import profile_for, unsafe_classes
+from trtpipe.optimize.int8.qdq.profiles import profile_for, unsafe_classes
 from trtpipe.vocab import CpuClass, Target
 
 # /proc/cpuinfo flag sets of real CPUs (trimmed to the ones that matter and a few that do not).

@@ -10,11 +10,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.checks.loads import ONNXRUNTIME, check_loads, onnxruntime_loads, runtimes_for
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.steps.high_precision.algorithm import fp16_elsewhere
-from trtpipe.optimize.loads import ONNXRUNTIME, check_loads, onnxruntime_loads, runtimes_for
 from trtpipe.vocab import CalibMethod, Precision, Target
 
 RNG = np.random.default_rng(5)

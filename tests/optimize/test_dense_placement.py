@@ -11,12 +11,12 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.builders import constant, minmax_int8, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.errors import BadInput
-from trtpipe.optimize.activations import channel_ranges
-from trtpipe.optimize.gains import GAIN, GAIN_SUFFIX, gain_kind
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.placement import float_nodes, placement_record
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.graph.activations import channel_ranges
+from trtpipe.optimize.graph.gains import GAIN, GAIN_SUFFIX, gain_kind
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.placement import float_nodes, placement_record
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.recipes import RECIPES, recipe_for
 from trtpipe.optimize.passes.scale_depthwise import find_sites, scale_depthwise
 from trtpipe.vocab import CalibMethod, Quality, Target

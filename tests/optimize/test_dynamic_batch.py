@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 
 from tests.builders import x_to_y
 from trtpipe.errors import BadInput
-from trtpipe.optimize.dynamic_batch import make_batch_dynamic
+from trtpipe.optimize.graph.dynamic_batch import make_batch_dynamic
 
 
 def _batch_one_model(shape_first: int, *, mix: bool = False) -> onnx.ModelProto:

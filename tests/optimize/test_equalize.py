@@ -12,10 +12,10 @@ from onnx import helper, numpy_helper
 
 from tests.builders import x_to_y
 from tests.optimize.conftest import run
-from trtpipe.optimize.activations import channel_ranges
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.graph.activations import channel_ranges
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.passes.equalize import equalize, find_pairs, pair_ranges
 from trtpipe.vocab import CalibMethod, Target
 

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.builders import x_to_y
-from trtpipe.optimize.fp16_limits import remove_fp16_round_trips
+from trtpipe.optimize.graph.fp16_limits import remove_fp16_round_trips
 from trtpipe.optimize.passes.fp16 import SHAPE_REASON, convert_fp16
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 
 from tests.builders import constant, onnx_model, tensor
 from tests.optimize.conftest import run
-from trtpipe.optimize.hard_activations import fuse_hard_activations
+from trtpipe.optimize.graph.hard_activations import fuse_hard_activations
 from trtpipe.optimize.passes.fuse import simplify
 
 RNG = np.random.default_rng(3)

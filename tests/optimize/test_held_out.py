@@ -16,7 +16,7 @@ from trtpipe.artifact.records.sections import DataRecord
 from trtpipe.inputs import InputSpec
 from trtpipe.models.data import load_split
 from trtpipe.optimize.data import Dataset, sample_fingerprints
-from trtpipe.optimize.held_out import MIN_CALIBRATION, MIN_HELD_OUT, fewest_to_split, held_out_count, hold_out
+from trtpipe.optimize.judging.held_out import MIN_CALIBRATION, MIN_HELD_OUT, fewest_to_split, held_out_count, hold_out
 from trtpipe.pipeline.select import choose, fit_to_caveat
 
 
@@ -183,7 +183,7 @@ def test_without_a_budget_a_fixed_set_is_cross_fitted_every_sample_calibrates_an
 
 
 def test_cross_fitted_folds_are_disjoint_seeded_and_cover_every_sample() -> None:
-    from trtpipe.optimize.held_out import FOLDS, cross_fitted
+    from trtpipe.optimize.judging.held_out import FOLDS, cross_fitted
 
     images = np.arange(40 * 4, dtype=np.float32).reshape(40, 1, 2, 2)
     judging = cross_fitted(Dataset(images, None, "forty"))
@@ -238,12 +238,12 @@ def test_a_learned_step_too_slow_for_every_fold_is_judged_on_fewer_said_and_reco
 @pytest.mark.parametrize("named", [False, True])
 def test_a_model_too_slow_for_every_sample_calibrates_and_judges_on_fewer_unless_the_count_is_named(
         digits_onnx: Path, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch, named: bool) -> None:  # type: ignore[no-untyped-def]
-    """The time budget (optimize/sample_plan.py): where the passes over every sample would overrun it (here the
+    """The time budget (optimize/judging/sample_plan.py): where the passes over every sample would overrun it (here the
     reference pace is made 100,000 times slower instead of the model larger: the budget spends the graph's
     work, not the clock's seconds, which on this small model never run out), the first MIN_SAMPLES calibrate and
     judge, said in one line with the pace; --calib-samples N is the user's count and is kept."""
-    import trtpipe.optimize.sample_plan as plan
-    from trtpipe.optimize import work
+    import trtpipe.optimize.judging.sample_plan as plan
+    from trtpipe.optimize.judging import work
 
     monkeypatch.setattr(work, "REFERENCE_MACS_PER_S", work.REFERENCE_MACS_PER_S / 1e5)
     monkeypatch.setattr(work, "REFERENCE_ELEMENTS_PER_S", work.REFERENCE_ELEMENTS_PER_S / 1e5)

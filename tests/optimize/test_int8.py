@@ -14,8 +14,8 @@ from tests.conftest import error_line
 from tests.optimize.conftest import run
 from trtpipe.hardware import has_vnni
 from trtpipe.models.data import load_split
-from trtpipe.optimize.activations import RunningStats
-from trtpipe.optimize.int8.calibrate import mse_range
+from trtpipe.optimize.graph.activations import RunningStats
+from trtpipe.optimize.int8.calibration.calibrate import mse_range
 from trtpipe.vocab import CalibMethod
 
 
@@ -143,8 +143,8 @@ def test_mse_range_keeps_a_uniform_range() -> None:
 def test_calibration_streams_and_minmax_sees_every_batch(digits_onnx: Path) -> None:
     """Statistics are folded in a few batches at a time (memory stays flat with more data); the ranges still
     cover every batch: equal to a running min/max over all of them."""
-    from trtpipe.optimize.activations import float_activations, observe
-    from trtpipe.optimize.int8.calibrate import STREAM_BATCHES, calibrate
+    from trtpipe.optimize.graph.activations import float_activations, observe
+    from trtpipe.optimize.int8.calibration.calibrate import STREAM_BATCHES, calibrate
 
     model = onnx.load(str(digits_onnx))
     images = load_split("digits", "eval").images[:320]

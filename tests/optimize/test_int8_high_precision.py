@@ -17,7 +17,7 @@ from tests.builders import constant, minmax_int8, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.conformance.check import check_model
 from trtpipe.errors import BadInput
-from trtpipe.optimize.int8.profiles import high_precision_for, profile_for
+from trtpipe.optimize.int8.qdq.profiles import high_precision_for, profile_for
 from trtpipe.optimize.int8.steps.high_precision.algorithm import FP16_SCALE_OPSET, fp16_elsewhere, half_scale
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.vocab import Precision, Target

@@ -12,9 +12,9 @@ import pytest
 
 from trtpipe.conformance.check import check_model
 from trtpipe.models.data import load_split
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.passes.fuse import simplify
 from trtpipe.vocab import CalibMethod, Target
 
@@ -81,7 +81,7 @@ def test_onnxruntime_default_placement_fails_with_the_int32_bias_finding(fused_a
 
 def test_tensorrt_placement_keeps_accuracy_as_float_qdq(fused_and_ranges) -> None:  # type: ignore[no-untyped-def]
     from trtpipe.comparison import compare
-    from trtpipe.optimize.evaluate import logits
+    from trtpipe.optimize.judging.evaluate import logits
 
     model, ranges = fused_and_ranges
     quantized = quantize(model, ranges, profile_for(Target.TENSORRT))

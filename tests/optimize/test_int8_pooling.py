@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 from tests.builders import minmax_int8, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.conformance.check import check_model
-from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.int8.qdq.profiles import profile_for
 from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(3)

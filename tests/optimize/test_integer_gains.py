@@ -13,8 +13,8 @@ from onnx import helper
 
 from tests.builders import constant, cpu_optimized_ops, minmax_int8, x_to_y
 from tests.optimize.conftest import run
-from trtpipe.optimize.gains import GAIN, mark
-from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.graph.gains import GAIN, mark
+from trtpipe.optimize.int8.qdq.profiles import profile_for
 from trtpipe.vocab import CpuClass, Target
 
 RNG = np.random.default_rng(23)

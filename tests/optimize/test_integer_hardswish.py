@@ -14,9 +14,9 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.builders import conv_hardswish, conv_hardswish_ranges, cpu_optimized_ops, x_to_y
 from tests.optimize.conftest import run
 from trtpipe.conformance.check import check_model
-from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.qdq.integer_hardswish import integer_hardswish
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(11)

@@ -12,14 +12,14 @@ import pytest
 from onnx import helper, numpy_helper
 
 from trtpipe.intervals import Interval
-from trtpipe.optimize import speed_check
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.placement import float_nodes, swishes
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.kernels import kernel_count
+from trtpipe.optimize.checks import speed_check
+from trtpipe.optimize.checks.kernels import kernel_count
+from trtpipe.optimize.checks.speed_check import SpeedCheck
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.placement import float_nodes, swishes
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.options import OptimizeOptions
-from trtpipe.optimize.speed_check import SpeedCheck
 from trtpipe.optimize.stage import optimize
 from trtpipe.vocab import CalibMethod, CpuClass, Precision, Target
 
@@ -102,7 +102,7 @@ def test_a_silu_after_a_residual_join_is_quantized_with_the_join() -> None:
     batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
     ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
     quantized = quantize(model, ranges, profile_for(Target.CPU, CpuClass.AVX2))
-    from trtpipe.optimize.kernels import optimized_graph
+    from trtpipe.optimize.checks.kernels import optimized_graph
 
     ops = {node.op_type for node in optimized_graph(quantized).graph.node}
     assert {"QLinearAdd", "QLinearSigmoid", "QLinearMul"} <= ops and "Add" not in ops
@@ -141,7 +141,7 @@ def test_a_split_between_convolutions_stays_uint8() -> None:
         helper.make_node("Conv", ["cat", "w4"], ["y"], name="conv4"),
     ]
     quantized = _quantized_for_cpu(nodes, inits, "split")
-    from trtpipe.optimize.kernels import optimized_graph
+    from trtpipe.optimize.checks.kernels import optimized_graph
 
     ran = optimized_graph(quantized).graph
     writer = {out: node.op_type for node in ran.node for out in node.output}

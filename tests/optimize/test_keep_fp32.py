@@ -11,10 +11,10 @@ from onnx import helper, numpy_helper
 
 from tests.builders import cpu_optimized_ops, minmax_int8, x_to_y
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.keep_fp32 import keep_in_fp32
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.steps.adaround.algorithm import adaround
 from trtpipe.optimize.int8.steps.budget.fallback_units import fallback_units
 from trtpipe.vocab import CalibMethod, Target

@@ -20,9 +20,9 @@ from onnx import helper
 
 from tests.builders import constant, x_to_y
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.vocab import CalibMethod, Target
 
 pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'trtpipe[openvino]')")

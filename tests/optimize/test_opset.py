@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.optimize.conftest import run
 from trtpipe.errors import BadInput
-from trtpipe.optimize.opset import PER_CHANNEL_QDQ_OPSET, default_opset, upgrade_for_precision, upgrade_opset
+from trtpipe.optimize.graph.opset import PER_CHANNEL_QDQ_OPSET, default_opset, upgrade_for_precision, upgrade_opset
 from trtpipe.vocab import Precision
 
 
@@ -76,7 +76,7 @@ def test_the_converters_own_message_is_read_for_the_operator() -> None:
     version), its C++ assertion text becomes a sentence naming the operator."""
     from onnx import version_converter
 
-    from trtpipe.optimize.opset import _converter_reason
+    from trtpipe.optimize.graph.opset import _converter_reason
 
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],

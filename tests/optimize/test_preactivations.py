@@ -13,9 +13,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.builders import constant, conv_hardswish, conv_hardswish_ranges, cpu_optimized_ops
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.int8.saturation import responsive_intervals, saturated_ranges
+from trtpipe.optimize.int8.calibration.saturation import responsive_intervals, saturated_ranges
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.steps.preactivations.algorithm import integer_preactivations
 from trtpipe.vocab import Target
 
@@ -167,7 +167,7 @@ def test_without_gains_or_when_the_others_cost_too_the_search_is_over_all_of_the
 
 
 def test_gained_finds_the_activations_a_channel_gain_reads() -> None:
-    from trtpipe.optimize.gains import GAIN_SUFFIX
+    from trtpipe.optimize.graph.gains import GAIN_SUFFIX
     from trtpipe.optimize.int8.steps.preactivations.algorithm import gained
 
     consts = [constant(np.ones((1, 4, 1, 1)), "g")]

@@ -12,10 +12,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.builders import onnx_model, tensor, x_to_y
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.int8.saturation_emulation import emulate, emulated, saturated_pairs, u8s8_dot
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
+from trtpipe.optimize.int8.qdq.saturation_emulation import emulate, emulated, saturated_pairs, u8s8_dot
 from trtpipe.vocab import CalibMethod, Target
 
 RNG = np.random.default_rng(40)

@@ -15,13 +15,13 @@ from tests.builders import minmax_int8, x_to_y
 from trtpipe import console
 from trtpipe.comparison import Comparison
 from trtpipe.optimize.data import Dataset
-from trtpipe.optimize.evaluate import outputs
-from trtpipe.optimize.int8.profiles import profile_for
+from trtpipe.optimize.int8.qdq.profiles import profile_for
 from trtpipe.optimize.int8.steps.budget import sensitivity
 from trtpipe.optimize.int8.steps.budget.error_probe import CHANNEL_ENERGY_FLOOR, removed_errors
 from trtpipe.optimize.int8.steps.budget.fallback_search import add_until_within_budget, default_max_attempts
 from trtpipe.optimize.int8.steps.budget.ranking import MIN_PROBE_SAMPLES, PROBE_SAMPLES, probe_samples
 from trtpipe.optimize.int8.steps.budget.sensitivity import fall_back_until_within_budget, print_table
+from trtpipe.optimize.judging.evaluate import outputs
 from trtpipe.vocab import Target, Task
 
 OUTLIER = 1000.0

@@ -14,10 +14,12 @@ from onnx import TensorProto, helper
 from tests.builders import constant
 from tests.optimize.conftest import run
 from trtpipe.intervals import Interval
-from trtpipe.optimize.int8.calibrate import calibrate
-from trtpipe.optimize.int8.placement import float_nodes, squeeze_gates
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.checks.kernels import kernel_count, optimized_graph
+from trtpipe.optimize.checks.speed_check import SpeedCheck
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
+from trtpipe.optimize.int8.qdq.placement import float_nodes, squeeze_gates
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.steps.speed.algorithm import (
     MIN_FP32_MS,
     integer_regions,
@@ -25,9 +27,7 @@ from trtpipe.optimize.int8.steps.speed.algorithm import (
     paired_timer,
     place_for_speed,
 )
-from trtpipe.optimize.kernels import kernel_count, optimized_graph
 from trtpipe.optimize.options import OptimizeOptions
-from trtpipe.optimize.speed_check import SpeedCheck
 from trtpipe.optimize.stage import optimize
 from trtpipe.vocab import CalibMethod, CpuClass, Precision, Target
 

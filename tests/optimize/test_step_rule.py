@@ -1,4 +1,4 @@
-"""The step rule (optimize/step_rule.py): decide by expected value, claim by interval. Synthetic steps on 32
+"""The step rule (optimize/judging/step_rule.py): decide by expected value, claim by interval. Synthetic steps on 32
 classification samples: the decision follows the paired point change and the step's purpose, the words follow the
 interval."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from trtpipe.comparison import Comparison, compare
-from trtpipe.optimize.step_rule import ACCURACY, ACCURACY_AT_COST, GAIN, LOSS, NOISE, SPEED, judge_step
+from trtpipe.optimize.judging.step_rule import ACCURACY, ACCURACY_AT_COST, GAIN, LOSS, NOISE, SPEED, judge_step
 from trtpipe.vocab import Task
 
 SAMPLES = 32

@@ -1,5 +1,5 @@
-"""optimize/work.py: the time budgets spend a model's work, counted from its graph, so the same model and data get
-the same sample counts and folds on a quiet machine and a loaded one."""
+"""optimize/judging/work.py: the time budgets spend a model's work, counted from its graph, so the same model and data
+get the same sample counts and folds on a quiet machine and a loaded one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.optimize import work
+from trtpipe.optimize.judging import work
 
 
 def _conv_gemm(batch: str | int = "N") -> onnx.ModelProto:

@@ -13,8 +13,8 @@ from onnx import TensorProto, numpy_helper
 
 from tests.builders import fpn, minmax_int8
 from tests.optimize.conftest import run
-from trtpipe.optimize.int8.profiles import profile_for
-from trtpipe.optimize.int8.zero_points import zero_point_free_joins
+from trtpipe.optimize.int8.qdq.profiles import profile_for
+from trtpipe.optimize.int8.qdq.zero_points import zero_point_free_joins
 from trtpipe.vocab import Target
 
 RNG = np.random.default_rng(11)

@@ -63,7 +63,7 @@ def test_the_tensorrt_target_simulation_rounds_fp16(tmp_path: Path) -> None:
 
 
 def test_optimize_measures_tensorrt_candidates_with_fp16_rounded() -> None:
-    from trtpipe.optimize.evaluate import outputs
+    from trtpipe.optimize.judging.evaluate import outputs
 
     faithful = outputs(_sum_then_difference(), {"x": X, "y": Y}, optimization=GraphOptimization.DISABLE)[0]
     assert np.isinf(faithful[0]) and faithful[1] == 0  # the tensorrt profile's way of measuring

@@ -31,8 +31,8 @@ from trtpipe.files import require_parent_dir, sha256_file, staged_path
 from trtpipe.inputs import InputSpec, random_batch, take
 from trtpipe.onnx_info import detect_precision, input_signature, load_onnx, name_nodes, op_counts, topologically_sorted
 from trtpipe.optimize.data import Dataset, ImagePreprocessing, load_dataset
+from trtpipe.optimize.graph.opset import upgrade_for_precision
 from trtpipe.optimize.int8.recipes import recipe_for
-from trtpipe.optimize.opset import upgrade_for_precision
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.passes.loader import graph_pass, precision_pass
@@ -106,7 +106,7 @@ def _open_fp32_source(source: Path, output: Path, options: OptimizeOptions) -> t
         kind = "quantised (it has Q/DQ or integer ops)" if found is Precision.INT8 else f"already {found}"
         raise BadInput(f"{source} is {kind}: give the FP32 ONNX that 'trtpipe convert' wrote.")
     if options.dynamic_batch:
-        from trtpipe.optimize.dynamic_batch import make_batch_dynamic
+        from trtpipe.optimize.graph.dynamic_batch import make_batch_dynamic
 
         model = make_batch_dynamic(model)
     model, opset_note = upgrade_for_precision(model, options.precision)
@@ -136,13 +136,13 @@ def _load_data(model: onnx.ModelProto, options: OptimizeOptions, source: Path,
     preprocessing = _preprocessing(options, source, source_manifest)
     calib = _load(options.calib, specs, "calibration", options.calib_samples, preprocessing)
     if calib is not None and options.precision is Precision.INT8:
-        from trtpipe.optimize.sample_plan import within_budget  # a large dense model keeps the time budget
+        from trtpipe.optimize.judging.sample_plan import within_budget  # a large dense model keeps the time budget
 
         calib = within_budget(model, calib, static_batch, named=options.calib_samples is not None)
     evaluation = _load(options.eval, specs, "eval", None, preprocessing)
     judged_on, folds = None, None
     if calib is not None and evaluation is None and options.precision.needs_calibration:
-        from trtpipe.optimize.held_out import judge_without_eval  # what was fit never judges it
+        from trtpipe.optimize.judging.held_out import judge_without_eval  # what was fit never judges it
 
         judging = judge_without_eval(calib, options, specs, static_batch, preprocessing)
         calib, evaluation, judged_on, folds = judging.calibration, judging.held_out, judging.record, judging.folds
@@ -192,7 +192,7 @@ def _labelled_by_fp32(model: onnx.ModelProto, evaluation: Dataset | None, task: 
     FP32 (other tasks are judged by their agreement with FP32 directly); any other data as it is."""
     if evaluation is None or evaluation.labels is not None or task is not Task.CLASSIFY:
         return evaluation
-    from trtpipe.optimize.evaluate import logits
+    from trtpipe.optimize.judging.evaluate import logits
 
     labels = logits(model, evaluation.images, batch=static_batch).argmax(1)
     evaluation = replace(evaluation, images=take(evaluation.images, 0, len(labels)), labels=labels)
@@ -226,10 +226,10 @@ def _run_passes(model: onnx.ModelProto, context: PassContext) -> onnx.ModelProto
 def _write(result: onnx.ModelProto, output: Path, context: PassContext, *,
            started: float, fp32: onnx.ModelProto) -> tuple[ArtifactManifest, Path]:
     """Check ``result`` against its target runtime (nothing is written if it fails), then write it to ``output``
-    through a staging file, checked as written (written.py: default sessions; cpu INT8: integer kernels and speed
+    through a staging file, checked as written (checks/written.py: default sessions; cpu INT8: integer kernels and speed
     against ``fp32``), committed with its manifest; the manifest and its path. ``started``: the stage's start
     (time.perf_counter), for the manifest's duration."""
-    from trtpipe.optimize.written import check_written
+    from trtpipe.optimize.checks.written import check_written
 
     options, precision, target = context.options, context.options.precision, context.target
     topologically_sorted(result)
@@ -251,7 +251,7 @@ def _write(result: onnx.ModelProto, output: Path, context: PassContext, *,
 def _cpu_class(options: OptimizeOptions, precision: Precision, target: Target) -> CpuClass | None:
     """The CPU class a cpu or openvino INT8 artifact is made for: as asked, else this machine's, said in one line;
     None for anything else (TensorRT and the float precisions have no CPU class)."""
-    from trtpipe.optimize.int8.profiles import CPU_TARGETS
+    from trtpipe.optimize.int8.qdq.profiles import CPU_TARGETS
 
     if precision is not Precision.INT8 or target not in CPU_TARGETS:
         if options.cpu_class is not None:
@@ -278,7 +278,7 @@ def _cpu_record(options: OptimizeOptions, target: Target, context: PassContext) 
         return None
     final = record.final.to_dict()
     from trtpipe.hardware import cpu_class
-    from trtpipe.optimize.int8.profiles import cpu_record, profile_for
+    from trtpipe.optimize.int8.qdq.profiles import cpu_record, profile_for
 
     figure = {key: final[key] for key in ("agreement", "agreement_name", "agreement_interval", "accuracy",
                                           "accuracy_name", "accuracy_interval", "cosine", "samples")
@@ -339,7 +339,7 @@ def _task(options: OptimizeOptions, source: Path, recorded: ArtifactManifest | N
     a detector's built-in decoder is the one that reads plausible boxes from those outputs. One line says which
     and why; a budget on a task with no figure to judge it by is refused before any work. Also each output's batch
     axis (trtpipe.runtime.batch_axes), as the manifest records it, said in a line where one is not the first."""
-    from trtpipe.optimize.evaluate import outputs_and_axes
+    from trtpipe.optimize.judging.evaluate import outputs_and_axes
     from trtpipe.tasks import check_fits, detect, infer_task
     from trtpipe.tasks.registry import NAMED
 

@@ -39,7 +39,7 @@ class Fidelity:
     # The 95 % intervals of figures beside the headline that are shares too (a recognizer's per-character agreement)
     figure_intervals: dict[str, Interval] = field(default_factory=dict)
     # ``agreement`` on the samples an index array picks (with repeats, as a bootstrap draws them): two candidates
-    # judged on the same samples are compared pair by pair through it (trtpipe.optimize.step_rule). Not written.
+    # judged on the same samples are compared pair by pair through it (trtpipe.optimize.judging.step_rule). Not written.
     agreement_on: Callable[[np.ndarray], float] | None = field(default=None, repr=False, compare=False)
 
 

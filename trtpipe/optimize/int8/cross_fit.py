@@ -24,8 +24,8 @@ import onnx
 
 from trtpipe import console
 from trtpipe.comparison import Comparison, compare
-from trtpipe.optimize.evaluate import metered, outputs_and_axes
 from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome, measured
+from trtpipe.optimize.judging.evaluate import metered, outputs_and_axes
 
 STEP_BUDGET_S = 120.0  # what one step may take across the folds, beyond the written file's own run of it
 

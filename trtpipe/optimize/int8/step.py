@@ -21,10 +21,10 @@ from trtpipe import console
 from trtpipe.comparison import Comparison
 from trtpipe.inputs import Batch, first, take
 from trtpipe.optimize.data import Dataset
-from trtpipe.optimize.int8.calibrate import Ranges
-from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.calibration.calibrate import Ranges
+from trtpipe.optimize.int8.qdq.profiles import QuantProfile
+from trtpipe.optimize.judging.step_rule import ACCURACY, GAIN, LOSS, StepVerdict
 from trtpipe.optimize.records import StepRecord
-from trtpipe.optimize.step_rule import ACCURACY, GAIN, LOSS, StepVerdict
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from trtpipe import console
 from trtpipe.comparison import Comparison, compare
 from trtpipe.inputs import Batch, count
 from trtpipe.optimize.data import Dataset
-from trtpipe.optimize.evaluate import logits, outputs
 from trtpipe.optimize.int8.recipes import Recipe
+from trtpipe.optimize.judging.evaluate import logits, outputs
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.records import PassRecord
 from trtpipe.vocab import GraphOptimization, Target, Task
@@ -69,7 +69,7 @@ class PassContext:
         """Seconds a sample costs a pass of ``fp32`` and whether that is the reference pace (worked out once:
         optimize.work.pace)."""
         if self.pace is None:
-            from trtpipe.optimize.work import pace
+            from trtpipe.optimize.judging.work import pace
 
             data = self.calib or self.probe
             self.pace = pace(fp32, data.images, self.static_batch)

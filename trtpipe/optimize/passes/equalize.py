@@ -19,7 +19,7 @@ replace it with a Relu (and change the network); here it becomes Relu followed b
 per-channel bounds, so the FP32 function is unchanged (checked on the probe data, like fusion) and TensorRT fuses
 both into the convolution's epilogue. ONNX Runtime has no integer Min, so for the cpu target no bound is put
 below the widest channel's scaled range: the Min is then the per-tensor Q's own clamp, and the quantized file drops
-it (``int8/integer_gains.py``). Run it after ``fuse`` (BatchNorm must already be folded into the
+it (``int8/qdq/integer_gains.py``). Run it after ``fuse`` (BatchNorm must already be folded into the
 convolutions).
 """
 
@@ -35,7 +35,7 @@ from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds, readers_of
-from trtpipe.optimize.activations import channel_ranges
+from trtpipe.optimize.graph.activations import channel_ranges
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import EqualizeRecord
 from trtpipe.vocab import Target

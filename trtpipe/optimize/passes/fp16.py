@@ -1,7 +1,7 @@
 """Pass ``fp16``: FP16 mixed precision, decided by measurement.
 
 Nodes stay FP32 for one of three reasons, and the report says which: they compute shape arithmetic from tensor
-sizes (an anchor grid built from the feature map's run-time size: :mod:`trtpipe.optimize.shape_subgraph`), their
+sizes (an anchor grid built from the feature map's run-time size: :mod:`trtpipe.optimize.graph.shape_subgraph`), their
 operator is known to lose accuracy or overflow in half precision (exponentials, logarithms, powers, long
 reductions, normalisations), or their activations on calibration data came near FP16's largest finite value
 (65,504) — measured, not guessed. The conversion itself is ONNX Runtime's float16 converter, which inserts the
@@ -19,11 +19,11 @@ from trtpipe import console
 from trtpipe.comparison import OVER, judge_budget
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
-from trtpipe.optimize.activations import observe
-from trtpipe.optimize.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
+from trtpipe.optimize.graph.activations import observe
+from trtpipe.optimize.graph.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
+from trtpipe.optimize.graph.shape_subgraph import shape_computations
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import Fp16Record
-from trtpipe.optimize.shape_subgraph import shape_computations
 
 # FP16 keeps ~3 significant digits; a conversion below this cosine has lost more than rounding.
 MIN_COSINE = 0.999

@@ -1,7 +1,7 @@
 """Pass ``fuse``: graph simplification with onnxslim: constant folding, Conv+BatchNorm folding, dead-node and identity
 removal, redundant Cast/Reshape elimination and shape simplification; then constant scales and shifts of a
-convolution's output are folded into it (:mod:`~trtpipe.optimize.conv_affine`) and the HardSwish and HardSigmoid
-that an exporter wrote as arithmetic become one operator each (:mod:`~trtpipe.optimize.hard_activations`), which
+convolution's output are folded into it (:mod:`~trtpipe.optimize.graph.conv_affine`) and the HardSwish and HardSigmoid
+that an exporter wrote as arithmetic become one operator each (:mod:`~trtpipe.optimize.graph.hard_activations`), which
 onnxslim does not do.
 
 onnxslim is a maintained library that does all of this in standard ONNX operators, which is what TensorRT's
@@ -19,8 +19,8 @@ import onnx
 from trtpipe import console
 from trtpipe.errors import TrtpipeError, VerificationFailed
 from trtpipe.onnx_info import name_nodes, op_counts
-from trtpipe.optimize.conv_affine import fold_conv_affine
-from trtpipe.optimize.hard_activations import fuse_hard_activations
+from trtpipe.optimize.graph.conv_affine import fold_conv_affine
+from trtpipe.optimize.graph.hard_activations import fuse_hard_activations
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import FusionRecord
 

@@ -15,21 +15,21 @@ import onnx
 from trtpipe import console
 from trtpipe.artifact.records.calibration import calibration_path
 from trtpipe.comparison import Comparison
-from trtpipe.optimize.activations import channel_bounds
 from trtpipe.optimize.data import Dataset
-from trtpipe.optimize.evaluate import metered
-from trtpipe.optimize.int8.cache import cached_ranges
-from trtpipe.optimize.int8.calibrate import Ranges, calibrate
+from trtpipe.optimize.graph.activations import channel_bounds
+from trtpipe.optimize.int8.calibration.cache import cached_ranges
+from trtpipe.optimize.int8.calibration.calibrate import Ranges, calibrate
+from trtpipe.optimize.int8.calibration.saturation import channel_intervals, narrowed_per_channel
 from trtpipe.optimize.int8.cross_fit import FoldChain, Pool, step_across_folds
-from trtpipe.optimize.int8.placement import placement_record
-from trtpipe.optimize.int8.profiles import QuantProfile, high_precision_for, profile_for
-from trtpipe.optimize.int8.quantize import quantize
-from trtpipe.optimize.int8.saturation import channel_intervals, narrowed_per_channel
+from trtpipe.optimize.int8.qdq.placement import placement_record
+from trtpipe.optimize.int8.qdq.profiles import QuantProfile, high_precision_for, profile_for
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
 from trtpipe.optimize.int8.steps import STEPS
+from trtpipe.optimize.judging.evaluate import metered
+from trtpipe.optimize.judging.step_rule import StepVerdict, judge_step, speed_tolerance_pp
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import Int8Calibration, Int8Record, RecipeRecord, StepRecord
-from trtpipe.optimize.step_rule import StepVerdict, judge_step, speed_tolerance_pp
 
 FOLD_BUDGET_S = 120.0  # the folds' calibration, beyond the written file's own: above it, fewer folds judge
 CALIBRATION_PASSES = 2  # passes of the model over each sample a calibration makes (ranges, then a histogram's)

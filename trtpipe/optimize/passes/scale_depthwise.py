@@ -34,7 +34,7 @@ from the pre-activation's per-channel interval that HardSwish responds to ([-3, 
 depthwise input: with both tensors in uint8, the activation's median per-channel SQNR on PP-PicoDet was higher with
 them than with gains made for the activation alone at 26 of its 33 sites. They are snapped to 255 / k (k a whole
 number, at most 255), so that 1 / (6 g), which the INT8 pass's integer HardSwish multiplies by, is exact in uint8
-(``int8/integer_hardswish.py``). The float graph is ``conv' -> Mul(1/g) -> HardSwish -> Mul(g) -> depthwise``, both
+(``int8/qdq/integer_hardswish.py``). The float graph is ``conv' -> Mul(1/g) -> HardSwish -> Mul(g) -> depthwise``, both
 Muls named as gains (placement rule ``channel-gain`` keeps them float until that rewrite).
 """
 
@@ -50,8 +50,8 @@ from trtpipe import console
 from trtpipe.errors import VerificationFailed
 from trtpipe.graph_index import GraphIndex
 from trtpipe.onnx_info import attribute, producers_of, readers_of
-from trtpipe.optimize.activations import channel_bounds, channel_ranges
-from trtpipe.optimize.gains import EXACT_LEVELS, GAIN, GAIN_SUFFIX, INVERSE_GAIN, INVERSE_SUFFIX, gain_kind, mark
+from trtpipe.optimize.graph.activations import channel_bounds, channel_ranges
+from trtpipe.optimize.graph.gains import EXACT_LEVELS, GAIN, GAIN_SUFFIX, INVERSE_GAIN, INVERSE_SUFFIX, gain_kind, mark
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import ScaleDepthwiseRecord
 from trtpipe.vocab import Target

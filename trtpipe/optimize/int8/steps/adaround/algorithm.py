@@ -25,7 +25,7 @@ from onnx import helper, numpy_helper
 from trtpipe.graph_index import GraphIndex
 from trtpipe.inputs import Batch
 from trtpipe.onnx_info import attribute, clip_bounds, producers_of
-from trtpipe.optimize.activations import feeds
+from trtpipe.optimize.graph.activations import feeds
 from trtpipe.runtime.registry import probe_session
 
 ITERATIONS = 100

@@ -19,7 +19,7 @@ from onnx import numpy_helper
 
 from trtpipe.inputs import Batch
 from trtpipe.onnx_info import producers_of
-from trtpipe.optimize.activations import feeds
+from trtpipe.optimize.graph.activations import feeds
 from trtpipe.runtime.registry import probe_session
 
 WEIGHTED_WITH_BIAS = ("Conv", "ConvTranspose", "Gemm")

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 
 from trtpipe.inputs import Batch, count, take
 from trtpipe.onnx_info import fresh_name
-from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.qdq.profiles import QuantProfile
 from trtpipe.optimize.int8.steps.budget.fallback_units import Writers
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import open_model

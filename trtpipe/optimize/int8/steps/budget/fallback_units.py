@@ -12,9 +12,9 @@ from __future__ import annotations
 import onnx
 
 from trtpipe.graph_index import GraphIndex
-from trtpipe.optimize.int8.keep_fp32 import reading_dequantized
-from trtpipe.optimize.int8.profiles import QuantProfile
-from trtpipe.optimize.int8.quantize import quantizable_nodes
+from trtpipe.optimize.int8.qdq.keep_fp32 import reading_dequantized
+from trtpipe.optimize.int8.qdq.profiles import QuantProfile
+from trtpipe.optimize.int8.qdq.quantize import quantizable_nodes
 
 
 def fallback_units(model: onnx.ModelProto, profile: QuantProfile,

@@ -15,11 +15,11 @@ import onnx
 
 from trtpipe import console
 from trtpipe.inputs import Batch, count, take
-from trtpipe.optimize.evaluate import outputs
-from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32
-from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.qdq.keep_fp32 import keep_in_fp32
+from trtpipe.optimize.int8.qdq.profiles import QuantProfile
 from trtpipe.optimize.int8.steps.budget.error_probe import removed_errors
 from trtpipe.optimize.int8.steps.budget.fallback_units import fallback_units
+from trtpipe.optimize.judging.evaluate import outputs
 
 PROBE_SAMPLES = 64  # the most calibration samples the ranking runs on (the caller hands over at most this many)
 PROBE_ELEMENTS = PROBE_SAMPLES * 3 * 224 * 224  # input values the ranking reads: fewer samples for larger inputs

@@ -56,9 +56,8 @@ from trtpipe.comparison import Comparison, compare
 from trtpipe.errors import TrtpipeError
 from trtpipe.inputs import Batch
 from trtpipe.optimize.data import Dataset
-from trtpipe.optimize.evaluate import outputs
-from trtpipe.optimize.int8.keep_fp32 import keep_in_fp32
-from trtpipe.optimize.int8.profiles import QuantProfile
+from trtpipe.optimize.int8.qdq.keep_fp32 import keep_in_fp32
+from trtpipe.optimize.int8.qdq.profiles import QuantProfile
 from trtpipe.optimize.int8.steps.budget.fallback_search import (
     FallbackAttempt,
     add_until_within_budget,
@@ -66,6 +65,7 @@ from trtpipe.optimize.int8.steps.budget.fallback_search import (
     default_max_attempts,
 )
 from trtpipe.optimize.int8.steps.budget.ranking import MEASURED_UNITS, probe_count, rank_layers
+from trtpipe.optimize.judging.evaluate import outputs
 from trtpipe.vocab import Task
 
 

@@ -18,7 +18,7 @@ from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome
 from trtpipe.optimize.int8.steps.budget.fallback_search import FallbackAttempt
 from trtpipe.optimize.int8.steps.budget.ranking import PROBE_SAMPLES
 from trtpipe.optimize.int8.steps.budget.sensitivity import fall_back_until_within_budget, print_table
-from trtpipe.optimize.step_rule import StepVerdict
+from trtpipe.optimize.judging.step_rule import StepVerdict
 
 
 @dataclass(frozen=True)

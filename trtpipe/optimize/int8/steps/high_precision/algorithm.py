@@ -22,7 +22,7 @@ at an opset where Q/DQ take FP16 scales):
   default session fuses DQ -> Concat -> Q into a QLinearConcat, which takes FP32 scales only (a file with FP16 ones
   there fails to load: "Type 'tensor(float16)' of input parameter ... of operator (QLinearConcat)"). Of the other
   patterns it fuses (Add, Mul, pools, Sigmoid, LeakyRelu, Relu, Transpose), none refused FP16 scales (ONNX Runtime
-  1.32); optimize checks every written file in a default session all the same (``loads.py``).
+  1.32); optimize checks every written file in a default session all the same (``checks/loads.py``).
 - nodes stay FP32 for the FP16 pass's reasons (overflow-prone operators; activations past half of FP16's range,
   measured on the calibration data on the Q/DQ graph itself) and for the caller's (``keep``): the INT8 pass keeps
   post-processing and a distribution's expectation FP32, as the placement rules keep them float, and the layers its
@@ -46,10 +46,10 @@ from onnx import TensorProto, helper, numpy_helper
 from trtpipe.errors import VerificationFailed
 from trtpipe.inputs import Batch
 from trtpipe.onnx_info import producers_of, readers_of, topologically_sorted
-from trtpipe.optimize.activations import RunningStats, float_activations, observe
-from trtpipe.optimize.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
-from trtpipe.optimize.int8.quantize import prune_unread
-from trtpipe.optimize.opset import upgrade_opset
+from trtpipe.optimize.graph.activations import RunningStats, float_activations, observe
+from trtpipe.optimize.graph.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
+from trtpipe.optimize.graph.opset import upgrade_opset
+from trtpipe.optimize.int8.qdq.quantize import prune_unread
 
 # QuantizeLinear-19 and DequantizeLinear-19 are the first to accept float16 scales (and inputs/outputs).
 FP16_SCALE_OPSET = 19

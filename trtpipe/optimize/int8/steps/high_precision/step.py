@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 
 from trtpipe import console
 from trtpipe.comparison import WITHIN, judge_budget
-from trtpipe.optimize.int8.placement import float_nodes
-from trtpipe.optimize.int8.profiles import high_precision_for
+from trtpipe.optimize.int8.qdq.placement import float_nodes
+from trtpipe.optimize.int8.qdq.profiles import high_precision_for
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
 from trtpipe.optimize.int8.steps.budget.step import BudgetVerdict, say
-from trtpipe.optimize.step_rule import NOISE, SPEED, StepVerdict, judge_step
+from trtpipe.optimize.judging.step_rule import NOISE, SPEED, StepVerdict, judge_step
 from trtpipe.vocab import Precision
 
 # Placement rules whose nodes stay FP32 under --high-precision fp16 too. Post-processing reaches no INT8 kernel: it is

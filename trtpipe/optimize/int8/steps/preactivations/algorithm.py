@@ -31,8 +31,8 @@ import onnx
 
 from trtpipe.comparison import Comparison
 from trtpipe.onnx_info import producers_of
-from trtpipe.optimize.gains import INVERSE_GAIN, gain_kind, preactivation_writer
-from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
+from trtpipe.optimize.graph.gains import INVERSE_GAIN, gain_kind, preactivation_writer
+from trtpipe.optimize.int8.qdq.profiles import WEIGHTED_OPS, QuantProfile
 
 ACTIVATIONS = ("HardSwish",)
 TOLERANCE_PP = 1.0  # task-measure points the integer pre-activations may cost against float ones

@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from trtpipe import console
 from trtpipe.comparison import Comparison
-from trtpipe.optimize.int8.quantize import quantize
+from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome, measured
 from trtpipe.optimize.int8.steps.preactivations.algorithm import TOLERANCE_PP, choose, gained, integer_preactivations
-from trtpipe.optimize.step_rule import StepVerdict
+from trtpipe.optimize.judging.step_rule import StepVerdict
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ convolution on dense and pointwise convolutions, but a depthwise or grouped conv
 convolution whose neighbours run in float can run slower in integer than in float once its Q/DQ, layout transposes
 and requantization are paid (FastViT-T8's and EfficientViT-B0's INT8 files ran at 0.52x and 0.85x their FP32 files:
 issue 57). TensorRT times its tactics per layer; nothing does on the CPU, so this does, the way the written file's
-speed check does (``speed_check.py``: paired, interleaved rounds, read as ratios).
+speed check does (``checks/speed_check.py``: paired, interleaved rounds, read as ratios).
 
 A *region* is every quantized weighted op of one kind (dense, pointwise, grouped, depthwise convolutions, transposed
 convolutions, matmuls): a handful of whole-model measurements, each faithful (the whole graph, as ONNX Runtime
@@ -34,9 +34,9 @@ import onnx
 from onnx import numpy_helper
 
 from trtpipe.onnx_info import attribute, producers_of
-from trtpipe.optimize.int8.profiles import WEIGHTED_OPS
-from trtpipe.optimize.int8.quantize import prune_unread
-from trtpipe.optimize.speed_check import SpeedCheck, paired_speedup, session
+from trtpipe.optimize.checks.speed_check import SpeedCheck, paired_speedup, session
+from trtpipe.optimize.int8.qdq.profiles import WEIGHTED_OPS
+from trtpipe.optimize.int8.qdq.quantize import prune_unread
 from trtpipe.vocab import Precision
 
 INT8, FLOAT = str(Precision.INT8), "float"  # what a region was kept as

@@ -4,7 +4,7 @@ on its result, and only removes Q/DQ: what it leaves float computes the FP32 op 
 so it never costs accuracy and is not judged by the step rule; the candidate is measured again for the record. Every
 region's times and decision go in the manifest (``int8.speed_placement``), summarised in one line.
 
-Where INT8 is cross-fitted (a fixed calibration set without an accuracy budget, ``held_out.py``) it runs on the
+Where INT8 is cross-fitted (a fixed calibration set without an accuracy budget, ``judging/held_out.py``) it runs on the
 written file's chain only (``final_only``): the folds' files only feed the pooled accuracy figure, which leaving
 regions float would not lower, so they judge with their regions as placed."""
 
@@ -19,10 +19,10 @@ from trtpipe.inputs import count, named, take
 from trtpipe.onnx_info import graph_inputs
 from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome
 from trtpipe.optimize.int8.steps.speed.algorithm import SpeedPlacement, paired_timer, place_for_speed
-from trtpipe.optimize.step_rule import StepVerdict
+from trtpipe.optimize.judging.step_rule import StepVerdict
 from trtpipe.vocab import Target
 
-MAX_THREADS = 4  # as the written file's speed check (written.py): this machine's cores, at most this many
+MAX_THREADS = 4  # as the written file's speed check (checks/written.py): this machine's cores, at most this many
 PROTOBUF_LIMIT = 2**31 - 1
 
 

@@ -2,14 +2,13 @@
 
 Exporters that predate opset 14, and PaddlePaddle's, write a HardSwish as four nodes (``x * clip(x + 3, 0, 6) /
 6``); onnxslim keeps them. ONNX Runtime's CPU provider then runs four passes over the tensor and cannot keep its
-blocked (NCHWc) layout across them, so it reorders around every convolution; OpenVINO recognises the pattern
-itself (measured: docs/results/int8-design.md, 'HardSwish fusion'). TensorRT fuses either form into the convolution's
+blocked (NCHWc) layout across them, so it reorders around every convolution; OpenVINO recognises the pattern itself
+(measured: docs/results/int8-design.md, 'HardSwish fusion'). TensorRT fuses either form into the convolution's
 epilogue.
 
 A chain is recognised by what it computes, not by how it is spelled: every elementwise chain of one tensor
-(:mod:`trtpipe.optimize.elementwise`) is evaluated on a grid and compared with HardSwish and HardSigmoid(1/6, 1/2).
-Below opset 14, where HardSwish does not exist, a HardSwish becomes ``x * HardSigmoid(x)`` (two nodes).
-"""
+(:mod:`trtpipe.optimize.graph.elementwise`) is evaluated on a grid and compared with HardSwish and HardSigmoid(1/6,
+1/2). Below opset 14, where HardSwish does not exist, a HardSwish becomes ``x * HardSigmoid(x)`` (two nodes)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,8 @@ import onnx
 from onnx import helper
 
 from trtpipe.errors import BadInput
-from trtpipe.optimize.elementwise import Chain, Chains, hard_sigmoid, hard_swish
-from trtpipe.optimize.opset import default_opset, upgrade_opset
+from trtpipe.optimize.graph.elementwise import Chain, Chains, hard_sigmoid, hard_swish
+from trtpipe.optimize.graph.opset import default_opset, upgrade_opset
 
 HARD_SWISH_OPSET = 14
 # Dense near the kinks at -3 and 3, wide enough for any activation a network computes.

@@ -38,7 +38,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.gains import GAIN, gain_kind
+from trtpipe.optimize.graph.gains import GAIN, gain_kind
 
 
 def integer_gains(model: onnx.ModelProto) -> int:

@@ -23,7 +23,7 @@ import onnx
 from onnx import numpy_helper
 
 from trtpipe.graph_index import GraphIndex
-from trtpipe.optimize.int8.profiles import WEIGHTED_OPS
+from trtpipe.optimize.int8.qdq.profiles import WEIGHTED_OPS
 
 # Ops that hand on their input's values (a subset of them, rearranged or repeated): quantized alike on both sides.
 VALUE_PRESERVING = ("Resize", "Upsample", "MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",

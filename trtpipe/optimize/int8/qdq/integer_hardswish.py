@@ -42,10 +42,10 @@ from onnx import helper, numpy_helper
 
 from trtpipe.graph_index import GraphIndex
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.gains import EXACT_LEVELS, GAIN, INVERSE_GAIN, gain_kind
+from trtpipe.optimize.graph.gains import EXACT_LEVELS, GAIN, INVERSE_GAIN, gain_kind
 
 if TYPE_CHECKING:
-    from trtpipe.optimize.int8.calibrate import Ranges
+    from trtpipe.optimize.int8.calibration.calibrate import Ranges
 
 PREFIX = "trtpipe_hardswish"
 LEVELS = 255.0

@@ -21,9 +21,9 @@ import onnx
 from onnx import numpy_helper
 
 from trtpipe.onnx_info import fresh_name, producers_of
-from trtpipe.optimize.int8.profiles import QuantProfile
-from trtpipe.optimize.int8.quantize import prune_unread
-from trtpipe.optimize.int8.quantize import quantized_op_types as quantized_op_types_of
+from trtpipe.optimize.int8.qdq.profiles import QuantProfile
+from trtpipe.optimize.int8.qdq.quantize import prune_unread
+from trtpipe.optimize.int8.qdq.quantize import quantized_op_types as quantized_op_types_of
 
 
 def keep_in_fp32(quantized: onnx.ModelProto, fp32: onnx.ModelProto, nodes: Iterable[str],

@@ -21,7 +21,7 @@ from trtpipe import console
 from trtpipe.artifact.records.calibration import Ranges
 from trtpipe.inputs import Batch, concat, count, named, take
 from trtpipe.onnx_info import graph_inputs
-from trtpipe.optimize.activations import RunningStats, float_activations, observe
+from trtpipe.optimize.graph.activations import RunningStats, float_activations, observe
 from trtpipe.vocab import CalibMethod
 
 HISTOGRAM_BINS = 2048

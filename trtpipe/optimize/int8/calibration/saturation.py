@@ -25,7 +25,7 @@ from onnx import numpy_helper
 from trtpipe.onnx_info import attribute, clip_bounds
 
 if TYPE_CHECKING:
-    from trtpipe.optimize.int8.calibrate import Ranges
+    from trtpipe.optimize.int8.calibration.calibrate import Ranges
 
 
 def responsive_range(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> tuple[float, float] | None:

@@ -16,14 +16,14 @@ import numpy as np
 import onnx
 
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.int8.calibrate import Ranges, quiet_onnxruntime_quantization
-from trtpipe.optimize.int8.concat_in_place import concatenate_in_place
-from trtpipe.optimize.int8.integer_gains import integer_bounds, integer_gains
-from trtpipe.optimize.int8.integer_hardswish import integer_hardswish
-from trtpipe.optimize.int8.placement import float_nodes, share_concat_scales
-from trtpipe.optimize.int8.profiles import CPU_TARGETS, WEIGHTED_OPS, QuantProfile
-from trtpipe.optimize.int8.saturation import saturated_ranges
-from trtpipe.optimize.int8.zero_points import zero_point_free_joins
+from trtpipe.optimize.int8.calibration.calibrate import Ranges, quiet_onnxruntime_quantization
+from trtpipe.optimize.int8.calibration.saturation import saturated_ranges
+from trtpipe.optimize.int8.qdq.concat_in_place import concatenate_in_place
+from trtpipe.optimize.int8.qdq.integer_gains import integer_bounds, integer_gains
+from trtpipe.optimize.int8.qdq.integer_hardswish import integer_hardswish
+from trtpipe.optimize.int8.qdq.placement import float_nodes, share_concat_scales
+from trtpipe.optimize.int8.qdq.profiles import CPU_TARGETS, WEIGHTED_OPS, QuantProfile
+from trtpipe.optimize.int8.qdq.zero_points import zero_point_free_joins
 
 
 def quantize(

@@ -1,11 +1,11 @@
 """The checks optimize runs on the file it has just written, each said in one line and kept in the manifest.
 
-- every file: it loads in the default session of each runtime it is meant for (``loads.py``); one warning line per
-  runtime where it does not, naming the runtime's own error.
-- ``cpu`` INT8: how many convolutions/matmuls ONNX Runtime really runs in integer after its own graph optimisations
-  (``kernels.py``), and a short paired timing against the FP32 file (``speed_check.py``): a warning where the INT8
-  file is slower, since it exists only to be faster on that runtime.
-"""
+- every file: it loads in the default session of each runtime it is meant for (``checks/loads.py``); one warning
+  line per runtime where it does not, naming the runtime's own error.
+- ``cpu`` INT8: how many convolutions/matmuls ONNX Runtime really runs in integer after its own graph
+  optimisations (``checks/kernels.py``), and a short paired timing against the FP32 file
+  (``checks/speed_check.py``): a warning where the INT8 file is slower, since it exists only to be faster on that
+  runtime."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import onnx
 from trtpipe import console
 from trtpipe.inputs import Batch, named
 from trtpipe.onnx_info import graph_inputs
-from trtpipe.optimize.kernels import kernel_count
-from trtpipe.optimize.loads import ONNXRUNTIME, check_loads, runtimes_for
-from trtpipe.optimize.speed_check import paired_speedup_alone
+from trtpipe.optimize.checks.kernels import kernel_count
+from trtpipe.optimize.checks.loads import ONNXRUNTIME, check_loads, runtimes_for
+from trtpipe.optimize.checks.speed_check import paired_speedup_alone
 from trtpipe.vocab import Precision, Target
 
 PROTOBUF_LIMIT = 2**31 - 1  # a serialized ModelProto's limit: larger FP32 models live in external data

@@ -16,7 +16,7 @@ import onnx
 from trtpipe import console
 from trtpipe.artifact.records.calibration import CalibrationKey, Ranges, read_ranges, write_ranges
 from trtpipe.inputs import Batch
-from trtpipe.optimize.int8.calibrate import calibrate
+from trtpipe.optimize.int8.calibration.calibrate import calibrate
 from trtpipe.vocab import CalibMethod
 
 

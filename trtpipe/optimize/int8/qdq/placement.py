@@ -65,10 +65,10 @@ from dataclasses import dataclass
 import onnx
 
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.gains import gain_kind, preactivation_writer
-from trtpipe.optimize.int8.calibrate import Ranges
-from trtpipe.optimize.int8.concat_in_place import concatenated_in_place
-from trtpipe.optimize.int8.profiles import WEIGHTED_OPS, QuantProfile
+from trtpipe.optimize.graph.gains import gain_kind, preactivation_writer
+from trtpipe.optimize.int8.calibration.calibrate import Ranges
+from trtpipe.optimize.int8.qdq.concat_in_place import concatenated_in_place
+from trtpipe.optimize.int8.qdq.profiles import WEIGHTED_OPS, QuantProfile
 from trtpipe.vocab import Target
 
 ARITHMETIC = ("Add", "Sub", "Mul", "Div")

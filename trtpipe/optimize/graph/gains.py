@@ -1,7 +1,7 @@
 """The channel gains ``scale_depthwise`` writes into a graph and the INT8 pass reads back from it.
 
 ``passes/scale_depthwise.py`` adds Mul nodes by per-channel gains; the INT8 placement keeps them in float until
-``int8/integer_hardswish.py`` or ``int8/steps/preactivations/algorithm.py`` folds them. This module is what both
+``int8/qdq/integer_hardswish.py`` or ``int8/steps/preactivations/algorithm.py`` folds them. This module is what both
 sides agree on (how a gain node is marked and recognised, the grid a carried gain is snapped to), so that ``int8/``
 never imports a pass.
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import onnx
 
 from trtpipe import console
-from trtpipe.optimize import work
 from trtpipe.optimize.data import Dataset
+from trtpipe.optimize.judging import work
 
 INT8_TIME_BUDGET_S = 300.0  # an INT8 run of a large dense model on 2 cores, as docs/guides/optimize.md states it
 SAMPLE_TIME_S = 150.0  # what the passes over the samples may take of it (learned steps, speed check: the rest)
