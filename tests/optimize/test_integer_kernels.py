@@ -324,3 +324,36 @@ def test_the_written_files_speed_is_timed_in_a_fresh_process_and_holds_what_two_
     found = speed_check.paired_speedup_alone(source, _silu_net(), feed, threads=1)
     assert 0.8 < found.speedup < 1.25 and found.interval.contains(found.speedup) and found.runs >= speed_check.RUNS
     assert found.interval.units >= speed_check.ROUNDS and found.threads == 1
+
+
+def _relu_mean_head() -> onnx.ModelProto:
+    """Conv 3->8 -> Relu -> Conv 8->10 (the classifier, SqueezeNet's) -> Relu -> ReduceMean over the positions ->
+    Reshape -> logits: everything after the last Conv reaches no weighted op."""
+    inits = [numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32) * 0.3, name) for name, shape in
+             (("w1", (8, 3, 3, 3)), ("w2", (10, 8, 1, 1)), ("b1", (8,)), ("b2", (10,)))]
+    inits.append(numpy_helper.from_array(np.array([1, 10], np.int64), "shape"))
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="classifier"),
+        helper.make_node("Relu", ["c2"], ["r2"], name="head_relu"),
+        helper.make_node("ReduceMean", ["r2"], ["m"], name="mean", axes=[2, 3], keepdims=1),
+        helper.make_node("Reshape", ["m", "shape"], ["y"], name="flatten"),
+    ]
+    graph = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_classifier_convolution_before_a_relu_and_a_mean_runs_in_integer_on_cpu() -> None:
+    """SqueezeNet's head: the last Conv's fused Relu is quantized on cpu, so ONNX Runtime runs that Conv as a
+    QLinearConv (kept float, it was 20 % of SqueezeNet's work in float); the mean and the reshape stay float, and
+    tensorrt's placement still leaves the whole head float."""
+    model = _relu_mean_head()
+    placed = float_nodes(model, profile_for(Target.CPU, CpuClass.AVX2))
+    assert placed.get("mean") == placed.get("flatten") == "post-processing" and "head_relu" not in placed
+    assert float_nodes(model, profile_for(Target.TENSORRT)).get("head_relu") == "post-processing"
+    batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
+    ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
+    counted = kernel_count(quantize(model, ranges, profile_for(Target.CPU, CpuClass.AVX2)))
+    assert counted.integer == {"QLinearConv": 2} and counted.total == 2

@@ -101,6 +101,19 @@ def post_processing(graph: onnx.GraphProto) -> list[str]:
             and n.op_type not in WEIGHTED_OPS]
 
 
+def post_processing_after_fused(graph: onnx.GraphProto) -> list[str]:
+    """:func:`post_processing`, less a Relu or Clip a weighted op writes directly (its fused activation): on ONNX
+    Runtime's and OpenVINO's CPU kernels a convolution runs in integer only where its output (after the activation
+    it fuses) is quantized, so a classifier whose last convolution feeds a Relu and a mean (SqueezeNet's) kept that
+    convolution, 20 % of the model's work, in float (tv:squeezenet1_1: 0.73x quantize_static's file,
+    docs/results/model-zoo.md). Rounding a Relu's output before a mean over its positions costs little; a
+    detector's head writes signed boxes and logits with no such activation, and keeps them float."""
+    producer, found = producers_of(graph), set(post_processing(graph))
+    return [node.name for node in graph.node if node.name in found
+            and not (node.op_type in ("Relu", "Clip")
+                     and getattr(producer.get(node.input[0]), "op_type", None) in WEIGHTED_OPS)]
+
+
 def distribution_expectation(graph: onnx.GraphProto) -> list[str]:
     """Weighted ops that read a Softmax's output, through layout ops only."""
     producer = producers_of(graph)
@@ -275,7 +288,10 @@ def channel_gains(graph: onnx.GraphProto) -> list[str]:
 
 RULES = (
     Rule("post-processing", "reaches no weighted op: decoding and output layout, where INT8 saves nothing",
-         tuple(Target), post_processing),
+         tuple(t for t in Target if t not in (Target.CPU, Target.OPENVINO)), post_processing),
+    Rule("post-processing", "reaches no weighted op: decoding and output layout, where INT8 saves nothing (a "
+         "weighted op's fused Relu or Clip aside: its output Q runs the op in integer)",
+         (Target.CPU, Target.OPENVINO), post_processing_after_fused),
     Rule("distribution-expectation", "the expectation over a softmax's bins (a DFL box side) stays exact",
          tuple(Target), distribution_expectation),
     Rule("squeeze-excitation", "a squeeze-and-excitation branch computes a gate per channel from one pooled "
