@@ -203,7 +203,7 @@ MIN_LEARNING_SAMPLES = 8
 
 STEP_TIME_S = 90.0  # what a learned step's passes of the model may take on the written file (the time budget)
 # a learned step's passes run the graph as written, Q/DQ as float ops: 2.05x the optimised FP32 pass (median of 12
-# zoo models' cpu files, 1.6-2.8x; docs/results/int8-decisions.md, "Budgets in work")
+# zoo models' cpu files, 1.6-2.8x; docs/results/int8-decisions.md, 'Budgets in work')
 FAKE_QUANT_COST = 2.0
 MIN_TIMED_SAMPLES = 4  # below this a per-channel mean rests on too few images, whatever the time
 

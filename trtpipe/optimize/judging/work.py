@@ -26,10 +26,10 @@ from trtpipe.onnx_info import attribute, graph_inputs
 from trtpipe.runtime.registry import open_model
 
 # An FP32 pass on ONNX Runtime's CPU provider, 2 threads, batch 8, Intel Xeon with AVX-512 (quiet, 2026-12-02),
-# fitted by relative least squares over the 43 FP32 files of docs/results/model-zoo.md (ResNets, depthwise nets,
-# attention hybrids, 3D video, segmentation): seconds = MACs / MACS_PER_S + elements / ELEMENTS_PER_S. The measured
-# pass is 0.87-1.46x the estimate for 80 % of them (median 1.05x; depthwise and squeeze-excite nets slowest, dense
-# ResNets fastest): docs/results/int8-decisions.md, "Budgets in work".
+# fitted by relative least squares over the 43 FP32 files of the model-zoo sweep (ResNets, depthwise nets, attention
+# hybrids, 3D video, segmentation): seconds = MACs / MACS_PER_S + elements / ELEMENTS_PER_S. The measured pass is
+# 0.87-1.46x the estimate for 80 % of them (median 1.05x; MixNet-S 1.56x and R3D-18 1.65x at the slow end,
+# NF-ResNet-26 0.59x at the fast end): docs/results/int8-decisions.md, 'Budgets in work'.
 REFERENCE_MACS_PER_S = 187e9
 REFERENCE_ELEMENTS_PER_S = 6.3e9
 WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
