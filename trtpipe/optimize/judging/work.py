@@ -66,7 +66,7 @@ def sample_work(model: onnx.ModelProto, images: Batch) -> Work | None:
     for tensor in dropped:  # the weights' values are not needed, their shapes are
         if tensor.name not in declared:
             shaped.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
-    for value in shaped.graph.input:
+    for value in graph_inputs(shaped):  # the fed inputs, at the sample's shape
         if value.name in one:
             dims = value.type.tensor_type.shape.dim
             del dims[:]
