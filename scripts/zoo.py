@@ -259,7 +259,7 @@ def _kernels_compared(cpu: Path, peer: Path) -> dict[str, Any]:
     (``{"QLinearConv": 3, "Conv": -3}``: trtpipe's runs three more convolutions in integer)."""
     from collections import Counter
 
-    from trtpipe.optimize.checks.kernels import FLOAT_KERNELS, INTEGER_KERNELS, optimized_graph
+    from trtpipe.runtime.onnxruntime.sessions import FLOAT_KERNELS, INTEGER_KERNELS, optimized_graph
 
     ours, theirs = (Counter(n.op_type for n in optimized_graph(f).graph.node) for f in (cpu, peer))
     difference = {op: ours[op] - theirs[op] for op in sorted(set(ours) | set(theirs)) if ours[op] != theirs[op]}

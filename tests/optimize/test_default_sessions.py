@@ -10,12 +10,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.optimize.checks.loads import ONNXRUNTIME, check_loads, onnxruntime_loads, runtimes_for
+from trtpipe.optimize.checks.loads import check_loads
 from trtpipe.optimize.int8.calibration.calibrate import calibrate
 from trtpipe.optimize.int8.qdq.profiles import profile_for
 from trtpipe.optimize.int8.qdq.quantize import quantize
 from trtpipe.optimize.int8.steps.high_precision.algorithm import fp16_elsewhere
-from trtpipe.vocab import CalibMethod, Precision, Target
+from trtpipe.runtime.capabilities import ChecksLoads
+from trtpipe.runtime.registry import ability, who_can
+from trtpipe.vocab import BackendKind, CalibMethod, Precision, Target
 
 RNG = np.random.default_rng(5)
 
@@ -43,7 +45,8 @@ def test_int8_with_fp16_elsewhere_loads_in_a_default_session(tmp_path: Path) -> 
     converted, report = fp16_elsewhere(quantized, batches)
     path = tmp_path / "int8_fp16.onnx"
     onnx.save(converted, str(path))
-    assert onnxruntime_loads(path).loaded, onnxruntime_loads(path).error
+    [check] = check_loads(path, Precision.INT8, Target.TENSORRT)
+    assert check.runtime == BackendKind.ONNXRUNTIME and check.loaded, check.error
     kept = {item["node"]: item["reason"] for item in report.kept_fp32}
     assert "QLinearConcat" in kept["concat"]
     assert report.fp16_scales > 0  # the convolutions' Q/DQ still go FP16: only the Concat's stay FP32
@@ -71,12 +74,14 @@ def test_the_load_check_names_a_file_a_default_session_refuses(tmp_path: Path) -
     path = tmp_path / "refused.onnx"
     onnx.save(_fp16_scaled_concat(), str(path))
     onnx.checker.check_model(str(path))  # a valid ONNX file: only ONNX Runtime's fusion breaks it
-    [check] = check_loads(path, (ONNXRUNTIME,))
+    [check] = check_loads(path, Precision.INT8, Target.TENSORRT)  # a TensorRT-flavour file: ONNX Runtime's alone
     assert not check.loaded and check.error is not None and "QLinearConcat" in check.error
     assert check.to_dict()["loaded"] is False
 
 
-def test_every_file_is_checked_in_onnx_runtime() -> None:
+def test_every_file_is_checked_in_onnx_runtime_first_and_openvino_only_for_its_own() -> None:
     for precision in (Precision.FP32, Precision.FP16, Precision.INT8):
         for target in Target:
-            assert runtimes_for(precision, target)[0] == ONNXRUNTIME
+            meant = [kind for kind in who_can(ChecksLoads) if ability(kind, ChecksLoads).meant_for(precision, target)]
+            assert meant[0] == BackendKind.ONNXRUNTIME
+            assert (BackendKind.OPENVINO in meant) == (precision is not Precision.INT8 or target is Target.OPENVINO)

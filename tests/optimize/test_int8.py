@@ -144,7 +144,8 @@ def test_calibration_streams_and_minmax_sees_every_batch(digits_onnx: Path) -> N
     """Statistics are folded in a few batches at a time (memory stays flat with more data); the ranges still
     cover every batch: equal to a running min/max over all of them."""
     from trtpipe.optimize.graph.activations import float_activations, observe
-    from trtpipe.optimize.int8.calibration.calibrate import STREAM_BATCHES, calibrate
+    from trtpipe.optimize.int8.calibration.calibrate import calibrate
+    from trtpipe.runtime.onnxruntime.quantization import STREAM_BATCHES
 
     model = onnx.load(str(digits_onnx))
     images = load_split("digits", "eval").images[:320]

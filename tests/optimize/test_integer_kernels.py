@@ -102,7 +102,7 @@ def test_a_silu_after_a_residual_join_is_quantized_with_the_join() -> None:
     batches = [RNG.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
     ranges = calibrate(model, batches, CalibMethod.MINMAX, symmetric=False)
     quantized = quantize(model, ranges, profile_for(Target.CPU, CpuClass.AVX2))
-    from trtpipe.optimize.checks.kernels import optimized_graph
+    from trtpipe.runtime.onnxruntime.sessions import optimized_graph
 
     ops = {node.op_type for node in optimized_graph(quantized).graph.node}
     assert {"QLinearAdd", "QLinearSigmoid", "QLinearMul"} <= ops and "Add" not in ops
@@ -141,7 +141,7 @@ def test_a_split_between_convolutions_stays_uint8() -> None:
         helper.make_node("Conv", ["cat", "w4"], ["y"], name="conv4"),
     ]
     quantized = _quantized_for_cpu(nodes, inits, "split")
-    from trtpipe.optimize.checks.kernels import optimized_graph
+    from trtpipe.runtime.onnxruntime.sessions import optimized_graph
 
     ran = optimized_graph(quantized).graph
     writer = {out: node.op_type for node in ran.node for out in node.output}

@@ -9,7 +9,7 @@ from tests.report.test_report import _row
 from trtpipe.bench.rows import BENCH_SCHEMA
 from trtpipe.report.html import render_html
 from trtpipe.report.tables import to_markdown
-from trtpipe.runtime.torch.backend import CUDA_SETTINGS
+from trtpipe.runtime.torch.gpu_runs import CUDA_SETTINGS
 from trtpipe.vocab import BackendKind, Precision
 
 

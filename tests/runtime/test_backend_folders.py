@@ -25,9 +25,11 @@ from pathlib import Path
 import pytest
 
 from trtpipe.errors import BadInput
+from trtpipe.runtime import capabilities
+from trtpipe.runtime.capabilities import OwnStage
 from trtpipe.runtime.entry import BackendEntry
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import BACKENDS, backend_class, backend_of
+from trtpipe.runtime.registry import BACKENDS, abilities, backend_class, backend_of, own_stage, who_can
 from trtpipe.vocab import BackendKind, OnnxExecution
 
 PACKAGE = Path(__file__).resolve().parents[2] / "trtpipe"
@@ -44,19 +46,9 @@ WORDS = {**{kind.value: kind.value for kind in BackendKind if kind is not Backen
 ENUMS = {"BackendKind": lambda member: BackendKind[member].value,
          "OnnxExecution": lambda member: backend_of(OnnxExecution[member]).value}
 
-# optimize/ is being reworked by others (issue #59 item 3): the modules there that still know an engine, and which.
-# This list must only shrink: a module that no longer knows what it lists fails the test until its line is removed.
-OPTIMIZE_KNOWS: dict[str, set[str]] = {
-    "optimize/int8/calibration/calibrate.py": {"onnxruntime"},
-    "optimize/int8/steps/high_precision/algorithm.py": {"onnxruntime"},
-    "optimize/int8/qdq/integer_hardswish.py": {"onnxruntime"},
-    "optimize/int8/qdq/quantize.py": {"onnxruntime"},
-    "optimize/checks/kernels.py": {"onnxruntime"},
-    "optimize/checks/loads.py": {"onnxruntime", "openvino"},
-    "optimize/passes/fp16.py": {"onnxruntime"},
-    "optimize/checks/speed_check.py": {"onnxruntime"},
-}
 
+def _stages() -> dict[BackendKind, OwnStage]:
+    return {kind: stage for kind in BACKENDS if (stage := own_stage(kind)) is not None}
 
 def _library(module: str) -> str | None:
     return next((kind.value for name, kind in LIBRARIES.items() if module == name or module.startswith(f"{name}.")),
@@ -111,10 +103,11 @@ def _declared_for(relative: str) -> set[str]:
     on, or the backend whose stage package it is in (with the backends that one is built on)."""
     parts = relative.split("/")
     if parts[0] == "runtime" and len(parts) > 2 and parts[1] in FOLDERS_BY_NAME:
-        own = BACKENDS[BackendKind(parts[1])]
-        return {own.kind.value, *(kind.value for kind in own.builds_on)}
-    return {name for entry in BACKENDS.values() if entry.stage and parts[0] == entry.stage
-            for name in (entry.kind.value, *(kind.value for kind in entry.builds_on))}
+        kind = BackendKind(parts[1])
+        stage = own_stage(kind)
+        return {kind.value, *(base.value for base in (stage.builds_on if stage else ()))}
+    return {name for kind, stage in _stages().items() if parts[0] == stage.package
+            for name in (kind.value, *(base.value for base in stage.builds_on))}
 
 
 def _outside_uses() -> dict[str, set[str]]:
@@ -131,16 +124,8 @@ def _outside_uses() -> dict[str, set[str]]:
 
 
 def test_no_engine_is_known_outside_its_folder_and_the_registry() -> None:
-    found = _outside_uses()
-    outside = {file: sorted(names) for file, names in found.items() if not file.startswith("optimize/")}
+    outside = {file: sorted(names) for file, names in _outside_uses().items()}
     assert not outside, f"engines known outside their folder (ask the registry instead): {outside}"
-    grown = {file: sorted(names - OPTIMIZE_KNOWS.get(file, set())) for file, names in found.items()
-             if file.startswith("optimize/") and names - OPTIMIZE_KNOWS.get(file, set())}
-    assert not grown, f"optimize/ knows more engines than OPTIMIZE_KNOWS lists (it may only shrink): {grown}"
-    stale = {file: sorted(names - found.get(file, set())) for file, names in OPTIMIZE_KNOWS.items()
-             if names - found.get(file, set())}
-    assert not stale, f"OPTIMIZE_KNOWS lists what optimize/ no longer knows: remove it {stale}"
-    assert all(file.startswith("optimize/") for file in OPTIMIZE_KNOWS)
 
 
 def test_the_walk_sees_each_kind_of_engine_knowledge() -> None:
@@ -187,11 +172,11 @@ def test_a_backend_receives_only_its_own_settings_type() -> None:
 def test_a_backends_own_stage_and_foundations_are_declared_on_its_entry() -> None:
     """What lets a module name a backend outside its folder is on the backend's ENTRY, and names real places: each
     stage is a package of trtpipe/, each backend built on is another registered one."""
-    stages = {entry.kind: entry.stage for entry in BACKENDS.values() if entry.stage}
+    stages = {kind: stage.package for kind, stage in _stages().items()}
     assert stages == {BackendKind.TENSORRT: "engine", BackendKind.AOTI: "compile"}
     assert all((PACKAGE / stage / "__init__.py").is_file() for stage in stages.values())
-    for entry in BACKENDS.values():
-        assert all(base in BACKENDS and base is not entry.kind for base in entry.builds_on)
+    for kind, stage in _stages().items():
+        assert all(base in BACKENDS and base is not kind for base in stage.builds_on)
     assert _declared_for("engine/builder.py") == {"tensorrt"} and _declared_for("bench/plan.py") == set()
     assert _declared_for("runtime/aoti/backend.py") == {"aoti", "torch"}
 
@@ -204,3 +189,40 @@ def test_the_vocabularys_relations_are_the_registrys() -> None:
 
     for kind in ArtifactKind:
         assert set(kind.runtimes) <= set(runtimes(kind)) and kind.backend == runtimes(kind)[0]
+
+
+def test_each_capability_a_backend_declares_is_implemented_in_its_own_folder() -> None:
+    """Every capability an ENTRY declares is a capability type (runtime/capabilities.py), and what implements it
+    offers every member the protocol names (or is the plain-data capability itself); one named by an import string
+    lives in the backend's own folder."""
+    kinds = {value for value in vars(capabilities).values() if isinstance(value, type)
+             and value.__module__ == capabilities.__name__}
+    for kind, entry in BACKENDS.items():
+        for capability, implementation in entry.can.items():
+            assert capability in kinds, f"{kind} declares {capability}, which is no capability"
+            if isinstance(implementation, str):
+                assert implementation.startswith(f"trtpipe.runtime.{kind.value}."), (kind, implementation)
+            assert isinstance(entry.ability(capability), capability), f"{kind} does not implement {capability}"
+
+
+def test_no_entry_field_serves_one_backend_only() -> None:
+    """What only some backends offer is a capability they declare, not a field every entry carries: each field of
+    BackendEntry with a default is set away from it by at least two backends (``can`` holds the rest)."""
+    for field in dataclasses.fields(BackendEntry):
+        if field.default is dataclasses.MISSING:  # the backend's own facts (kind, class, settings), and ``can``
+            continue
+        users = [kind for kind, entry in BACKENDS.items() if getattr(entry, field.name) != field.default]
+        assert len(users) >= 2, f"BackendEntry.{field.name} serves {users} only: make it a capability"
+
+
+def test_the_registry_answers_who_can_from_the_declarations() -> None:
+    """"Who can X" is read from the entries, in registry order, without importing anything for the question."""
+    from trtpipe.runtime.capabilities import QuantizesAsPeer, RunsModules, RunsOnnx, Tunes
+
+    assert who_can(RunsOnnx) == (BackendKind.ONNXRUNTIME, BackendKind.OPENVINO)
+    assert who_can(RunsModules) == (BackendKind.TORCH,)
+    assert who_can(Tunes) == (BackendKind.ONNXRUNTIME,)
+    assert [kind for kind, peer in abilities(QuantizesAsPeer)] == [BackendKind.ONNXRUNTIME, BackendKind.OPENVINO]
+    assert dict((kind, peer.tools) for kind, peer in abilities(QuantizesAsPeer))[BackendKind.OPENVINO] == ("nncf",)
+    with pytest.raises(TypeError, match="torch does not declare Tunes"):
+        BACKENDS[BackendKind.TORCH].ability(Tunes)

@@ -19,9 +19,11 @@ from trtpipe.artifact.description import ArtifactDescription
 from trtpipe.bench.environment import OPTIONAL_PACKAGES
 from trtpipe.bench.options import BenchOptions
 from trtpipe.errors import BadInput, TrtpipeError
+from trtpipe.runtime.capabilities import QuantizesAsPeer, RunsModules, TakesBenchFlags
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import (
     BACKENDS,
+    ability,
     backend_class,
     bench_settings,
     check_execution,
@@ -41,6 +43,7 @@ from trtpipe.runtime.registry import (
     probe_session,
     refused_by_runtime,
     unrecorded_label,
+    who_can,
 )
 from trtpipe.serve.repository.serving import serving_options
 from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution, Precision
@@ -52,7 +55,7 @@ def _double_then_add_one() -> onnx.ModelProto:
 
 
 def test_the_eager_reference_is_the_one_entry_that_says_so_by_kind_or_by_its_name_in_a_report() -> None:
-    assert [kind for kind, entry in BACKENDS.items() if entry.eager] == [BackendKind.TORCH]
+    assert who_can(RunsModules) == (BackendKind.TORCH,)
     assert is_eager(BackendKind.TORCH) and is_eager("torch")  # a row's backend, or its name in a report's JSON
     assert not any(is_eager(name) for name in ("onnxruntime", "aoti", "tensorrt", "pytorch", "", None))
 
@@ -62,7 +65,8 @@ def test_optional_packages_are_the_optional_backends_libraries_each_with_its_pee
     for entry in BACKENDS.values():  # each optional backend's library, followed by its peers' tools
         if entry.optional:
             at = OPTIONAL_PACKAGES.index(entry.library)
-            assert OPTIONAL_PACKAGES[at + 1:at + 1 + len(entry.peer_tools)] == entry.peer_tools
+            tools = entry.ability(QuantizesAsPeer).tools if entry.offers(QuantizesAsPeer) else ()
+            assert OPTIONAL_PACKAGES[at + 1:at + 1 + len(tools)] == tools
         else:
             assert entry.library not in OPTIONAL_PACKAGES
     assert {"openvino", "nncf", "tensorrt"} <= set(OPTIONAL_PACKAGES)  # the shipped ones
@@ -187,7 +191,7 @@ def test_where_a_backend_runs_is_its_entrys_fact_and_a_gpu_is_asked_for_by_its_e
 
 
 def test_the_gpus_compute_capability_is_read_by_the_backend_that_records_it() -> None:
-    with pytest.raises(TypeError, match="onnxruntime declares no way to read a GPU's compute capability"):
+    with pytest.raises(TypeError, match="onnxruntime does not declare ReadsGpu"):
         compute_capability(BackendKind.ONNXRUNTIME)
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU here: nothing to read")
@@ -239,13 +243,13 @@ def test_a_runtimes_refusal_of_the_data_and_its_failing_node_are_read_by_its_fol
 def test_benchs_run_flags_go_only_to_the_backend_that_declares_them() -> None:
     """--cuda-graph and --spin-wait are TensorRT's: ONNX Runtime's cuda_graph, a setting of the same name, is its
     tuning's choice, so a filter by setting name would hand it bench's flag (on by default)."""
-    assert BACKENDS[BackendKind.TENSORRT].bench_flags == ("cuda_graph", "spin_wait")
+    assert ability(BackendKind.TENSORRT, TakesBenchFlags).names == ("cuda_graph", "spin_wait")
     flags = BenchOptions(cuda_graph=True, spin_wait=True)
     tensorrt = bench_settings(BackendKind.TENSORRT, RunOptions(threads=2), flags)
     assert tensorrt == RunOptions(threads=2, cuda_graph=True, spin_wait=True)
     assert tensorrt.only(BACKENDS[BackendKind.TENSORRT].settings, BackendKind.TENSORRT).spin_wait
     assert not bench_settings(BackendKind.TENSORRT, RunOptions(), BenchOptions(cuda_graph=False)).cuda_graph
-    for kind in (kind for kind, entry in BACKENDS.items() if not entry.bench_flags):
+    for kind in (kind for kind in BACKENDS if kind not in who_can(TakesBenchFlags)):
         assert bench_settings(kind, RunOptions(threads=2), flags) == RunOptions(threads=2)
 
 
@@ -265,7 +269,7 @@ def test_a_file_without_its_record_is_described_and_opened_only_on_the_users_tru
         assert "sidecar" not in str(error)
     onnx_file = tmp_path / "m.onnx"
     onnx.save(_double_then_add_one(), onnx_file)
-    with pytest.raises(TypeError, match="onnxruntime declares no way to describe a file without its record"):
+    with pytest.raises(TypeError, match="onnxruntime opens only files with their record"):
         describe_unrecorded(ArtifactKind.ONNX, onnx_file, trusted=True)
     with pytest.raises(TypeError, match="onnxruntime opens only files with their record"):
         open_trusted(ArtifactDescription(onnx_file, ArtifactKind.ONNX, Precision.FP32))

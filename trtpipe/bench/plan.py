@@ -22,6 +22,7 @@ from trtpipe.runtime.registry import (
     check_execution,
     describe_unrecorded,
     entry,
+    executions_of,
     install_line,
     installed,
     runs_as_written,
@@ -85,7 +86,7 @@ def _runs(description: ArtifactDescription,
     runtime (BF16 on OpenVINO) once; an ONNX file once per execution asked for, except a TensorRT-target INT8 on
     OpenVINO (its Q/DQ are made for TensorRT: OpenVINO's integer kernels would not run TensorRT's arithmetic)."""
     if description.kind is not ArtifactKind.ONNX or description.pinned_runtime:
-        own = entry(description.backend).executions  # a file pinned to another runtime than its kind's (OpenVINO)
+        own = executions_of(description.backend)  # a file pinned to another runtime than its kind's (OpenVINO)
         pinned = own[0] if own and description.backend is not description.kind.backend else asked[0]
         return [(description, pinned)]
     runs: list[tuple[ArtifactDescription, OnnxExecution]] = []

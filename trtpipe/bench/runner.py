@@ -37,7 +37,8 @@ from trtpipe.bench.variants import Variants
 from trtpipe.hardware import usable_cores
 from trtpipe.models.loader import LoadedModel
 from trtpipe.options import to_plain
-from trtpipe.vocab import ArtifactKind, Baseline, Precision, __version__
+from trtpipe.runtime.registry import backend_name, layer_profilers
+from trtpipe.vocab import Baseline, Precision, __version__
 
 
 def run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
@@ -57,8 +58,9 @@ def _run_benchmark(loaded: LoadedModel | OnnxReference, artifacts: list[Path],
     descriptions = [describe(path, options) for path in paths]  # engines are checked against their sidecar
     check_weights(loaded, descriptions)  # an artifact of another model than the reference's is refused
     runs = plan_runs(descriptions, executions(options, descriptions))
-    if options.profile_layers and not any(d.kind is ArtifactKind.TENSORRT_ENGINE for d in descriptions):
-        console.warn("--profile-layers times the layers of TensorRT engines, and no engine is among the artifacts.")
+    if options.profile_layers and not any(d.backend in layer_profilers() for d in descriptions):
+        profiled = " or ".join(backend_name(kind) for kind in layer_profilers())
+        console.warn(f"--profile-layers times the layers of what {profiled} runs, and no such artifact is here.")
     samples = draw_samples(loaded, options.batches)
     agreement, facts = Agreement(samples, loaded.task, loaded.decoder), EngineFacts(options.profile_layers)
     # With more than one round every variant stays open until its last round; with one it is closed at once.

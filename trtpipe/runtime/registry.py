@@ -1,15 +1,17 @@
-"""Which backend runs what: one line per backend folder, each folder's ``ENTRY`` (runtime/entry.py) naming its
-class by an import string, so listing or choosing one never imports torch, onnxruntime or tensorrt; a backend's
-module is imported only when it is opened.
+"""Which backend runs what and can do what: one line per backend folder, each folder's ``ENTRY`` (runtime/entry.py)
+naming its class by an import string and its capabilities (runtime/capabilities.py), so listing or choosing one
+never imports torch, onnxruntime or tensorrt; a backend's module is imported only when it is opened or asked.
 
-Below the table, the questions the rest of the package asks about backends, each answered from the entries: which
-row is the eager reference, where a backend runs, the ONNX backend's probe session and execution settings, how a
-runtime words a refused request, the peer quantizers, bench's flags, a file trusted without its record, and opening
-an artifact (``open_artifact``: from its path, its description or an ``Artifact``, with the settings it needs).
+Below the table, the questions the rest of the package asks about backends, each answered from the entries' core
+facts or by whoever declares the capability that answers it (``who_can``, ``ability``): which row is the eager
+reference, where a backend runs, the reference runtime's sessions, quantization tools and load checks, its
+execution settings, how a runtime words a refused request, the peer quantizers, bench's flags, a file trusted
+without its record, and opening an artifact (``open_artifact``: from its path, its description or an ``Artifact``,
+with the settings it needs).
 
-**How to add a backend**: its folder ``runtime/<engine>/`` (backend, settings type, ``ENTRY``) and one line in
-``BACKENDS`` (plus its ``BackendKind``, and an ``ArtifactKind`` if it brings a file kind); nothing outside the folder
-names its modules or branches on its kind but the stage its entry declares
+**How to add a backend**: its folder ``runtime/<engine>/`` (backend, settings type, ``ENTRY`` with what it ``can``)
+and one line in ``BACKENDS`` (plus its ``BackendKind``, and an ``ArtifactKind`` if it brings a file kind); nothing
+outside the folder names its modules or branches on its kind but the stage its entry declares
 (``tests/runtime/test_backend_folders.py``)."""
 
 from __future__ import annotations
@@ -17,14 +19,32 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from trtpipe.errors import BadInput
 from trtpipe.runtime import aoti, onnxruntime, openvino, tensorrt, torch
 from trtpipe.runtime.base import Backend
-from trtpipe.runtime.entry import BackendEntry, TritonFacts
+from trtpipe.runtime.capabilities import (
+    ChecksLoads,
+    DescribesGpuRuns,
+    GraphSessions,
+    OpensUnrecorded,
+    OwnStage,
+    ProfilesLayers,
+    QuantizationTools,
+    QuantizesAsPeer,
+    ReadsGpu,
+    ReportsInstallation,
+    RunsModules,
+    RunsOnnx,
+    TakesBenchFlags,
+    TritonFacts,
+    Tunes,
+    WordsErrors,
+)
+from trtpipe.runtime.entry import BackendEntry
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution
+from trtpipe.vocab import ArtifactKind, BackendKind, Device, OnnxExecution, Precision, Target
 
 if TYPE_CHECKING:
     import onnx
@@ -32,6 +52,8 @@ if TYPE_CHECKING:
     from trtpipe.artifact.artifact import Artifact
     from trtpipe.artifact.description import ArtifactDescription
     from trtpipe.inputs import Batch
+
+C = TypeVar("C")
 
 # The backends, one line each: what each folder's ENTRY declares.
 BACKENDS: dict[BackendKind, BackendEntry] = {
@@ -55,6 +77,22 @@ def entry(kind: BackendKind) -> BackendEntry:
     return BACKENDS[kind]
 
 
+def who_can(capability: type) -> tuple[BackendKind, ...]:
+    """The backends that declare ``capability``, in registry order (nothing imported)."""
+    return tuple(kind for kind, e in BACKENDS.items() if e.offers(capability))
+
+
+def abilities(capability: type[C]) -> Iterator[tuple[BackendKind, C]]:
+    """Each backend that declares ``capability`` with what implements it, in registry order (imported as reached)."""
+    for kind in who_can(capability):
+        yield kind, BACKENDS[kind].ability(capability)
+
+
+def ability(kind: BackendKind, capability: type[C]) -> C:
+    """What implements ``capability`` for ``kind`` (TypeError where it declares none)."""
+    return BACKENDS[kind].ability(capability)
+
+
 def backend_class(kind: BackendKind) -> ArtifactBackend:
     opener: ArtifactBackend = BACKENDS[kind].opener()
     return opener
@@ -62,44 +100,49 @@ def backend_class(kind: BackendKind) -> ArtifactBackend:
 
 def triton_facts(kind: BackendKind) -> TritonFacts:
     """How Triton runs what ``kind`` runs (a backend without Triton facts: Triton's Python backend runs it)."""
-    return BACKENDS[kind].triton or TritonFacts()
+    return ability(kind, TritonFacts) if BACKENDS[kind].offers(TritonFacts) else TritonFacts()
 
 
 def is_eager(backend: object) -> bool:
     """Whether a row's backend (a BackendKind, or its name in a report's JSON; anything else: no) runs the live
     training module as it is: the PyTorch FP32 reference, as opposed to an FP32 ONNX file as the reference."""
     # A BackendKind is a str, equal to its name: the JSON's name finds the same entry, anything else none.
-    return isinstance(backend, str) and any(entry.eager for kind, entry in BACKENDS.items() if kind == backend)
+    return isinstance(backend, str) and any(kind == backend for kind in who_can(RunsModules))
 
 
 def optional_packages() -> tuple[str, ...]:
     """The optional backends' libraries, each followed by the peer tools that quantize for it, in registry order:
     the packages whose versions decide some bench rows where they are installed."""
-    return tuple(name for e in BACKENDS.values() if e.optional for name in (e.library, *e.peer_tools))
+    return tuple(name for e in BACKENDS.values() if e.optional
+                 for name in (e.library, *(e.ability(QuantizesAsPeer).tools if e.offers(QuantizesAsPeer) else ())))
 
 
 def peer_quantizers() -> Iterator[tuple[BackendKind, Callable[[Path, Batch, Path], tuple[str, str, Path] | None]]]:
     """The peer quantizers (bench --peers), each with the backend that runs its file, in registry order: each is
     called with an FP32 ONNX, calibration samples and a folder, and returns (the row's label, the tool that made it,
     the quantized file), or None where its library is absent (imports each backend folder's peer module)."""
-    for kind, e in BACKENDS.items():
-        if e.peer:
-            yield kind, e.peer_quantizer()
+    for kind, peer in abilities(QuantizesAsPeer):
+        yield kind, peer.quantize
 
 
 def gpu_run_settings() -> tuple[str, ...]:
     """How the backends that declare it run their rows on a GPU, in words (imports those backends' modules)."""
-    return tuple(words for e in BACKENDS.values() if e.gpu_settings for words in e.gpu_words())
+    return tuple(words for _, runs in abilities(DescribesGpuRuns) for words in runs.gpu_settings)
 
 
 def compute_capability(kind: BackendKind) -> str:
     """The current GPU's compute capability ("9.0") as ``kind``'s library reads it (imports that library)."""
-    return BACKENDS[kind].gpu_capability()
+    return str(ability(kind, ReadsGpu).compute_capability())
 
 
 def backend_of(execution: OnnxExecution) -> BackendKind:
     """The backend that runs ONNX files as ``execution`` (the one whose entry lists it)."""
-    return next(e.kind for e in BACKENDS.values() if execution in e.executions)
+    return next(kind for kind, runner in abilities(RunsOnnx) if execution in runner.executions)
+
+
+def executions_of(kind: BackendKind) -> tuple[OnnxExecution, ...]:
+    """The ways ``kind`` runs an ONNX file (none for a backend that runs no ONNX)."""
+    return ability(kind, RunsOnnx).executions if BACKENDS[kind].offers(RunsOnnx) else ()
 
 
 def runtimes(kind: ArtifactKind) -> tuple[BackendKind, ...]:
@@ -149,19 +192,18 @@ def reference_versions() -> dict[str, str]:
 
 def environment_facts() -> dict[str, Any]:
     """What the backends that declare it record of their installation beside their versions (imports them)."""
-    return {key: value for e in BACKENDS.values() if e.environment
-            for key, value in e.imported("environment")().items()}
+    return {key: value for _, own in abilities(ReportsInstallation) for key, value in own.environment().items()}
 
 
 def doctor_rows() -> list[dict[str, Any]]:
     """The lines ``trtpipe doctor`` shows for the backends that declare one, in registry order (imports them)."""
-    return [e.imported("doctor")() for e in BACKENDS.values() if e.doctor]
+    return [own.doctor_row() for _, own in abilities(ReportsInstallation)]
 
 
 def runs_int8_target(execution: OnnxExecution, target: object) -> bool:
     """Whether ``execution``'s backend runs an INT8 file quantized for ``target`` (not one made for another
     runtime's arithmetic)."""
-    return target not in BACKENDS[backend_of(execution)].foreign_int8_targets
+    return target not in ability(backend_of(execution), RunsOnnx).foreign_int8_targets
 
 
 def runs_as_written(execution: OnnxExecution) -> bool:
@@ -173,13 +215,13 @@ def runs_as_written(execution: OnnxExecution) -> bool:
 def tunes(execution: OnnxExecution) -> bool:
     """Whether ``execution``'s backend has a settings probe with something to choose on it (bench --tune)."""
     own = BACKENDS[backend_of(execution)]
-    return bool(own.tuner and own.tuning_candidates and own.imported("tuning_candidates")(execution))
+    return own.offers(Tunes) and bool(own.ability(Tunes).candidates(execution))
 
 
 def tune(description: ArtifactDescription, execution: OnnxExecution, feeds: Batch, **keywords: Any) -> Any:
     """Probe ``execution``'s settings on ``feeds`` with its backend's tuner, record the fastest beside the artifact
     and return the TunedRun (``keywords``: base settings, rounds, seconds, a timing function, a device namer)."""
-    return BACKENDS[backend_of(execution)].imported("tuner")(description, execution, feeds, **keywords)
+    return ability(backend_of(execution), Tunes).tune_artifact(description, execution, feeds, **keywords)
 
 
 def _onnx_hooks() -> BackendEntry:
@@ -192,21 +234,20 @@ def execution_settings(execution: OnnxExecution, base: RunOptions | None = None,
                        workspace: int | None = None) -> RunOptions:
     """``base`` with the settings that run an ONNX file as ``execution`` (ONNX Runtime's providers for it, a
     TensorRT provider with ``trt_profile`` and ``workspace``); as it is for an execution whose backend needs none."""
-    hook = BACKENDS[backend_of(execution)].execution_settings
     base = base or RunOptions()
-    return dataclasses.replace(base, **hook(execution, trt_profile, workspace)) if hook else base
+    settings = ability(backend_of(execution), RunsOnnx).execution_settings(execution, trt_profile, workspace)
+    return dataclasses.replace(base, **settings) if settings else base
 
 
 def check_execution(execution: OnnxExecution) -> None:
     """BadInput in one line where what ``execution`` needs is not installed here (a GPU provider)."""
-    if (hook := BACKENDS[backend_of(execution)].check_execution) is not None:
-        hook(execution)
+    ability(backend_of(execution), RunsOnnx).check_execution(execution)
 
 
 def gpu_execution(kind: BackendKind) -> OnnxExecution:
     """The way ``kind`` runs an ONNX file on a GPU when asked only for the device (ONNX Runtime: its CUDA provider):
     the first of the executions its entry lists that runs on one; BadInput where it lists none."""
-    found = next((execution for execution in BACKENDS[kind].executions if execution.on_gpu), None)
+    found = next((execution for execution in executions_of(kind) if execution.on_gpu), None)
     if found is None:
         raise BadInput(f"{kind} has no way to run on a GPU: run it on the CPU.")
     return found
@@ -218,7 +259,7 @@ def reference_execution(device: Device) -> OnnxExecution:
     kind = ArtifactKind.ONNX.backend
     if device is Device.CUDA:
         return gpu_execution(kind)
-    return next(execution for execution in BACKENDS[kind].executions if not execution.on_gpu)
+    return next(execution for execution in executions_of(kind) if not execution.on_gpu)
 
 
 def probe_session(model_or_path: onnx.ModelProto | Path | str, *, exposing: Iterable[str] = (),
@@ -227,26 +268,57 @@ def probe_session(model_or_path: onnx.ModelProto | Path | str, *, exposing: Iter
     for reading tensors (calibration, AdaRound, bias correction, ``trtpipe debug``), not for serving. ``silent``
     leaves failures to the caller's own line; ``round_fp16`` rounds every FP16 tensor where it is written, as a GPU
     computes it. The runtime's errors propagate as its own types."""
-    probe = _onnx_hooks().probe
-    if probe is None:
-        raise TypeError(f"{_onnx_hooks().kind} declares no probe session")
-    return probe(model_or_path, tuple(exposing), silent, round_fp16)
+    return reference_sessions().probe(model_or_path, tuple(exposing), silent, round_fp16)
+
+
+def reference_sessions() -> GraphSessions:
+    """The sessions of the backend that runs ONNX files by default over a graph on the CPU: the probe, a timing
+    session as a user's default session, the kernels its optimiser picks (optimize's checks, calibration)."""
+    return _onnx_hooks().ability(GraphSessions)
+
+
+def reference_name() -> str:
+    """The name in prose of the backend that runs ONNX files by default ("ONNX Runtime")."""
+    return _onnx_hooks().name
+
+
+def quantization_tools() -> QuantizationTools:
+    """The Q/DQ and FP16 graph tools of the backend that runs ONNX files by default (its calibrators, quantizer,
+    scale rounding and FP16 converter), which optimize builds its files with."""
+    return _onnx_hooks().ability(QuantizationTools)
+
+
+def load_checks(path: Path, precision: Precision, target: Target) -> list[tuple[BackendKind, str | None]]:
+    """Each installed runtime a written file is meant for, with its default session's verdict on ``path``: None
+    where it loaded, else its error's first line (in registry order: the reference runtime first)."""
+    return [(kind, check.loads(path)) for kind in who_can(ChecksLoads)
+            if (check := ability(kind, ChecksLoads)).meant_for(precision, target)
+            and installed(kind)]
+
+
+def layer_profilers() -> tuple[BackendKind, ...]:
+    """The backends that time every layer of what they run (bench --profile-layers)."""
+    return who_can(ProfilesLayers)
+
+
+def own_stage(kind: BackendKind) -> OwnStage | None:
+    """The stage package that makes ``kind``'s artifacts and the backends its folder builds on, where it has one."""
+    return ability(kind, OwnStage) if BACKENDS[kind].offers(OwnStage) else None
 
 
 def refused_by_runtime(error: BaseException) -> bool:
     """Whether a backend's runtime says, by ``error``, that it refused a request's data (an index out of its table,
     a shape a kernel cannot take), as opposed to the model failing by itself."""
-    return any(e.refuses_data(error) for e in BACKENDS.values() if e.refuses_data is not None)
+    return any(words.refuses_data(error) for _, words in abilities(WordsErrors))
 
 
 def failed_node(line: str) -> tuple[str, str]:
     """A runtime error's first line read by the backends that word theirs: the node that failed, in words ("" where
     none names one), and the rest of the line without their preambles (the line as it is where none applies)."""
-    for e in BACKENDS.values():
-        if e.failed_node is not None:
-            where, rest = e.failed_node(line)
-            if where or rest != line:
-                return where, rest
+    for _, words in abilities(WordsErrors):
+        where, rest = words.failed_node(line)
+        if where or rest != line:
+            return where, rest
     return "", line
 
 
@@ -260,12 +332,12 @@ def open_module(module: Any, inputs: Any, **keywords: Any) -> Backend:
 def module_output_names(result: object) -> list[str]:
     """A name for each tensor in what a live module returned (``result``), in the order the eager backend flattens
     them: a dict's keys, a namedtuple's fields, ``output_<i>`` by position, ``output`` for a lone tensor."""
-    return _eager().output_namer()(result)
+    return ability(_eager().kind, RunsModules).output_names(result)
 
 
 def _eager() -> BackendEntry:
     """The entry of the backend that runs a live training module as it is (PyTorch eager)."""
-    return next(e for e in BACKENDS.values() if e.eager)
+    return BACKENDS[who_can(RunsModules)[0]]
 
 
 def open_model(model: onnx.ModelProto, options: RunOptions | None = None) -> Backend:
@@ -276,9 +348,9 @@ def open_model(model: onnx.ModelProto, options: RunOptions | None = None) -> Bac
 
 
 def bench_settings(kind: BackendKind, asked: RunOptions, flags: object) -> RunOptions:
-    """``asked`` with the bench run flags ``kind`` takes (its entry's ``bench_flags``) read from ``flags`` (bench's
+    """``asked`` with the bench run flags ``kind`` takes (its ``TakesBenchFlags``) read from ``flags`` (bench's
     options) by name; as it is for a backend that takes none."""
-    names = BACKENDS[kind].bench_flags
+    names = ability(kind, TakesBenchFlags).names if BACKENDS[kind].offers(TakesBenchFlags) else ()
     return dataclasses.replace(asked, **{name: getattr(flags, name) for name in names}) if names else asked
 
 
@@ -286,20 +358,21 @@ def describe_unrecorded(kind: ArtifactKind, path: Path, *, trusted: bool) -> Art
     """A file of ``kind`` described before it is opened, by the backend that runs it: from its record, or where it
     has none (or one that does not match it) only when ``trusted`` (the user vouched for it), else BadInput in one
     line naming the flag that would; TypeError for a kind whose backend reads only recorded files."""
-    describe = BACKENDS[kind.backend].describer()
-    return describe(path, trusted=trusted)
+    if not BACKENDS[kind.backend].offers(OpensUnrecorded):
+        raise TypeError(f"{kind.backend} opens only files with their record")
+    return ability(kind.backend, OpensUnrecorded).describe_unrecorded(path, trusted=trusted)
 
 
 def unrecorded_label(description: ArtifactDescription) -> str:
     """What the rows of a file opened on trust say in place of its precision (its backend's ``unrecorded_label``)."""
-    return BACKENDS[description.backend].unrecorded_label
+    return ability(description.backend, OpensUnrecorded).unrecorded_label
 
 
 def open_trusted(description: ArtifactDescription, options: RunOptions | None = None) -> Backend:
     """A file without a record (described by :func:`describe_unrecorded` on the user's trust) opened by the backend
     that runs it, which reads what the file is from the file itself; ``options`` as given."""
     backend_entry = BACKENDS[description.backend]
-    if not backend_entry.describe_unrecorded:
+    if not backend_entry.offers(OpensUnrecorded):
         raise TypeError(f"{backend_entry.kind} opens only files with their record")
     backend: Backend = backend_entry.opener()(description, options, trusted=True)
     return backend

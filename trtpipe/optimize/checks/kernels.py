@@ -1,4 +1,5 @@
-"""Which convolutions and matmuls ONNX Runtime really runs in integer, read from its own optimised graph.
+"""Which convolutions and matmuls the reference runtime (ONNX Runtime) really runs in integer, read from its own
+optimised graph (asked through the registry: runtime/onnxruntime/sessions.py).
 
 A Q/DQ file only asks for integer arithmetic: ONNX Runtime's graph optimiser fuses ``DQ -> Conv -> Q`` into a
 QLinearConv only where the pattern it knows is there (a Q right after the convolution, uint8 activations on x86,
@@ -9,24 +10,18 @@ FP32 file. So after writing a ``cpu`` INT8 file, optimize has ONNX Runtime save 
 
 from __future__ import annotations
 
-import tempfile
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
-# Weighted ops as ONNX Runtime runs them after its graph optimisations, by how: integer kernels (the QDQ fusions
-# and the dynamic-quantisation ones) or float ones (the NCHWc, fused-activation and plain forms).
-INTEGER_KERNELS = ("QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "MatMulIntegerToFloat", "QGemm",
-                   "DynamicQuantizeMatMul", "QLinearConvTranspose")
-FLOAT_KERNELS = ("Conv", "FusedConv", "NhwcConv", "NhwcFusedConv", "ConvTranspose", "MatMul", "FusedMatMul",
-                 "Gemm", "FusedGemm")
+from trtpipe.runtime.registry import reference_name, reference_sessions
 
 
 @dataclass(frozen=True)
 class KernelCount:
-    """How many weighted ops ONNX Runtime runs in integer and in float, by op type (its optimised graph's)."""
+    """How many weighted ops the reference runtime runs in integer and in float, by op type (its optimised
+    graph's)."""
 
     integer: dict[str, int]
     float: dict[str, int]
@@ -46,7 +41,7 @@ class KernelCount:
 
         integer = f" ({ops(self.integer)})" if self.integer else ""
         rest = f"; in float: {ops(self.float)}" if self.float else ""
-        return (f"ONNX Runtime runs {self.integer_total} of {self.total} convolutions/matmuls in integer"
+        return (f"{reference_name()} runs {self.integer_total} of {self.total} convolutions/matmuls in integer"
                 f"{integer}{rest}")
 
     def to_dict(self) -> dict[str, object]:
@@ -54,26 +49,8 @@ class KernelCount:
                 "total": self.total}
 
 
-def optimized_graph(model: onnx.ModelProto | Path) -> onnx.ModelProto:
-    """The graph ONNX Runtime's CPU provider runs for ``model``, all graph optimisations on, as it saves it."""
-    import onnxruntime as ort
-
-    with tempfile.TemporaryDirectory(prefix="trtpipe-kernels-") as tmp:
-        source = Path(tmp) / "model.onnx"
-        if isinstance(model, Path):
-            source = model
-        else:
-            onnx.save(model, str(source))
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
-        options.log_severity_level = 3  # ONNX Runtime warns that an NCHWc graph may not load elsewhere: it is read here
-        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        return onnx.load(options.optimized_model_filepath, load_external_data=False)
-
-
 def kernel_count(model: onnx.ModelProto | Path) -> KernelCount:
-    """The weighted ops in ONNX Runtime's optimised graph of ``model``, split into integer and float kernels."""
-    ops = Counter(node.op_type for node in optimized_graph(model).graph.node)
-    return KernelCount({op: ops[op] for op in INTEGER_KERNELS if ops[op]},
-                       {op: ops[op] for op in FLOAT_KERNELS if ops[op]})
+    """The weighted ops in the reference runtime's optimised graph of ``model``, split into integer and float
+    kernels (the kernels' names are its own: runtime/onnxruntime/sessions.py)."""
+    integer, floating = reference_sessions().weighted_kernels(model)
+    return KernelCount(integer, floating)

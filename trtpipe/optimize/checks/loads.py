@@ -3,21 +3,18 @@
 trtpipe's own loader may run a file with some graph optimisations off (a TensorRT-flavoured Q/DQ file is measured
 that way), but a user's plain ``onnxruntime.InferenceSession(path)`` runs all of them, and ONNX Runtime's optimiser
 can fuse a pattern into a kernel whose type check then fails (FP16 scales into QLinearConcat). So after writing,
-optimize opens the file the way a user would: ONNX Runtime with all optimisations on its CPU provider, and OpenVINO
-(read and compiled for its CPU plugin) where it is installed and the file is meant for it.
+optimize opens the file the way a user would, in each runtime the registry says it is meant for: ONNX Runtime with
+all optimisations on its CPU provider, and OpenVINO (read and compiled for its CPU plugin) where it is installed and
+the file is meant for it (runtime/<engine>/loads.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtpipe.vocab import BackendKind, Precision, Target
-
-ONNXRUNTIME = BackendKind.ONNXRUNTIME
-OPENVINO = BackendKind.OPENVINO
+from trtpipe.runtime.registry import load_checks
+from trtpipe.vocab import Precision, Target
 
 
 @dataclass(frozen=True)
@@ -32,49 +29,7 @@ class LoadCheck:
         return {"runtime": self.runtime, "loaded": self.loaded, **({"error": self.error} if self.error else {})}
 
 
-def runtimes_for(precision: Precision, target: Target) -> tuple[str, ...]:
-    """The runtimes a file is meant for: ONNX Runtime always (trtpipe.load and serve run every file there); OpenVINO
-    for the float files and the openvino INT8 flavour, where it is installed."""
-    meant = [ONNXRUNTIME]
-    if (precision is not Precision.INT8 or target is Target.OPENVINO) and importlib.util.find_spec(OPENVINO.value):
-        meant.append(OPENVINO)
-    return tuple(meant)
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__
-
-
-def onnxruntime_loads(path: Path) -> LoadCheck:
-    """ONNX Runtime's default session (all graph optimisations, CPU provider) on ``path``."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    try:
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as error:  # ONNX Runtime raises its own (Fail, InvalidGraph, NotImplemented...) types
-        return LoadCheck(ONNXRUNTIME, False, _first_line(error))
-    return LoadCheck(ONNXRUNTIME, True)
-
-
-def openvino_loads(path: Path) -> LoadCheck:
-    """OpenVINO's default: the file read and compiled for its CPU plugin."""
-    import openvino as ov
-
-    try:
-        core = ov.Core()
-        core.compile_model(core.read_model(str(path)), "CPU")
-    except Exception as error:  # OpenVINO raises RuntimeError and its own types alike
-        return LoadCheck(OPENVINO, False, _first_line(error))
-    return LoadCheck(OPENVINO, True)
-
-
-CHECKS: dict[str, Callable[[Path], LoadCheck]] = {ONNXRUNTIME: onnxruntime_loads, OPENVINO: openvino_loads}
-
-
-def check_loads(path: Path, runtimes: tuple[str, ...]) -> list[LoadCheck]:
-    """Each of ``runtimes``' default session on ``path``."""
-    return [CHECKS[runtime](path) for runtime in runtimes]
+def check_loads(path: Path, precision: Precision, target: Target) -> list[LoadCheck]:
+    """The default session on ``path`` of each installed runtime a file of ``precision`` (and INT8 ``target``) is
+    meant for, as each backend folder declares it (capability ``ChecksLoads``): the reference runtime always."""
+    return [LoadCheck(str(kind), error is None, error) for kind, error in load_checks(path, precision, target)]

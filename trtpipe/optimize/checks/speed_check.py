@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 
 from trtpipe.intervals import Interval, bootstrap_values
+from trtpipe.runtime.registry import reference_sessions
 
 ROUNDS = 7
 RUNS = 3  # at least, per model and round: the round's time is their median
@@ -100,17 +101,9 @@ class SpeedCheck:
 def _session(model: onnx.ModelProto | Path | object, threads: int) -> object:
     if hasattr(model, "run"):
         return model  # a session made by session() already: timed again without building it anew
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    # Each session's pool threads stop spinning when its run returns: sessions timed in turn otherwise steal the
-    # cores from each other (see the module).
-    options.add_session_config_entry("session.force_spinning_stop", "1")
-    source = str(model) if isinstance(model, Path) else model.SerializeToString()  # type: ignore[attr-defined]
-    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    # every graph optimisation, ``threads`` threads, the pool threads stopped as each run returns (see the module)
+    made: object = reference_sessions().timing_session(model, threads)  # type: ignore[arg-type]
+    return made
 
 
 def session(model: onnx.ModelProto | Path, threads: int) -> object:

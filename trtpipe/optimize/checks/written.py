@@ -20,9 +20,9 @@ from trtpipe import console
 from trtpipe.inputs import Batch, named
 from trtpipe.onnx_info import graph_inputs
 from trtpipe.optimize.checks.kernels import kernel_count
-from trtpipe.optimize.checks.loads import ONNXRUNTIME, check_loads, runtimes_for
+from trtpipe.optimize.checks.loads import check_loads
 from trtpipe.optimize.checks.speed_check import paired_speedup_alone
-from trtpipe.vocab import Precision, Target
+from trtpipe.vocab import ArtifactKind, Precision, Target
 
 PROTOBUF_LIMIT = 2**31 - 1  # a serialized ModelProto's limit: larger FP32 models live in external data
 MAX_THREADS = 4  # the speed check's ONNX Runtime threads: this machine's cores, at most this many
@@ -33,12 +33,13 @@ def check_written(path: Path, fp32: onnx.ModelProto, precision: Precision, targe
     """Run the checks the module's docstring lists on the file at ``path`` (written from ``fp32`` for ``target`` in
     ``precision``; ``sample``: one batch the graph takes, batch 1 where it can, for the timing); their record, for
     the manifest's ``details.written_checks``."""
-    loads = check_loads(path, runtimes_for(precision, target))
+    loads = check_loads(path, precision, target)
     for check in loads:
         if not check.loaded:
             console.warn(f"The written file does not load in a default {check.runtime} session: {check.error}")
     record: dict[str, Any] = {"loads": [check.to_dict() for check in loads]}
-    loaded = next((check.loaded for check in loads if check.runtime == ONNXRUNTIME), False)
+    reference = str(ArtifactKind.ONNX.backend)  # the runtime the kernel count and the timing below run on
+    loaded = next((check.loaded for check in loads if check.runtime == reference), False)
     if precision is Precision.INT8 and target is Target.CPU and loaded:
         kernels = kernel_count(path)
         console.note(kernels.line())

@@ -56,13 +56,9 @@ def sample_work(model: onnx.ModelProto, images: Batch) -> Work | None:
     where inference leaves a weighted node's output or input shape unknown (the caller times a pass instead)."""
     one = named(take(images, 0, 1), [i.name for i in graph_inputs(model)])
     weights = {i.name: tuple(i.dims) for i in model.graph.initializer}
-    shaped = onnx.ModelProto()
-    shaped.CopyFrom(model)
+    shaped = _without_weights(model)
     declared = {value.name for value in shaped.graph.input}
-    kept = [t for t in shaped.graph.initializer if _shape_data(t)]  # a Reshape's target: data inference reads
-    dropped = [t for t in shaped.graph.initializer if not _shape_data(t)]
-    del shaped.graph.initializer[:]
-    shaped.graph.initializer.extend(kept)
+    dropped = [t for t in model.graph.initializer if not _shape_data(t)]
     for tensor in dropped:  # the weights' values are not needed, their shapes are
         if tensor.name not in declared:
             shaped.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
@@ -93,6 +89,23 @@ def sample_work(model: onnx.ModelProto, images: Batch) -> Work | None:
             macs += found
         elements += sum(math.prod(shapes[name]) for name in node.output if name in shapes)
     return Work(macs, elements)
+
+
+def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` for shape inference that leaves its weights behind (only the initializers that may carry
+    shape data come along): copying a large model's weights to read their shapes would cost more than inferring."""
+    shaped = onnx.ModelProto(ir_version=model.ir_version)
+    shaped.opset_import.extend(model.opset_import)
+    shaped.functions.extend(model.functions)
+    graph, source = shaped.graph, model.graph
+    graph.name = source.name
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    graph.sparse_initializer.extend(source.sparse_initializer)
+    graph.initializer.extend(t for t in source.initializer if _shape_data(t))  # a Reshape's target: data inference
+    return shaped
 
 
 def _shape_data(tensor: onnx.TensorProto) -> bool:

@@ -24,6 +24,7 @@ from trtpipe.optimize.graph.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE
 from trtpipe.optimize.graph.shape_subgraph import shape_computations
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import Fp16Record
+from trtpipe.runtime.registry import quantization_tools
 
 # FP16 keeps ~3 significant digits; a conversion below this cosine has lost more than rounding.
 MIN_COSINE = 0.999
@@ -48,8 +49,7 @@ def convert_fp16(
     model: onnx.ModelProto, calibration: list[Batch], *, keep_io_fp32: bool = True, source: str = ""
 ) -> tuple[onnx.ModelProto, Fp16Report]:
     """Convert ``model`` to mixed FP16; ``calibration`` batches decide which nodes overflow."""
-    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
-
+    tools = quantization_tools()
     if any(not node.name for node in model.graph.node):  # the converter blocks by node name
         raise ValueError("every node needs a name before FP16 conversion")
     report = Fp16Report(keep_io_fp32, calibration=source)
@@ -79,9 +79,9 @@ def convert_fp16(
         blocked_nodes.append(node.name)
         report.kept_fp32.append({"node": node.name, "op": node.op_type, "reason": reason})
 
-    converted = convert_float_to_float16(
-        model, keep_io_types=keep_io_fp32, op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | set(UNSAFE_FP16_OPS)),
-        node_block_list=blocked_nodes, disable_shape_infer=False,
+    converted = tools.to_float16(
+        model, keep_io_types=keep_io_fp32, op_block_list=sorted(set(tools.float16_block_list()) | set(UNSAFE_FP16_OPS)),
+        node_block_list=blocked_nodes,
     )
     removed = remove_fp16_round_trips(converted)
     if removed:

@@ -3,14 +3,15 @@ Python code; loaded only when their manifest vouches for them (package.py), repl
 (graphs.py)."""
 
 from trtpipe.runtime.aoti.settings import AotiSettings
-from trtpipe.runtime.entry import BackendEntry, TritonFacts
+from trtpipe.runtime.capabilities import OwnStage, ReadsGpu, TritonFacts
+from trtpipe.runtime.entry import BackendEntry
 from trtpipe.vocab import ArtifactKind, BackendKind
 
-# Triton has no AOTInductor platform (""): its export runs the package through the Python backend.
 ENTRY = BackendEntry(
     BackendKind.AOTI, "trtpipe.runtime.aoti.backend:AotiBackend", AotiSettings, runs=(ArtifactKind.AOTI,),
-    library=str(BackendKind.TORCH), triton=TritonFacts("", "KIND_CPU"),
-    stage="compile", builds_on=(BackendKind.TORCH,),
-    capability="trtpipe.runtime.aoti.package:compute_capability", title="AOTInductor", portability=2)
+    library=str(BackendKind.TORCH), title="AOTInductor", portability=2,
+    can={TritonFacts: TritonFacts("", "KIND_CPU"),
+         OwnStage: OwnStage("compile", builds_on=(BackendKind.TORCH,)),
+         ReadsGpu: "trtpipe.runtime.aoti.package"})
 
 __all__ = ["ENTRY", "AotiSettings"]

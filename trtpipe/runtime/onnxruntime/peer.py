@@ -17,6 +17,7 @@ from trtpipe.inputs import Batch, count, named, take
 CALIBRATION_BATCH = 16
 LABEL = "peer: onnxruntime-int8 (quantize_static U8S8)"
 TOOL = "onnxruntime.quantization"
+tools: tuple[str, ...] = ()  # packages beyond its own library (capability QuantizesAsPeer)
 
 
 class _Reader:
@@ -47,3 +48,6 @@ def quantize_static_peer(fp32: Path, calibration: Batch, folder: Path) -> tuple[
     finally:
         logging.disable(logging.NOTSET)
     return LABEL, TOOL, output
+
+
+quantize = quantize_static_peer  # capability QuantizesAsPeer

@@ -34,7 +34,7 @@ from trtpipe.artifact.records.tuned import TUNABLE, TunedRun, tunable_settings, 
 from trtpipe.errors import BadInput
 from trtpipe.inputs import Batch
 from trtpipe.runtime.options import RunOptions
-from trtpipe.runtime.registry import entry, execution_settings, open_artifact
+from trtpipe.runtime.registry import execution_settings, executions_of, open_artifact
 from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
 
 # bench's timing loop: (a call, *, warmup, iters, duration_s, min_iters) -> the samples in ms
@@ -111,7 +111,7 @@ def _tunable_description(artifact: Path | ArtifactDescription) -> ArtifactDescri
     description = artifact if isinstance(artifact, ArtifactDescription) else describe_artifact(Path(artifact))
     if description.path is None:
         raise BadInput("Only an artifact file can be tuned (its settings are recorded beside it).")
-    if description.pinned_runtime or not any(candidates(e) for e in entry(description.backend).executions):
+    if description.pinned_runtime or not any(candidates(e) for e in executions_of(description.backend)):
         raise BadInput(f"{description.path} does not run on ONNX Runtime: there is nothing to tune.")
     return description
 

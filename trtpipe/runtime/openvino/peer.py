@@ -15,6 +15,7 @@ from trtpipe.inputs import Batch, count, named, take
 
 INSTALL = "pip install 'trtpipe[peers]'"
 LABEL = "peer: openvino-int8 (NNCF PTQ)"
+tools: tuple[str, ...] = ("nncf",)  # the packages it needs beyond OpenVINO (capability QuantizesAsPeer)
 
 
 def nncf_peer(fp32: Path, calibration: Batch, folder: Path) -> tuple[str, str, Path] | None:
@@ -33,3 +34,6 @@ def nncf_peer(fp32: Path, calibration: Batch, folder: Path) -> tuple[str, str, P
     dataset = nncf.Dataset([take(calibration, i, i + 1) for i in range(samples)], lambda x: named(x, names))
     ov.save_model(nncf.quantize(model, dataset, subset_size=samples), str(output))
     return LABEL, f"nncf {nncf.__version__}", output
+
+
+quantize = nncf_peer  # capability QuantizesAsPeer

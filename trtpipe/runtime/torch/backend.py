@@ -27,13 +27,7 @@ from trtpipe.shapes import format_shape
 from trtpipe.vocab import BackendKind, Device, Precision
 
 _HALF_DTYPES = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}
-# What every PyTorch row on a GPU runs with (bench's environment table states it).
-CUDA_SETTINGS = ("PyTorch: cudnn.benchmark on (per-shape algorithm search, like ONNX Runtime's exhaustive search "
-                 "and TensorRT's autotuning)",
-                 "PyTorch without copies: inputs cast and made channels_last before the timed calls (a hand-captured "
-                 "graph times its replay alone)",
-                 "with copies: PyTorch, AOTInductor and TensorRT from pinned host memory; ONNX Runtime from pageable "
-                 "memory (its Python API has no pinned host buffers)")
+
 
 
 class TorchBackend(Backend):

@@ -203,12 +203,12 @@ def _gained_nodes(graph: onnx.GraphProto, site: Gained, stem: str, shared: dict[
                   ranges: Ranges) -> list[onnx.NodeProto]:
     """The integer ops that replace one carried gain's HardSwish (module docstring), named from ``stem``: its
     pre-activation quantized on its calibrated range, with that site's own initializers added to ``graph``."""
-    from onnxruntime.quantization.quant_utils import compute_scale_zp
+    from trtpipe.runtime.registry import quantization_tools
 
     add = graph.initializer.append
     scaled = site.inverse.input[0]
     low, high = ranges[scaled]
-    x_zero, x_scale = compute_scale_zp(np.array(low, np.float32), np.array(high, np.float32),
+    x_zero, x_scale = quantization_tools().scale_zero_point(np.array(low, np.float32), np.array(high, np.float32),
                                        np.array(0, np.uint8), np.array(255, np.uint8))
     add(numpy_helper.from_array(np.array(x_scale, np.float32), f"{stem}_x_scale"))
     add(numpy_helper.from_array(np.array(x_zero, np.uint8), f"{stem}_x_zero"))

@@ -1,22 +1,20 @@
-"""Write Q/DQ nodes with ONNX Runtime's QDQ quantiser, from ranges computed (or cached) beforehand.
+"""Write Q/DQ nodes with the reference runtime's QDQ quantiser (ONNX Runtime's, asked through the registry:
+runtime/onnxruntime/quantization.py), from ranges computed (or cached) beforehand.
 
 Ranges are computed once; the quantiser then runs as often as the accuracy budget needs (with some nodes
-excluded), which is why this calls ONNX Runtime's QDQQuantizer with explicit ranges rather than
+excluded), which is why this gives ONNX Runtime's QDQQuantizer explicit ranges rather than calling
 quantize_static, which would recalibrate on every call.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 
 from trtpipe.onnx_info import producers_of, readers_of
-from trtpipe.optimize.int8.calibration.calibrate import Ranges, quiet_onnxruntime_quantization
+from trtpipe.optimize.int8.calibration.calibrate import Ranges
 from trtpipe.optimize.int8.calibration.saturation import saturated_ranges
 from trtpipe.optimize.int8.qdq.concat_in_place import concatenate_in_place
 from trtpipe.optimize.int8.qdq.integer_gains import integer_bounds, integer_gains
@@ -24,6 +22,7 @@ from trtpipe.optimize.int8.qdq.integer_hardswish import integer_hardswish
 from trtpipe.optimize.int8.qdq.placement import float_nodes, share_concat_scales
 from trtpipe.optimize.int8.qdq.profiles import CPU_TARGETS, WEIGHTED_OPS, QuantProfile
 from trtpipe.optimize.int8.qdq.zero_points import zero_point_free_joins
+from trtpipe.runtime.registry import quantization_tools
 
 
 def quantize(
@@ -51,36 +50,15 @@ def quantize(
 
 def _qdq_quantizer(model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile, op_types: list[str], *,
                    only: Sequence[str], exclude: Sequence[str]) -> onnx.ModelProto:
-    """What ONNX Runtime's QDQQuantizer writes for ``model`` with the given ranges (as MinMax calibration data,
-    so it does not recalibrate): per-channel weights, the profile's types and options, and full-range weights in
-    depthwise convolutions where a CPU profile reduces the range of the others."""
-    from onnxruntime.quantization import QuantType
-    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
-    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
-    from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
-
-    tensors = TensorsData(CalibrationMethod.MinMax, {
-        name: TensorData(lowest=np.float32(low), highest=np.float32(high)) for name, (low, high) in ranges.items()
-    })
-    with tempfile.TemporaryDirectory(prefix="trtpipe-quant-") as tmp, quiet_onnxruntime_quantization():
-        path = Path(tmp) / "model.onnx"
-        onnx.save(model, str(path))
-        quantizer = QDQQuantizer(
-            load_model_with_shape_infer(path),
-            True,  # per-channel weights
-            profile.reduce_range,
-            QuantType.QInt8,
-            QuantType.QInt8 if profile.signed_activations else QuantType.QUInt8,
-            tensors,
-            list(only),
-            list(exclude),
-            op_types,
-            full_range_depthwise(model, dict(profile.extra_options))
-            if profile.reduce_range and profile.target in CPU_TARGETS else dict(profile.extra_options),
-        )
-        quantizer.quantize_model()
-        quantized: onnx.ModelProto = quantizer.model.model
-    return quantized
+    """What the reference runtime's QDQ quantizer writes for ``model`` with the given ranges (so it does not
+    recalibrate): per-channel weights, the profile's types and options, and full-range weights in depthwise
+    convolutions where a CPU profile reduces the range of the others."""
+    extra = dict(profile.extra_options)
+    return quantization_tools().qdq_quantize(
+        model, ranges, reduce_range=profile.reduce_range, signed_activations=profile.signed_activations,
+        only=only, exclude=exclude, op_types=op_types,
+        extra_options=full_range_depthwise(model, extra) if profile.reduce_range and profile.target in CPU_TARGETS
+        else extra)
 
 
 def _rewrite_for_profile(quantized: onnx.ModelProto, model: onnx.ModelProto, ranges: Ranges, profile: QuantProfile,
@@ -139,10 +117,8 @@ def float_reads(model: onnx.ModelProto, fp32: onnx.ModelProto, float_nodes: set[
 
 
 def quantized_op_types(profile: QuantProfile) -> list[str]:
-    """The operator types Q/DQ is written for: the profile's, or all that ONNX Runtime can quantise."""
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
-
-    return list(profile.op_types or sorted(set(QDQRegistry) | set(QLinearOpsRegistry)))
+    """The operator types Q/DQ is written for: the profile's, or all that the reference runtime's quantizer can."""
+    return list(profile.op_types or quantization_tools().quantizable_op_types())
 
 
 def quantizable_nodes(model: onnx.ModelProto, profile: QuantProfile) -> list[str]:

@@ -50,6 +50,7 @@ from trtpipe.optimize.graph.activations import RunningStats, float_activations, 
 from trtpipe.optimize.graph.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
 from trtpipe.optimize.graph.opset import upgrade_opset
 from trtpipe.optimize.int8.qdq.quantize import prune_unread
+from trtpipe.runtime.registry import quantization_tools
 
 # QuantizeLinear-19 and DequantizeLinear-19 are the first to accept float16 scales (and inputs/outputs).
 FP16_SCALE_OPSET = 19
@@ -102,15 +103,14 @@ def fp16_elsewhere(model: onnx.ModelProto, calibration: list[Batch], *, keep: Ma
     stayed FP32 and why. ``keep`` maps node names to the reason they stay FP32 whatever the measurement says; the
     ``calibration`` batches decide which other nodes would overflow FP16. Raises VerificationFailed when the result
     does not type-check (every node's inputs of one float type, as ONNX's type inference checks them)."""
-    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
-
+    tools = quantization_tools()
     report = HighPrecisionReport(calibration=source)
     if any(not node.name for node in model.graph.node):  # the converter blocks by node name
         raise ValueError("every node needs a name before the FP16 conversion of a Q/DQ graph")
     activations = float_activations(model)
     stats = observe(model, activations, calibration)
     report.max_activation = max((s.abs_max for s in stats.values()), default=0.0)
-    blocked_ops = set(DEFAULT_OP_BLOCK_LIST) | set(UNSAFE_FP16_OPS)
+    blocked_ops = set(tools.float16_block_list()) | set(UNSAFE_FP16_OPS)
     blocked = _kept_fp32(model, keep or {}, stats, blocked_ops)
     blocked |= _constants_for(model, blocked, activations)
     report.kept_fp32 = [{"node": node.name, "op": node.op_type, "reason": blocked[node.name]}
@@ -121,8 +121,8 @@ def fp16_elsewhere(model: onnx.ModelProto, calibration: list[Batch], *, keep: Ma
     working = onnx.ModelProto()
     working.CopyFrom(upgraded)  # the converter edits its argument
     qdq = [node.name for node in working.graph.node if node.op_type in QDQ_OPS]
-    converted = convert_float_to_float16(working, keep_io_types=keep_io_fp32, op_block_list=sorted(blocked_ops),
-                                         node_block_list=[*blocked, *qdq], disable_shape_infer=False)
+    converted = tools.to_float16(working, keep_io_types=keep_io_fp32, op_block_list=sorted(blocked_ops),
+                                 node_block_list=[*blocked, *qdq])
     remove_fp16_round_trips(converted)
     _fold_casts_into_qdq(converted, report)
     prune_unread(converted.graph)
