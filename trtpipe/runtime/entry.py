@@ -60,6 +60,10 @@ class BackendEntry:
         implementation: C = _imported(found) if isinstance(found, str) else found  # type: ignore[assignment]
         return implementation
 
+    def ability_if(self, capability: type[C]) -> C | None:
+        """What implements ``capability`` for it, imported now, or None where it declares none."""
+        return self.ability(capability) if capability in self.can else None
+
     def opener(self) -> Any:
         """The backend class, imported now."""
         return _imported(self.implementation)

@@ -100,7 +100,8 @@ def backend_class(kind: BackendKind) -> ArtifactBackend:
 
 def triton_facts(kind: BackendKind) -> TritonFacts:
     """How Triton runs what ``kind`` runs (a backend without Triton facts: Triton's Python backend runs it)."""
-    return ability(kind, TritonFacts) if BACKENDS[kind].offers(TritonFacts) else TritonFacts()
+    facts = BACKENDS[kind].ability_if(TritonFacts)
+    return facts if facts is not None else TritonFacts()
 
 
 def is_eager(backend: object) -> bool:
@@ -113,8 +114,13 @@ def is_eager(backend: object) -> bool:
 def optional_packages() -> tuple[str, ...]:
     """The optional backends' libraries, each followed by the peer tools that quantize for it, in registry order:
     the packages whose versions decide some bench rows where they are installed."""
-    return tuple(name for e in BACKENDS.values() if e.optional
-                 for name in (e.library, *(e.ability(QuantizesAsPeer).tools if e.offers(QuantizesAsPeer) else ())))
+    return tuple(name for e in BACKENDS.values() if e.optional for name in (e.library, *_peer_tools(e)))
+
+
+def _peer_tools(backend: BackendEntry) -> tuple[str, ...]:
+    """The packages of the peer quantizer whose files ``backend`` runs (none without one)."""
+    peer = backend.ability_if(QuantizesAsPeer)
+    return peer.tools if peer is not None else ()
 
 
 def peer_quantizers() -> Iterator[tuple[BackendKind, Callable[[Path, Batch, Path], tuple[str, str, Path] | None]]]:
@@ -142,7 +148,8 @@ def backend_of(execution: OnnxExecution) -> BackendKind:
 
 def executions_of(kind: BackendKind) -> tuple[OnnxExecution, ...]:
     """The ways ``kind`` runs an ONNX file (none for a backend that runs no ONNX)."""
-    return ability(kind, RunsOnnx).executions if BACKENDS[kind].offers(RunsOnnx) else ()
+    runner = BACKENDS[kind].ability_if(RunsOnnx)
+    return runner.executions if runner is not None else ()
 
 
 def runtimes(kind: ArtifactKind) -> tuple[BackendKind, ...]:
@@ -214,8 +221,8 @@ def runs_as_written(execution: OnnxExecution) -> bool:
 
 def tunes(execution: OnnxExecution) -> bool:
     """Whether ``execution``'s backend has a settings probe with something to choose on it (bench --tune)."""
-    own = BACKENDS[backend_of(execution)]
-    return own.offers(Tunes) and bool(own.ability(Tunes).candidates(execution))
+    tuner = BACKENDS[backend_of(execution)].ability_if(Tunes)
+    return tuner is not None and bool(tuner.candidates(execution))
 
 
 def tune(description: ArtifactDescription, execution: OnnxExecution, feeds: Batch, **keywords: Any) -> Any:
@@ -303,7 +310,7 @@ def layer_profilers() -> tuple[BackendKind, ...]:
 
 def own_stage(kind: BackendKind) -> OwnStage | None:
     """The stage package that makes ``kind``'s artifacts and the backends its folder builds on, where it has one."""
-    return ability(kind, OwnStage) if BACKENDS[kind].offers(OwnStage) else None
+    return BACKENDS[kind].ability_if(OwnStage)
 
 
 def refused_by_runtime(error: BaseException) -> bool:
@@ -350,7 +357,8 @@ def open_model(model: onnx.ModelProto, options: RunOptions | None = None) -> Bac
 def bench_settings(kind: BackendKind, asked: RunOptions, flags: object) -> RunOptions:
     """``asked`` with the bench run flags ``kind`` takes (its ``TakesBenchFlags``) read from ``flags`` (bench's
     options) by name; as it is for a backend that takes none."""
-    names = ability(kind, TakesBenchFlags).names if BACKENDS[kind].offers(TakesBenchFlags) else ()
+    flags_taken = BACKENDS[kind].ability_if(TakesBenchFlags)
+    names = flags_taken.names if flags_taken is not None else ()
     return dataclasses.replace(asked, **{name: getattr(flags, name) for name in names}) if names else asked
 
 
