@@ -102,7 +102,7 @@ def _input(**override: object) -> dict[str, object]:
     (_request(outputs="output"), "'outputs' must be a list"),
     (_request(id=7), "'id' must be a string"),
     (_request(parameters=[1]), "'parameters' of the request must be an object"),
-    (b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "not valid JSON"),
+    (b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "100001 JSON arrays and objects besides"),
 ])
 def test_malformed_requests_are_400_naming_the_field(body: dict[str, object] | bytes, message: str) -> None:
     """Requests a fuzzer found to cause 500s: each is now a 400 that says what is wrong."""
@@ -285,6 +285,18 @@ def test_json_besides_the_data_arrays_is_bounded() -> None:
     assert refused.value.status == 400
     with pytest.raises(ProtocolError, match="besides its inputs' data arrays"):
         _parse(_request(inputs=[_input(shape=[1] * 600_000)]))
+
+
+def test_arrays_and_objects_besides_the_data_arrays_are_bounded() -> None:
+    """Under 256 KiB, 20,000 tiny objects in a parameter (and the request's own 7) are refused by their count before
+    orjson builds them; a request with parameters, nested small data and an id of brackets is read."""
+    with pytest.raises(ProtocolError, match=r"The request has 20007 JSON arrays and objects besides its inputs' "
+                                            r"large data arrays; at most 16384 are read") as refused:
+        _parse(_request(parameters={"x": [{}] * 20_000}))
+    assert refused.value.status == 400
+    read = _parse(_request(id="[" * 1000, parameters={"p": {"q": [1, [2]]}},
+                           inputs=[_input(data=[[[[0, 1], [2, 3]]], [[[4, 5], [6, 7]]]])]))
+    assert read.inputs["input"].tolist() == [[[[0, 1], [2, 3]]], [[[4, 5], [6, 7]]]]
 
 
 def test_a_tensor_over_the_size_limit_is_refused_before_it_is_decoded() -> None:

@@ -198,6 +198,10 @@ SMALL_ARRAY = 1 << 12  # bytes: a data array shorter than this is parsed by orjs
 JSON_OUTSIDE_DATA_LIMIT = 1 << 18  # JSON bytes besides the data arrays; orjson turns them into Python objects (a
 # request has a few hundred of them; 1 MiB of tiny arrays cost twice an honest megabyte's CPU, in one call that holds
 # the GIL: #56)
+JSON_CONTAINER_LIMIT = 1 << 14  # arrays and objects (counted as '[' and '{' bytes, in C) in the JSON besides the data
+# arrays: each is a container orjson builds and the collector later walks; 250 KB of `{"data":[[[[[0]]]]]}` made 72,000
+# of them and cost 1.6 to 5 times an honest megabyte's CPU per byte (CI, #56). A request has a few dozen; 15,000
+# `inputs` entries still reach their own message.
 DATA_KEY = b'"data"'
 MAX_DATA_KEYS = 1024  # "data" keys looked at per request (each costs some Python work): the rest is orjson's
 MAX_DEEP_SCANS = 16  # small data arrays nested too deep that are scanned to be named; more are orjson's to refuse
@@ -297,7 +301,8 @@ def read_json(text: bytes | bytearray, max_depth: int = 1, deadline: float | Non
     but nest too deep are scanned for the first MAX_DEEP_SCANS of them only (each scan has a fixed cost); later ones
     are left to orjson, and so is everything after the first MAX_DATA_KEYS ``"data"`` keys (a request has one per
     input), under the same limit as the rest. What remains is small and parsed by orjson; more than
-    JSON_OUTSIDE_DATA_LIMIT of it is refused before orjson builds anything, whatever it is. A ``"data"`` array
+    JSON_OUTSIDE_DATA_LIMIT of it, or more than JSON_CONTAINER_LIMIT arrays and objects in it, is refused before
+    orjson builds anything, whatever it is. A ``"data"`` array
     elsewhere than in an input (a custom parameter's) is checked as JSON and left as its placeholder: no parameter
     of that name is read.
     """
@@ -328,6 +333,7 @@ def read_json(text: bytes | bytearray, max_depth: int = 1, deadline: float | Non
         pos = piece = array.end + 1
     _check_outside_data(kept + len(text) - piece)
     skeleton = b"".join([*pieces, text[piece:]]) if pieces else text
+    _check_containers(skeleton)
     try:
         with paused_collection():  # containers of a tiny-array body would set off full collections: collector.py
             header = orjson.loads(skeleton)  # nesting is capped (1,024 levels): deep JSON is a 400, not a crash
@@ -349,6 +355,13 @@ def _check_outside_data(size: int) -> None:
         raise ProtocolError(400, f"The request has over {JSON_OUTSIDE_DATA_LIMIT} bytes of JSON besides its "
                                  "inputs' data arrays: send tensor values as 'data' arrays of numbers (true/false "
                                  "for BOOL) or as binary data.")
+
+
+def _check_containers(skeleton: bytes | bytearray) -> None:
+    if (containers := skeleton.count(b"[") + skeleton.count(b"{")) > JSON_CONTAINER_LIMIT:
+        raise ProtocolError(400, f"The request has {containers} JSON arrays and objects besides its inputs' large "
+                                 f"data arrays; at most {JSON_CONTAINER_LIMIT} are read: send tensor values as "
+                                 "'data' arrays of numbers (true/false for BOOL) or as binary data.")
 
 
 # -- the request ------------------------------------------------------------------------------------------------------
