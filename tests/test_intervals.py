@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trtpipe.intervals import Interval, bootstrap, bootstrap_values, trials_to_resolve, wilson
+from trtpipe.intervals import Interval, bootstrap, bootstrap_values, trials_to_resolve, wilson, would_decide
 
 
 def test_wilson_does_not_collapse_at_a_perfect_score() -> None:
@@ -60,3 +60,10 @@ def test_trials_to_resolve_grows_as_the_margin_shrinks() -> None:
     assert trials_to_resolve(0.05) < trials_to_resolve(0.02) < trials_to_resolve(0.01)
     # At a perfect score, a 95 % interval within 2 points needs on the order of 190 samples (rule of three: 3 / n).
     assert 100 < trials_to_resolve(0.02) < 400
+
+
+def test_the_samples_that_would_decide_are_quoted_only_where_a_user_could_collect_them() -> None:
+    """A -0.1 pp change on 32 detector images asked for "about 295535" samples: past 10,000 no count is quoted."""
+    assert would_decide(765) == "about 765 would decide"
+    assert would_decide(10_000) == "about 10000 would decide"
+    assert would_decide(295_535) == "over 10,000 would decide: a change this small is a tie on any data at hand"

@@ -171,6 +171,18 @@ def trials_to_resolve(margin: float, *, observed: float = 1.0, level: float = LE
     return high
 
 
+SAMPLES_QUOTED = 10_000  # past this many, no count is quoted: a change that small is settled by no data a user has
+
+
+def would_decide(needed: int) -> str:
+    """The words for how many samples would decide an undecided figure, the same in every line that says it: "about
+    N would decide", or past SAMPLES_QUOTED "over 10,000 would decide", where a count (295,535 for a -0.1 pp change
+    on 32 detector images) would read as advice no one could follow."""
+    if needed > SAMPLES_QUOTED:
+        return f"over {SAMPLES_QUOTED:,} would decide: a change this small is a tie on any data at hand"
+    return f"about {needed} would decide"
+
+
 def _normal_quantile(q: float) -> float:
     """The standard normal quantile (the standard library's; no SciPy for one number)."""
     return NormalDist().inv_cdf(q)

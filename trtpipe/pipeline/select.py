@@ -26,7 +26,7 @@ from typing import Any
 from trtpipe.artifact.records.sections import DataRecord
 from trtpipe.bench.rows import BenchRow
 from trtpipe.errors import BadInput
-from trtpipe.intervals import Interval, trials_to_resolve
+from trtpipe.intervals import Interval, trials_to_resolve, would_decide
 from trtpipe.pipeline.ranking import rank, under_load
 from trtpipe.runtime.registry import is_eager
 from trtpipe.vocab import BackendKind, Device
@@ -176,7 +176,7 @@ def judge_accuracy(row: BenchRow, max_drop_pp: float) -> Judgement | None:
     if low > max_drop_pp:
         return Judgement(Limit.ACCURACY, Verdict.BROKEN, f"{figure}, at least {low:.2f} pp > {max_drop_pp} pp")
     needed = samples_to_decide(row, max_drop_pp)
-    more = f"about {needed} would decide" if needed else "its figure sits on the limit, so no number of them would"
+    more = would_decide(needed) if needed else "its figure sits on the limit, so no number of them would"
     met = drop <= max_drop_pp + 1e-9
     side = f"within {max_drop_pp} pp" if met else f"> {max_drop_pp} pp"
     return Judgement(Limit.ACCURACY, Verdict.MET if met else Verdict.BROKEN,

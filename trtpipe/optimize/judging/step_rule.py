@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 
 from trtpipe.comparison import Comparison
-from trtpipe.intervals import Interval, difference_interval, trials_to_resolve
+from trtpipe.intervals import Interval, difference_interval, trials_to_resolve, would_decide
 
 ACCURACY = "accuracy"  # accuracy at no run-time cost
 ACCURACY_AT_COST = "accuracy at a run-time cost"
@@ -78,7 +78,7 @@ class StepVerdict:
             return f"{self.words}, a {self.change} outside the noise"
         if abs(self.point_pp) < 0.05:
             return f"no change on {self.interval_pp.units} samples ({self.words})"
-        more = f"about {self.needed} would decide" if self.needed else "no number of samples would decide a zero"
+        more = would_decide(self.needed) if self.needed else "no number of samples would decide a zero"
         return (f"{self.point_pp:+.1f} pp on {self.interval_pp.units} samples, too few to be sure ({more}; "
                 f"{self.words})")
 
