@@ -1,7 +1,9 @@
-"""The architecture page's recipes, followed literally: a toy backend and a toy pass are added to a copy of the
-package in exactly the files their recipe names (docs/architecture.md, "How to add a backend" and "How to add a
-pass"), and that copy, imported in a fresh process, lists them in its registry and its pass table and runs them.
-A recipe that silently needs a third file fails here: the copy would refuse the toy.
+"""The architecture page's recipes, followed literally: a toy of each kind (a backend, a pass, an INT8 step, a model
+source, a task measure) is added to a copy of the package in exactly the files its recipe names (docs/architecture.md,
+"How to add ..."), and that copy, in fresh processes, lists each in its table and runs it: the backend opens a file,
+the pass and the step run inside a real `trtpipe optimize`, the source is converted by `trtpipe convert`, and
+`--task` judges with the measure. A recipe that silently needs a third file fails here: the copy would refuse the
+toy.
 """
 
 from __future__ import annotations
@@ -116,6 +118,129 @@ print("ok")
 '''
 
 
+TOY_STEP = {
+    "__init__.py": '''
+        """A toy INT8 step: it keeps the candidate it is given and records that it ran."""
+        ''',
+    "step.py": '''
+        from dataclasses import dataclass
+        from typing import Any, ClassVar
+
+        from trtpipe.optimize.int8.step import Candidate, Int8Run, Outcome
+        from trtpipe.optimize.judging.step_rule import StepVerdict
+
+
+        @dataclass(frozen=True)
+        class ToyRecord:
+            nodes: int
+
+            def to_dict(self) -> dict[str, Any]:
+                return {"toy_step": {"nodes": self.nodes}}
+
+
+        class ToyStep:
+            name: ClassVar[str] = "toy_step"
+            purpose: ClassVar[str | None] = None
+
+            def wanted(self, run: Int8Run) -> bool:
+                return True
+
+            def apply(self, run: Int8Run, current: Candidate) -> Outcome:
+                return Outcome(current, ToyRecord(len(current.model.graph.node)))
+
+            def settle(self, run: Int8Run, before: Candidate, outcome: Outcome, verdict: StepVerdict) -> Outcome:
+                return outcome
+        ''',
+}
+
+TOY_SOURCE = '''
+    """MODEL as ``toy-conv``: a seeded two-layer convolution, at 1x3x16x16."""
+
+    from __future__ import annotations
+
+    from typing import ClassVar
+
+    from trtpipe.models.sources.base import Found, PytorchSource
+
+
+    class ToyConv(PytorchSource):
+        kind: ClassVar[str] = "toy"
+
+        def claims(self, spec: str) -> bool:
+            return spec == "toy-conv"
+
+        def find(self, spec: str, arch: str | None, trust: bool) -> Found:
+            import torch
+            from torch import nn
+
+            torch.manual_seed(0)
+            module = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 1)).eval()
+            return Found(module, "toy-conv", spec, "toy", (1, 3, 16, 16), None)
+
+        def natural_data(self, spec: str) -> str | None:
+            return None
+    '''
+
+TOY_MEASURE = '''
+    """A toy measure: the share of values whose sign the candidate keeps."""
+
+    from __future__ import annotations
+
+    import numpy as np
+
+    from trtpipe.intervals import wilson
+    from trtpipe.tasks.base import Fidelity
+    from trtpipe.vocab import Task
+
+    EXPECTED = "any shape: one sign per value"
+
+
+    def fits(shape: tuple[int, ...]) -> bool:
+        return len(shape) >= 1
+
+
+    def measure(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | None) -> Fidelity:
+        same = np.sign(reference) == np.sign(candidate)
+        return Fidelity(Task("toysign"), float(same.mean()), "signs kept",
+                        agreement_interval=wilson(int(same.sum()), int(same.size)))
+    '''
+
+RUN_TOYS = '''
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trtpipe.optimize.int8.steps import STEPS
+from trtpipe.models.sources import SOURCES, source_for
+from trtpipe.tasks import MEASURES
+from trtpipe.vocab import Task
+
+package, work = Path(sys.argv[1]), Path(sys.argv[2])
+assert [step.name for step in STEPS][-1] == "toy_step"
+assert type(source_for("toy-conv")).__name__ == "ToyConv" and type(SOURCES[0]).__name__ == "ToyConv"
+assert Task("toysign") in MEASURES and Task("toysign") in Task.every()
+
+
+def cli(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "trtpipe.cli", *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout + done.stderr
+
+
+cli("convert", "toy-conv", "-o", str(work / "toy.onnx"))
+out = cli("optimize", str(work / "toy.onnx"), "-o", str(work / "toy_int8.onnx"), "--precision", "int8",
+          "--target", "cpu", "--calib", "random", "--calib-samples", "16", "--passes", "fuse,toy_identity",
+          "--task", "toysign")
+manifest = json.loads((work / "toy_int8.manifest.json").read_text())
+text = json.dumps(manifest)
+assert '"toy_step": {"nodes":' in text, text[:3000]
+assert "toy_identity" in text, text[:3000]
+assert "signs kept" in out, out[-3000:]
+print("ok")
+'''
+
+
 def _add_toy_backend(package: Path) -> set[str]:
     folder = package / "runtime" / "onnxref"
     folder.mkdir()
@@ -144,10 +269,53 @@ def _add_toy_pass(package: Path) -> set[str]:
     return {"trtpipe/optimize/passes/toy_identity.py", "trtpipe/optimize/passes/registry.py"}
 
 
+def _add_import(path: Path, line: str) -> None:
+    """``line`` after the module's last ``from trtpipe`` import."""
+    text = path.read_text()
+    last = list(re.finditer(r"^from trtpipe\.[^\n]+\n", text, re.MULTILINE))[-1]
+    path.write_text(text[:last.end()] + line + "\n" + text[last.end():])
+
+
+def _add_first_entry(path: Path, opening: str, line: str) -> None:
+    """``line`` as the first entry of the table that the regular expression ``opening`` opens in ``path``."""
+    text = path.read_text()
+    table = re.search(opening, text, re.MULTILINE)
+    assert table, f"{opening} is not in {path}"
+    path.write_text(text[:table.end()] + line + text[table.end():])
+
+
+def _add_toy_step(package: Path) -> set[str]:
+    folder = package / "optimize" / "int8" / "steps" / "toy_step"
+    folder.mkdir()
+    for name, text in TOY_STEP.items():
+        (folder / name).write_text(textwrap.dedent(text).lstrip())
+    table = package / "optimize" / "int8" / "steps" / "__init__.py"
+    text = table.read_text()
+    assert text.count("\n)\n") == 1, "STEPS is the one tuple closed at the end of int8/steps/__init__.py"
+    table.write_text(text.replace("\n)\n", "\n    ToyStep(),\n)\n"))  # last: it runs after every other step
+    _add_import(table, "from trtpipe.optimize.int8.steps.toy_step.step import ToyStep")
+    return {"trtpipe/optimize/int8/steps/toy_step/", "trtpipe/optimize/int8/steps/__init__.py"}
+
+
+def _add_toy_source(package: Path) -> set[str]:
+    (package / "models" / "sources" / "toy.py").write_text(textwrap.dedent(TOY_SOURCE).lstrip())
+    table = package / "models" / "sources" / "__init__.py"
+    _add_first_entry(table, r"^SOURCES: tuple\[ModelSource, \.\.\.\] = \(\n", "    ToyConv(),\n")
+    _add_import(table, "from trtpipe.models.sources.toy import ToyConv")
+    return {"trtpipe/models/sources/toy.py", "trtpipe/models/sources/__init__.py"}
+
+
+def _add_toy_measure(package: Path) -> set[str]:
+    (package / "tasks" / "toysign.py").write_text(textwrap.dedent(TOY_MEASURE).lstrip())
+    registry = package / "tasks" / "registry.py"
+    _add_first_entry(registry, r"^MEASURES: dict\[Task, ModuleType\] = \{\n", "    Task(\"toysign\"): toysign,\n")
+    _add_import(registry, "from trtpipe.tasks import toysign")
+    return {"trtpipe/tasks/toysign.py", "trtpipe/tasks/registry.py"}
+
+
 def _touched_within(touched: set[str], named: set[str]) -> bool:
     """Every file touched is one the recipe names (``<engine>``/``<name>`` placeholders stand for the toy's)."""
-    patterns = [re.escape(n).replace(re.escape("<engine>"), r"[a-z_]+").replace(re.escape("<name>"), r"[a-z_]+")
-                for n in named]
+    patterns = [re.sub(r"<(engine|name|kind|task)>", "[a-z_]+", re.escape(n)) for n in named]
     return all(any(re.fullmatch(p, file) for p in patterns) for file in touched)
 
 
@@ -163,3 +331,22 @@ def test_a_toy_backend_and_a_toy_pass_added_as_the_recipes_say_are_listed_and_ru
                             env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_a_toy_int8_step_model_source_and_task_measure_added_as_the_recipes_say_run_in_optimize(
+        tmp_path: Path) -> None:
+    """The three room recipes together, in one copy (with the toy pass, which optimize runs too): `convert` finds
+    the toy source, `optimize --precision int8` runs the toy step (its record in the manifest) and judges with the
+    toy measure named by `--task`."""
+    copy = tmp_path / "copy"
+    package = copy / "trtpipe"
+    shutil.copytree(ROOT / "trtpipe", package, ignore=shutil.ignore_patterns("__pycache__", "*.safetensors"))
+    for adder, title in ((_add_toy_step, "How to add an INT8 step"), (_add_toy_source, "How to add a model source"),
+                         (_add_toy_measure, "How to add a task measure"), (_add_toy_pass, "How to add a pass")):
+        touched = adder(package)
+        assert _touched_within(touched, _recipe_files(title)), (title, touched, _recipe_files(title))
+    result = subprocess.run([sys.executable, "-c", RUN_TOYS, str(package), str(tmp_path)], cwd=copy,
+                            env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (result.stdout[-3000:]
+                                                                             + result.stderr[-3000:])

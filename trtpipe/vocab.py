@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __version__ = "0.1.0"
 
@@ -77,6 +77,27 @@ LAYER_FORMAT_WORDS: tuple[tuple[str, str], ...] = (
 UNKNOWN = "unknown"
 
 
+_Open = TypeVar("_Open", bound=StrEnum)
+_TASKS = Path(__file__).parent / "tasks"  # one module per task measure
+
+
+def _declares_a_measure(module: Path) -> bool:
+    """Whether ``module`` is a task measure: it declares what it measures (its ``EXPECTED`` line); the folder's
+    helpers (``base``, ``boxes``, ``registry``) declare none."""
+    return module.is_file() and any(line.startswith("EXPECTED") for line in module.read_text().splitlines())
+
+
+def _member_of_folder(cls: type[_Open], value: object, module: Path) -> _Open | None:
+    """The member of an open vocabulary (a backend kind, a task) that ``value`` names where its module ``module``
+    exists: the same object every time; None (Enum's own refusal) for anything else."""
+    if not (isinstance(value, str) and value.isidentifier() and value.islower() and module.is_file()):
+        return None
+    member = str.__new__(cls, value)
+    member._name_, member._value_ = value.upper(), value
+    found: _Open = cls._value2member_map_.setdefault(value, member)  # type: ignore[assignment]
+    return found
+
+
 class Target(StrEnum):
     """Who runs an INT8 artifact: its Q/DQ flavour follows from that."""
 
@@ -97,6 +118,25 @@ class Task(StrEnum):
     RESTORE = "restore"  # image-to-image (restoration, super-resolution): PSNR and SSIM against FP32's images
     HEATMAP = "heatmap"  # heatmaps of keypoints or centres: peak recall and location error against FP32's peaks
     GENERIC = "generic"  # anything else: per-output cosine, relative error, SNR
+
+    @classmethod
+    def _missing_(cls, value: object) -> Task | None:
+        """A task measure added without a member here is a task all the same (a measure is its module and its
+        registry line): ``Task("<task>")`` names it where ``trtpipe/tasks/<task>.py`` exists and declares what it
+        measures (an ``EXPECTED`` line; the folder's helpers, ``base`` and ``boxes``, declare none)."""
+        if not (isinstance(value, str) and value.isidentifier() and _declares_a_measure(_TASKS / f"{value}.py")):
+            return None
+        return _member_of_folder(cls, value, _TASKS / f"{value}.py")
+
+    @classmethod
+    def every(cls) -> tuple[Task, ...]:
+        """Every task a measure judges, as ``--task`` and the pipeline file offer them: the members above, then each
+        measure module added to trtpipe/tasks/ (read from the folder, importing nothing: help must not load numpy;
+        tests/tasks/test_measure_registry.py holds the folder and the measures' table to the same list)."""
+        declared = {str(member) for member in cls}
+        added = sorted(path.stem for path in _TASKS.glob("*.py") if path.stem not in declared
+                       and _declares_a_measure(path))
+        return (*cls, *(cls(name) for name in added))
 
 
 class GraphOptimization(StrEnum):
@@ -204,14 +244,7 @@ class BackendKind(StrEnum):
         """A backend folder added without a member here is a kind all the same (a backend is its folder and its
         registry line): ``BackendKind("<engine>")`` names it where ``trtpipe/runtime/<engine>/__init__.py`` exists,
         the same object every time; any other name is refused as Enum refuses it."""
-        if not (isinstance(value, str) and value.isidentifier() and value.islower()):
-            return None
-        if not (Path(__file__).parent / "runtime" / value / "__init__.py").is_file():
-            return None
-        member = str.__new__(cls, value)
-        member._name_, member._value_ = value.upper(), value
-        found: BackendKind = cls._value2member_map_.setdefault(value, member)  # type: ignore[assignment]
-        return found
+        return _member_of_folder(cls, value, Path(__file__).parent / "runtime" / str(value) / "__init__.py")
 
     # The relations among the vocabulary's words that the artifact room needs below the registry (it describes a
     # file with the backend that runs it): kept here, beside the names, so that no other line of this module names

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trtpipe
 from trtpipe.tasks import MEASURES
+from trtpipe.vocab import Task
 
 PACKAGE = Path(trtpipe.__file__).parent
 ROOM = PACKAGE / "tasks"
@@ -44,6 +45,10 @@ def test_every_measure_module_is_one_line_of_measures() -> None:
     assert set(listed) == modules, (f"MEASURES and the measure modules of trtpipe/tasks/ differ: not listed "
                                     f"{sorted(modules - set(listed))}, listed without a measure "
                                     f"{sorted(set(listed) - modules)}")
+    # a task is spelled as its module is named, so that a measure added as its module and its line is a Task (and
+    # a --task choice) without a member in the vocabulary (vocab.Task._missing_, Task.every)
+    assert all(str(task) == module.__name__.rsplit(".", 1)[-1] for task, module in MEASURES.items()), MEASURES
+    assert list(Task.every()) == list(MEASURES), (list(Task.every()), list(MEASURES))
     for name in modules:  # what the registry calls is there, as the recipe says
         module = importlib.import_module(f"trtpipe.tasks.{name}")
         assert callable(module.fits) and callable(module.measure) and isinstance(module.EXPECTED, str), name

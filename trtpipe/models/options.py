@@ -54,7 +54,7 @@ class ModelOptions(Options):
         None, "The range the input's values live in, for random and calibration inputs, e.g. 0..255, or per "
         "input: image:0..255,scale:0.5..2 (default: an 8-bit dtype's whole range; else standard normal).",
         parse=parse_input_ranges, format=format_input_ranges, metavar="[NAME:]LOW..HIGH")
-    task: Task | None = option(None, TASK_HELP, type=Task)
+    task: Task | None = option(None, TASK_HELP, type=Task, choices=Task.every)
     postprocess: str | None = option(None, POSTPROCESS_HELP, metavar="MODULE:FN")
     eval_samples: int | None = option(
         None, "Samples of a packaged ONNX model's own data that bench judges each variant on (default 16). More "

@@ -45,7 +45,7 @@ class OptimizeOptions(Options):
                                      "separated, or 'none'.", parse=parse_passes, format=",".join, metavar="LIST",
                                      choices=graph_pass_names)
     task: Task | None = option(None, TASK_HELP.replace("Default:", "Default: the source's manifest, else"),
-                               type=Task)
+                               type=Task, choices=Task.every)
     postprocess: str | None = option(None, POSTPROCESS_HELP, metavar="MODULE:FN")
     input_shape: dict[str, tuple[int, ...]] | None = option(
         None, "Input shapes to calibrate and check at, filling the graph's dynamic axes: 1x3x224x224 (the only or "

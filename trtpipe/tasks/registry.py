@@ -31,7 +31,8 @@ MEASURES: dict[Task, ModuleType] = {
 # Read from one output's shape alone; [N, C] is read as class scores (name --task embed for embeddings). A map of
 # several channels [N, C, H, W] is read by its values (:func:`_maps`).
 _BY_SHAPE = {Task.CLASSIFY: "class scores", Task.DENSE: "a map of one value per pixel"}
-NAMED = "--task " + "|".join(str(t) for t in Task if t is not Task.GENERIC)
+NAMED = "--task " + "|".join(str(t) for t in MEASURES if t is not Task.GENERIC)
+
 
 
 @dataclass(frozen=True)
