@@ -18,7 +18,7 @@ import numpy as np
 from trtpipe.artifact.description import artifact_name, check_cpu
 from trtpipe.errors import BadInput
 from trtpipe.runtime import ArtifactDescription, Backend, RunOptions, TensorInfo, describe_artifact, open_artifact
-from trtpipe.runtime.registry import entry, execution_settings, gpu_execution, open_module
+from trtpipe.runtime.registry import entry, execution_settings, gpu_execution, open_module, runs_on_gpu
 from trtpipe.vocab import ArtifactKind, BackendKind, Device, Precision
 
 
@@ -106,7 +106,7 @@ def load(source: str | Path, *, runtime: str | None = None, allow_cpu_mismatch: 
         description, options = describe_artifact(path), RunOptions.from_keywords(settings)
         if device is not None:
             options = _on_device(description, options, _device(device), chosen or description.backend)
-        if not options.on_gpu:
+        if not runs_on_gpu(options):
             from trtpipe.hardware import cpu_class
 
             check_cpu(description, cpu_class(), allow=allow_cpu_mismatch)
@@ -137,7 +137,7 @@ def _on_device(description: ArtifactDescription, options: RunOptions, device: De
     if runs_on is None:
         if device is Device.CUDA and not options.providers:
             return execution_settings(gpu_execution(runtime), options)
-        if options.on_gpu is not (device is Device.CUDA):
+        if runs_on_gpu(options) is not (device is Device.CUDA):
             raise BadInput(f"device={device} and providers {', '.join(options.provider_names)} disagree: give one "
                            "of them.")
         return options

@@ -8,11 +8,10 @@ artifact kind is one entry here (plus the code that implements it), and every su
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __version__ = "0.1.0"
 
@@ -333,8 +332,9 @@ _ARTIFACTS = {
 
 
 class OnnxExecution(StrEnum):
-    """How bench runs ONNX artifacts: ONNX Runtime with which execution providers, or OpenVINO (the backend that
-    runs each is the one whose registry entry lists it: runtime.registry.backend_of)."""
+    """How bench runs ONNX artifacts: ONNX Runtime on the CPU, on CUDA or through its TensorRT provider, or OpenVINO
+    (the backend that runs each is the one whose registry entry lists it, runtime.registry.backend_of; the providers
+    each takes are that backend's: runtime/onnxruntime/providers.py)."""
 
     CPU = "onnxruntime"
     CUDA = "onnxruntime-cuda"
@@ -347,26 +347,10 @@ class OnnxExecution(StrEnum):
         return cls.CPU
 
     @property
-    def providers(self) -> tuple[str, ...]:
-        """ONNX Runtime's execution providers (none for OpenVINO)."""
-        cpu, cuda, tensorrt = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
-        return {OnnxExecution.CPU: (cpu,), OnnxExecution.CUDA: (cuda, cpu),
-                OnnxExecution.TENSORRT: (tensorrt, cuda, cpu), OnnxExecution.OPENVINO: ()}[self]
-
-    @property
     def on_gpu(self) -> bool:
-        return bool(set(self.providers) & GPU_PROVIDERS)
-
-
-GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
-
-
-Provider = str | tuple[str, dict[str, Any]]  # an ONNX Runtime execution provider: its name, or (name, its options)
-
-
-def provider_names(providers: Iterable[Provider]) -> list[str]:
-    """ONNX Runtime execution providers by name."""
-    return [p if isinstance(p, str) else p[0] for p in providers]
+        """Whether this way of running a file runs it on a GPU (which providers or plugins it takes is its
+        backend's fact: runtime/<engine>/)."""
+        return self in (OnnxExecution.CUDA, OnnxExecution.TENSORRT)
 
 
 class HardwareCompat(StrEnum):

@@ -6,7 +6,7 @@ The package is walked (its syntax trees, nothing run). Engine knowledge is any o
 (onnxruntime, openvino and nncf, tensorrt, torch._inductor) or of a backend folder's modules; a reference to a
 ``BackendKind`` or ``OnnxExecution`` member (in any expression: a comparison, a default, a table's key); a string
 literal that is an engine's name (a backend kind but torch, which is also the model library's name, an ONNX
-execution, an engine library). It is allowed only inside that engine's folder (and the folders of the backends it
+execution, an engine library, an execution provider). It is allowed only inside that engine's folder (and the folders of the backends it
 is built on, ``builds_on``), in runtime/registry.py, in the stage package its ENTRY declares (``stage``: engine/ for
 TensorRT, compile/ for AOTInductor), and in vocab.py only inside the ``BackendKind`` and ``OnnxExecution`` classes,
 which spell the names the CLI, the manifests and the registry's keys use, with the few relations among them that the
@@ -28,6 +28,7 @@ from trtpipe.errors import BadInput
 from trtpipe.runtime import capabilities
 from trtpipe.runtime.capabilities import OwnStage
 from trtpipe.runtime.entry import BackendEntry
+from trtpipe.runtime.onnxruntime.providers import PROVIDERS
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import BACKENDS, abilities, backend_class, backend_of, own_stage, who_can
 from trtpipe.vocab import BackendKind, OnnxExecution
@@ -42,7 +43,8 @@ LIBRARIES = {"onnxruntime": BackendKind.ONNXRUNTIME, "openvino": BackendKind.OPE
 # A string literal that is one of these names an engine ("torch" is also the model library's and the baselines' name).
 WORDS = {**{kind.value: kind.value for kind in BackendKind if kind is not BackendKind.TORCH},
          **{execution.value: backend_of(execution).value for execution in OnnxExecution},
-         **{library: kind.value for library, kind in LIBRARIES.items()}}
+         **{library: kind.value for library, kind in LIBRARIES.items()},
+         **{provider: BackendKind.ONNXRUNTIME.value for names in PROVIDERS.values() for provider in names}}
 ENUMS = {"BackendKind": lambda member: BackendKind[member].value,
          "OnnxExecution": lambda member: backend_of(OnnxExecution[member]).value}
 
@@ -135,6 +137,7 @@ def test_the_walk_sees_each_kind_of_engine_knowledge() -> None:
             'B = OnnxExecution.CUDA\nC = "nncf"\nD = "a sentence about onnxruntime"\n')
     assert _named(ast.parse(code)) == {"openvino", "tensorrt", "aoti", "torch", "onnxruntime"}
     assert _named(ast.parse("class BackendKind:\n    X = 'openvino'\n"), skip_classes=("BackendKind",)) == set()
+    assert _named(ast.parse("P = ['CUDAExecutionProvider']\n")) == {"onnxruntime"}  # a provider is its engine's
 
 
 def test_every_folder_is_one_registry_line_with_its_own_declarations() -> None:

@@ -29,6 +29,7 @@ from trtpipe.runtime.registry import (
     check_execution,
     compute_capability,
     describe_unrecorded,
+    execution_of,
     execution_settings,
     failed_node,
     gpu_execution,
@@ -42,6 +43,7 @@ from trtpipe.runtime.registry import (
     peer_quantizers,
     probe_session,
     refused_by_runtime,
+    runs_on_gpu,
     unrecorded_label,
     who_can,
 )
@@ -120,7 +122,11 @@ def test_an_execution_settings_are_its_backends_providers_over_the_callers_setti
     base = RunOptions(threads=2, spinning=False)
     cuda = execution_settings(OnnxExecution.CUDA, base)
     assert cuda.threads == 2 and not cuda.spinning
-    assert [p if isinstance(p, str) else p[0] for p in cuda.providers] == list(OnnxExecution.CUDA.providers)
+    assert cuda.provider_names == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert execution_of(cuda) is OnnxExecution.CUDA and runs_on_gpu(cuda)
+    # the first provider decides, as ONNX Runtime places each node on the first that has its kernel
+    assert execution_of(RunOptions(providers=("CPUExecutionProvider", "CUDAExecutionProvider"))) is OnnxExecution.CPU
+    assert not runs_on_gpu(RunOptions()) and execution_of(RunOptions()) is OnnxExecution.default()
     tensorrt = execution_settings(OnnxExecution.TENSORRT, trt_profile=("x:1x3", "x:4x3", "x:8x3"), workspace=2**20)
     first = tensorrt.providers[0]
     assert isinstance(first, tuple) and first[1]["trt_profile_opt_shapes"] == "x:4x3"

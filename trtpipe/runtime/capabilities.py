@@ -50,6 +50,11 @@ class RunsOnnx(Protocol):
         """BadInput in one line where what ``execution`` needs is not installed here."""
         ...
 
+    def execution_for(self, names: Sequence[str]) -> OnnxExecution | None:
+        """The execution that the run setting ``providers`` (by name) makes on this backend, or None where it
+        makes none of this backend's."""
+        ...
+
 
 @runtime_checkable
 class GraphSessions(Protocol):

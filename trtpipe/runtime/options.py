@@ -16,18 +16,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from trtpipe.errors import BadInput
-from trtpipe.vocab import (
-    GPU_PROVIDERS,
-    CudnnSearch,
-    GraphOptimization,
-    OnnxExecution,
-    PerformanceHint,
-    Precision,
-    Provider,
-    provider_names,
-)
+from trtpipe.vocab import CudnnSearch, GraphOptimization, PerformanceHint, Precision
 
-# An ONNX Runtime execution provider: its name, or its name and its options.
+Provider = str | tuple[str, dict[str, Any]]  # an execution provider: its name, or its name and its options
 Settings = TypeVar("Settings")
 
 
@@ -104,18 +95,7 @@ class RunOptions:
 
     @property
     def provider_names(self) -> list[str]:
-        return provider_names(self.providers)
-
-    @property
-    def execution(self) -> OnnxExecution:
-        """The way of running an ONNX file that these providers make (the first provider decides)."""
-        first = self.provider_names[0] if self.providers else "CPUExecutionProvider"
-        return next((e for e in OnnxExecution if e.providers and e.providers[0] == first),
-                    OnnxExecution.default())
-
-    @property
-    def on_gpu(self) -> bool:
-        return bool(set(self.provider_names) & GPU_PROVIDERS)
+        return [p if isinstance(p, str) else p[0] for p in self.providers]
 
     def to_plain(self) -> dict[str, Any]:
         """The changed settings as JSON values (for a child process that opens the same artifact)."""

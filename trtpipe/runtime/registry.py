@@ -146,6 +146,20 @@ def backend_of(execution: OnnxExecution) -> BackendKind:
     return next(kind for kind, runner in abilities(RunsOnnx) if execution in runner.executions)
 
 
+def execution_of(options: RunOptions) -> OnnxExecution:
+    """The way of running an ONNX file that the run setting ``providers`` makes (the first provider decides, as
+    ONNX Runtime places each node on the first that has its kernel): the first backend whose ONNX runner recognises
+    them says which; the default where none does."""
+    names = options.provider_names
+    found = (runner.execution_for(names) for _, runner in abilities(RunsOnnx))
+    return next((execution for execution in found if execution is not None), OnnxExecution.default())
+
+
+def runs_on_gpu(options: RunOptions) -> bool:
+    """Whether ``options``' providers run an ONNX file on a GPU."""
+    return execution_of(options).on_gpu
+
+
 def executions_of(kind: BackendKind) -> tuple[OnnxExecution, ...]:
     """The ways ``kind`` runs an ONNX file (none for a backend that runs no ONNX)."""
     runner = BACKENDS[kind].ability_if(RunsOnnx)
@@ -410,7 +424,7 @@ def settings_for(description: ArtifactDescription, backend: BackendKind, asked: 
     settings its probe chose for that way of running it (model.tuned.json), where that way is this backend's."""
     if backend is not description.backend:
         return asked
-    execution = asked.execution
+    execution = execution_of(asked)
     tuned = description.tuned.get(execution) if backend_of(execution) is backend else None
-    required = RunOptions() if asked.on_gpu else RunOptions.from_keywords(description.run)
+    required = RunOptions() if execution.on_gpu else RunOptions.from_keywords(description.run)
     return asked.over(RunOptions.from_keywords(tuned).over(required) if tuned is not None else required)

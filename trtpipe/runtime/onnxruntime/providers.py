@@ -11,13 +11,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtpipe.errors import BadInput
-from trtpipe.vocab import GPU_PROVIDERS, OnnxExecution
+from trtpipe.vocab import OnnxExecution
 
 if TYPE_CHECKING:
     from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
     from trtpipe.runtime.options import RunOptions
 
-Providers = Sequence[str | tuple[str, dict[str, Any]]]
+Provider = str | tuple[str, dict[str, Any]]  # an execution provider: its name, or its name and its options
+Providers = Sequence[Provider]
+CPU_PROVIDER, CUDA_PROVIDER, TENSORRT_PROVIDER = ("CPUExecutionProvider", "CUDAExecutionProvider",
+                                                  "TensorrtExecutionProvider")
+# The providers each way of running a file takes, the first preferred (ONNX Runtime places each node on the first
+# that has a kernel for it).
+PROVIDERS: dict[OnnxExecution, tuple[str, ...]] = {
+    OnnxExecution.CPU: (CPU_PROVIDER,), OnnxExecution.CUDA: (CUDA_PROVIDER, CPU_PROVIDER),
+    OnnxExecution.TENSORRT: (TENSORRT_PROVIDER, CUDA_PROVIDER, CPU_PROVIDER)}
+GPU_PROVIDERS = frozenset({CUDA_PROVIDER, TENSORRT_PROVIDER})
+
+
+def provider_names(providers: Providers) -> list[str]:
+    """Execution providers by name."""
+    return [p if isinstance(p, str) else p[0] for p in providers]
+
+
+def execution_for(names: Sequence[str]) -> OnnxExecution | None:
+    """The way of running a file that providers ``names`` make (the first decides; none: the CPU), or None for a
+    first provider no execution starts with."""
+    first = names[0] if names else CPU_PROVIDER
+    return next((execution for execution, listed in PROVIDERS.items() if listed[0] == first), None)
 
 
 def provider_list(execution: OnnxExecution, *, trt_profile: tuple[str, str, str] | None = None,
@@ -29,7 +50,7 @@ def provider_list(execution: OnnxExecution, *, trt_profile: tuple[str, str, str]
     gets :func:`tensorrt_provider_options`: the profile, the workspace limit and the caches.
     """
     providers: list[str | tuple[str, dict[str, Any]]] = []
-    for name in execution.providers:
+    for name in PROVIDERS[execution]:
         options: dict[str, Any] = {}
         if name == "CUDAExecutionProvider":
             options["use_tf32"] = 0

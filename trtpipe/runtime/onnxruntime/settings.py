@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtpipe.vocab import GPU_PROVIDERS, CudnnSearch, GraphOptimization, Provider, provider_names
-
-# An ONNX Runtime execution provider: its name, or its name and its options.
+from trtpipe.runtime.onnxruntime.providers import GPU_PROVIDERS, Provider, provider_names
+from trtpipe.vocab import CudnnSearch, GraphOptimization
 
 
 @dataclass(frozen=True)

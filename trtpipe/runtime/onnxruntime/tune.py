@@ -33,6 +33,7 @@ from trtpipe.artifact.description import ArtifactDescription, describe_artifact
 from trtpipe.artifact.records.tuned import TUNABLE, TunedRun, tunable_settings, write_tuned
 from trtpipe.errors import BadInput
 from trtpipe.inputs import Batch
+from trtpipe.runtime.onnxruntime.providers import GPU_PROVIDERS
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import execution_settings, executions_of, open_artifact
 from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
@@ -120,7 +121,7 @@ def _base_settings(base: RunOptions | None, execution: OnnxExecution) -> RunOpti
     """The settings every candidate keeps: the caller's, with ``execution``'s providers where the caller named no
     GPU provider for a GPU execution."""
     base = base or RunOptions()
-    if execution.on_gpu and not base.on_gpu:
+    if execution.on_gpu and not set(base.provider_names) & GPU_PROVIDERS:
         base = execution_settings(execution, base)
     return base
 

@@ -4,12 +4,18 @@ OpenVINO's integer kernels would not run its arithmetic. Light at import."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from trtpipe.vocab import OnnxExecution, Target
 
 executions: tuple[OnnxExecution, ...] = (OnnxExecution.OPENVINO,)
 foreign_int8_targets: tuple[Target, ...] = (Target.TENSORRT,)
+
+
+def execution_for(names: Sequence[str]) -> OnnxExecution | None:
+    """None: OpenVINO takes no execution providers (its plugin is its setting)."""
+    return None
 
 
 def execution_settings(execution: OnnxExecution, trt_profile: tuple[str, str, str] | None,
