@@ -1,19 +1,18 @@
-"""A backend is one folder: each runtime/<engine>/ declares its own settings type, artifact kinds, Triton facts and
-the facts and hooks other rooms ask of it (its ENTRY), the registry lists it in one line, and nothing else in the
-package knows an engine.
+"""A backend is one folder: each runtime/<engine>/ declares its own settings type, artifact kinds, Triton facts and the
+facts and hooks other rooms ask of it (its ENTRY), the registry lists it in one line, and nothing else in the package
+knows an engine.
 
 The package is walked (its syntax trees, nothing run). Engine knowledge is any of: an import of an engine's library
 (onnxruntime, openvino and nncf, tensorrt, torch._inductor) or of a backend folder's modules; a reference to a
 ``BackendKind`` or ``OnnxExecution`` member (in any expression: a comparison, a default, a table's key); a string
-literal that is an engine's name (a backend kind but torch, which is also the model library's name, an ONNX
-execution, an engine library, an execution provider). It is allowed only inside that engine's folder (and the folders of the backends it
-is built on, ``builds_on``), in runtime/registry.py, in the stage package its ENTRY declares (``stage``: engine/ for
-TensorRT, compile/ for AOTInductor), and in vocab.py only inside the ``BackendKind`` and ``OnnxExecution`` classes,
-which spell the names the CLI, the manifests and the registry's keys use, with the few relations among them that the
-artifact room reads below the registry (every other fact about an engine lives in its folder), and in a member's
-definition of another word that shares an engine's name (``Target.TENSORRT``, ``ArtifactKind.AOTI``). Prose
-(docstrings, help sentences) is not read. Where optimize/ still knows an engine, ``OPTIMIZE_KNOWS`` lists it: that
-list may only shrink.
+literal that is an engine's name (a backend kind but torch, which is also the model library's name, an ONNX execution,
+an engine library, an execution provider). It is allowed only inside that engine's folder (and the folders of the
+backends it is built on, ``builds_on``), in runtime/registry.py, in the stage package its ENTRY declares (``stage``:
+engine/ for TensorRT, compile/ for AOTInductor), and in vocab.py only inside the ``BackendKind`` and ``OnnxExecution``
+classes, which spell the names the CLI, the manifests and the registry's keys use, with the few relations among them
+that the artifact room reads below the registry (every other fact about an engine lives in its folder), and in a
+member's definition of another word that shares an engine's name (``Target.TENSORRT``, ``ArtifactKind.AOTI``). Prose
+(docstrings, help sentences) is not read.
 """
 
 from __future__ import annotations
