@@ -53,7 +53,7 @@ from trtpipe.models.photos import photo_crops
 from trtpipe.optimize.graph.opset import upgrade_for_precision
 from trtpipe.optimize.judging.evaluate import outputs
 from trtpipe.optimize.judging.step_rule import paired_change
-from trtpipe.vocab import GraphOptimization, Precision, Task
+from trtpipe.vocab import Precision, Task
 
 DAY = "2026-11-28"  # the date of the measurements on the page: every section with a table names it
 HERE = Path(__file__).resolve().parent.parent
@@ -312,7 +312,7 @@ def judge(path: Path, model: Prepared, reference: list[np.ndarray], float_qdq: b
     """The file's outputs on the unseen set against FP32's, by the model's task measure (Q/DQ as float ops for a
     tensorrt-target file)."""
     judged = outputs(onnx.load(str(path)), model.unseen, batch=model.batch,
-                     optimization=GraphOptimization.DISABLE if float_qdq else GraphOptimization.ALL)
+                     as_written=float_qdq)
     return compare(reference, judged, task=model.task, decoder=model.decoder)
 
 

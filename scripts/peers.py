@@ -79,7 +79,7 @@ from trtpipe.runtime.base import Backend
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.openvino.backend import OpenVinoBackend
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import CalibMethod, GraphOptimization, Precision, Target
+from trtpipe.vocab import CalibMethod, Precision, Target
 
 WEIGHTED = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 FALLBACK_BUDGET_PP = 5.0  # the figure: the old schedule needed 46 nodes in FP32 for it
@@ -310,7 +310,7 @@ def compare_recipes(loaded: LoadedModel, folder: Path, only: list[str]) -> list[
         seconds = time.perf_counter() - start
         result = compare(reference, openvino_outputs(path, evaluation)[0] if target == Target.OPENVINO
                          else logits(onnx.load(str(path)), evaluation,
-                                     optimization=GraphOptimization.DISABLE if float_qdq else GraphOptimization.ALL))
+                                     as_written=float_qdq))
         latency = None
         if not float_qdq:
             with OnnxRuntimeBackend(path, RunOptions(threads=2)) as backend:
@@ -406,7 +406,7 @@ def compare_dense(name: str, original: Path, folder: Path, only: list[str],
             seconds = time.perf_counter() - start
             judged = openvino_outputs(path, evaluation.inputs) if target == Target.OPENVINO else outputs(
                 onnx.load(str(path)), evaluation.inputs, batch=1,
-                optimization=GraphOptimization.DISABLE if simulated else GraphOptimization.ALL)
+                as_written=simulated)
             result = compare(reference, judged, task=packaged.task, decoder=decoder)
         except MissingDependency as missing:
             print(f"  {recipe}: not run ({missing.message})", flush=True)

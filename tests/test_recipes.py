@@ -30,12 +30,35 @@ TOY_BACKEND = {
     "__init__.py": '''
         """A toy backend: ONNX files run by ONNX's own reference evaluator."""
 
+        from trtpipe.runtime.capabilities import RunsOnnx
         from trtpipe.runtime.entry import BackendEntry
         from trtpipe.runtime.onnxref.settings import OnnxRefSettings
         from trtpipe.vocab import ArtifactKind, BackendKind
 
         ENTRY = BackendEntry(BackendKind("onnxref"), "trtpipe.runtime.onnxref.backend:OnnxRefBackend", OnnxRefSettings,
-                             runs=(ArtifactKind.ONNX,), library="onnx", title="ONNX reference", portability=5)
+                             runs=(ArtifactKind.ONNX,), library="onnx", title="ONNX reference", portability=5,
+                             can={RunsOnnx: "trtpipe.runtime.onnxref.executions"})
+        ''',
+    "executions.py": '''
+        """How the toy runs ONNX files (capability RunsOnnx): one way, under its own name, on the CPU."""
+
+        from trtpipe.vocab import OnnxExecution
+
+        executions = (OnnxExecution("onnxref"),)
+        gpu_executions = ()
+        foreign_int8_targets = ()
+
+
+        def execution_settings(execution, trt_profile, workspace):
+            return {}
+
+
+        def check_execution(execution):
+            return None
+
+
+        def execution_for(names):
+            return None
         ''',
     "settings.py": '''
         from dataclasses import dataclass
@@ -82,6 +105,8 @@ TOY_PASS = '''
     '''
 
 CHECK = '''
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,8 +118,9 @@ import trtpipe
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.passes.loader import graph_pass
 from trtpipe.optimize.passes.registry import graph_pass_names
-from trtpipe.runtime.registry import BACKENDS, backend_name, open_artifact, runtimes
-from trtpipe.vocab import ArtifactKind, BackendKind
+from trtpipe.bench.options import BenchOptions
+from trtpipe.runtime.registry import BACKENDS, backend_name, backend_of, open_artifact, runtimes
+from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution
 
 assert trtpipe.__file__.startswith(sys.argv[1]), trtpipe.__file__
 kind = BackendKind("onnxref")
@@ -114,6 +140,19 @@ assert "toy_identity" in graph_pass_names()
 assert OptimizeOptions(passes="fuse,toy_identity").passes == ("fuse", "toy_identity")
 model = onnx.load(str(path))
 assert graph_pass("toy_identity").apply(model, None) is model
+
+# bench names it as it names ONNX Runtime: one row set each, from its folder alone.
+execution = OnnxExecution("onnxref")
+assert BenchOptions(backend="onnxruntime,onnxref").backend == (OnnxExecution.CPU, execution)
+assert backend_of(execution) is kind and execution in OnnxExecution.every()
+done = subprocess.run([sys.executable, "-m", "trtpipe.cli", "bench", str(path), str(path), "--backend",
+                       "onnxruntime,onnxref", "--batch", "1", "--iters", "5", "--warmup", "1", "--json",
+                       str(Path(sys.argv[2]) / "bench.json")], capture_output=True, text=True, timeout=300)
+assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+rows = json.loads((Path(sys.argv[2]) / "bench.json").read_text())["results"]
+toy_rows = [row for row in rows if row["backend"] == "onnxref"]
+assert [row["variant"] for row in toy_rows] == ["onnxref-fp32 (toy)"], [row["variant"] for row in rows]
+assert toy_rows[0]["max_abs_err"] == 0.0 and toy_rows[0]["p50_ms"] > 0  # it ran the file, against the reference
 print("ok")
 '''
 

@@ -1,7 +1,8 @@
 """One index over an ONNX graph: who writes each tensor, who reads it, which tensors are constant, and their types.
 
 Conformance rules and optimize's passes and INT8 steps all walk a graph from a tensor to its producer and its
-readers; they build this index once instead of each keeping its own maps. The index is a snapshot: a rewrite that
+readers; they build this index once (``GraphIndex``), or its two maps alone (``producers_of``, ``readers_of``),
+instead of each counting its own. The index is a snapshot: a rewrite that
 adds or removes nodes builds a new one before it reads again.
 """
 
@@ -17,6 +18,37 @@ from onnx import numpy_helper
 STANDARD_DOMAINS = ("", "ai.onnx")
 
 
+def producers_of(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    """Each tensor a node writes -> that node: what a graph rewrite looks up to walk from a tensor to its source."""
+    return {output: node for node in graph.node for output in node.output}
+
+
+def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Each tensor a node reads -> the nodes that read it, in graph order (an omitted optional input is read as
+    "": its key is kept, as a rewrite renaming inputs sees it)."""
+    found: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            found.setdefault(name, []).append(node)
+    return found
+
+
+def read_names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor something reads: a node, or the graph's caller (its outputs)."""
+    return set(readers_of(graph)) | {o.name for o in graph.output}
+
+
+def tensor_names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor a graph holds: its inputs, its initializers and what its nodes write."""
+    return {o for node in graph.node for o in node.output} | {t.name for t in graph.initializer} | {
+        i.name for i in graph.input}
+
+
+def taken_names(graph: onnx.GraphProto) -> set[str]:
+    """Every node and tensor name a graph uses, for a rewrite's fresh names (onnx_info.fresh_name)."""
+    return {node.name for node in graph.node} | tensor_names(graph)
+
+
 @dataclass
 class GraphIndex:
     model: onnx.ModelProto
@@ -30,12 +62,8 @@ class GraphIndex:
     def of(cls, model: onnx.ModelProto) -> GraphIndex:
         index = cls(model)
         graph = model.graph
-        for node in graph.node:
-            for name in node.output:
-                index.producer[name] = node
-            for name in node.input:
-                if name:
-                    index.readers.setdefault(name, []).append(node)
+        index.producer = producers_of(graph)
+        index.readers = {name: nodes for name, nodes in readers_of(graph).items() if name}
         index.initializers = {i.name: i for i in graph.initializer}
         index.constants = dict(index.initializers)
         for node in graph.node:  # Constant nodes are initializers in all but name

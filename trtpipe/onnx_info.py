@@ -18,11 +18,6 @@ QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMa
                  "MatMulInteger", "DynamicQuantizeLinear"}
 
 
-def producers_of(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
-    """Each tensor a node writes -> that node: what a graph rewrite looks up to walk from a tensor to its source."""
-    return {output: node for node in graph.node for output in node.output}
-
-
 def fresh_name(stem: str, taken: set[str]) -> str:
     """``stem``, or ``stem_2``, ``stem_3``... : the first that no name in ``taken`` has, added to it (a rewrite's
     new tensor or node beside the graph's own)."""
@@ -32,15 +27,6 @@ def fresh_name(stem: str, taken: set[str]) -> str:
         candidate = f"{stem}_{count}"
     taken.add(candidate)
     return candidate
-
-
-def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
-    """Each tensor a node reads -> the nodes that read it, in graph order."""
-    found: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            found.setdefault(name, []).append(node)
-    return found
 
 
 def graph_inputs(graph: onnx.GraphProto | onnx.ModelProto) -> list[onnx.ValueInfoProto]:

@@ -78,6 +78,7 @@ UNKNOWN = "unknown"
 
 _Open = TypeVar("_Open", bound=StrEnum)
 _TASKS = Path(__file__).parent / "tasks"  # one module per task measure
+_RUNTIME = Path(__file__).parent / "runtime"  # one folder per backend
 
 
 def _declares_a_measure(module: Path) -> bool:
@@ -138,20 +139,8 @@ class Task(StrEnum):
         return (*cls, *(cls(name) for name in added))
 
 
-class GraphOptimization(StrEnum):
-    """ONNX Runtime's graph optimisation level. ``disable`` keeps Q/DQ as float ops: TensorRT's arithmetic."""
-
-    DISABLE = "disable"
-    BASIC = "basic"
-    EXTENDED = "extended"
-    ALL = "all"
 
 
-class PerformanceHint(StrEnum):
-    """OpenVINO's performance hint: one request at a time, or many in flight."""
-
-    LATENCY = "latency"
-    THROUGHPUT = "throughput"
 
 
 class CalibMethod(StrEnum):
@@ -215,17 +204,6 @@ class CpuClass(StrEnum):
         return tuple(CpuClass).index(self)
 
 
-class CudnnSearch(StrEnum):
-    """ONNX Runtime CUDA's ``cudnn_conv_algo_search``: try every convolution algorithm once per shape
-    (exhaustive), take cuDNN's heuristic pick, or its default algorithm."""
-
-    EXHAUSTIVE = "exhaustive"
-    HEURISTIC = "heuristic"
-    DEFAULT = "default"
-
-    @property
-    def onnxruntime_name(self) -> str:
-        return self.value.upper()
 
 
 class BackendKind(StrEnum):
@@ -243,7 +221,7 @@ class BackendKind(StrEnum):
         """A backend folder added without a member here is a kind all the same (a backend is its folder and its
         registry line): ``BackendKind("<engine>")`` names it where ``trtpipe/runtime/<engine>/__init__.py`` exists,
         the same object every time; any other name is refused as Enum refuses it."""
-        return _member_of_folder(cls, value, Path(__file__).parent / "runtime" / str(value) / "__init__.py")
+        return _member_of_folder(cls, value, _RUNTIME / str(value) / "__init__.py")
 
     # The relations among the vocabulary's words that the artifact room needs below the registry (it describes a
     # file with the backend that runs it): kept here, beside the names, so that no other line of this module names
@@ -334,7 +312,7 @@ _ARTIFACTS = {
 class OnnxExecution(StrEnum):
     """How bench runs ONNX artifacts: ONNX Runtime on the CPU, on CUDA or through its TensorRT provider, or OpenVINO
     (the backend that runs each is the one whose registry entry lists it, runtime.registry.backend_of; the providers
-    each takes are that backend's: runtime/onnxruntime/providers.py)."""
+    each takes, and whether it runs on a GPU, are that backend's: runtime/onnxruntime/executions.py)."""
 
     CPU = "onnxruntime"
     CUDA = "onnxruntime-cuda"
@@ -346,23 +324,23 @@ class OnnxExecution(StrEnum):
         """The way an ONNX file runs where none is asked for: ONNX Runtime's CPU provider."""
         return cls.CPU
 
-    @property
-    def on_gpu(self) -> bool:
-        """Whether this way of running a file runs it on a GPU (which providers or plugins it takes is its
-        backend's fact: runtime/<engine>/)."""
-        return self in (OnnxExecution.CUDA, OnnxExecution.TENSORRT)
+    @classmethod
+    def _missing_(cls, value: object) -> OnnxExecution | None:
+        """A backend folder added without a member here runs ONNX files under its own name (its plain way):
+        ``OnnxExecution("<engine>")`` names it where ``trtpipe/runtime/<engine>/__init__.py`` exists; whether that
+        backend runs ONNX at all is its entry's (runtime.registry.backend_of says so in one line)."""
+        return _member_of_folder(cls, value, _RUNTIME / str(value) / "__init__.py")
+
+    @classmethod
+    def every(cls) -> tuple[OnnxExecution, ...]:
+        """Every way bench may name: the members above, then each backend folder whose entry declares that it runs
+        ONNX files (read from the folder, importing nothing: help must not load a backend)."""
+        declared = {str(member) for member in cls}
+        added = sorted(path.parent.name for path in _RUNTIME.glob("*/__init__.py")
+                       if path.parent.name not in declared and "RunsOnnx" in path.read_text())
+        return (*cls, *(cls(name) for name in added))
 
 
-class HardwareCompat(StrEnum):
-    """Which GPUs a TensorRT engine may run on (TensorRT's HardwareCompatibilityLevel)."""
-
-    NONE = "none"
-    AMPERE_PLUS = "ampere+"
-    SAME_CC = "same-cc"
-
-    @property
-    def tensorrt_name(self) -> str:
-        return {"none": "NONE", "ampere+": "AMPERE_PLUS", "same-cc": "SAME_COMPUTE_CAPABILITY"}[self.value]
 
 
 class ChannelOrder(StrEnum):

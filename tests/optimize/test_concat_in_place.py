@@ -12,7 +12,7 @@ from onnx import numpy_helper
 
 from tests.builders import fpn, minmax_int8
 from tests.optimize.conftest import run
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import producers_of, readers_of
 from trtpipe.optimize.int8.qdq.concat_in_place import concatenate_in_place
 from trtpipe.optimize.int8.qdq.placement import placement_record
 from trtpipe.optimize.int8.qdq.profiles import profile_for

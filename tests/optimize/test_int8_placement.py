@@ -86,7 +86,7 @@ def test_tensorrt_placement_keeps_accuracy_as_float_qdq(fused_and_ranges) -> Non
     model, ranges = fused_and_ranges
     quantized = quantize(model, ranges, profile_for(Target.TENSORRT))
     split = load_split("digits", "eval")
-    result = compare(logits(model, split.images), logits(quantized, split.images, optimization="disable"),
+    result = compare(logits(model, split.images), logits(quantized, split.images, as_written=True),
                      split.labels)
     assert result.accuracy_drop_pp is not None and result.accuracy_drop_pp <= 0.5
     assert np.isfinite(result.max_abs_err)

@@ -66,10 +66,12 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def _named(tree: ast.AST, *, skip_classes: tuple[str, ...] = ()) -> set[str]:
+def _named(tree: ast.AST, *, skip_classes: tuple[str, ...] = (), union: bool = False) -> set[str]:
     """The engines a module knows (the module docstring above says what counts), outside the classes named; where
     any are named (the vocabulary), a member's definition in any class (``TENSORRT = "tensorrt"``: an INT8 target,
-    a file kind) is a word of its own, not knowledge of an engine."""
+    a file kind) is a word of its own, not knowledge of an engine. ``union``: the edge's record of every backend's
+    settings (runtime/options.py), whose fields' types are the folders' own, imports each folder's settings module
+    and nothing else of it."""
     skipped = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name in skip_classes
                for sub in ast.walk(node)}
     if skip_classes:
@@ -86,7 +88,8 @@ def _named(tree: ast.AST, *, skip_classes: tuple[str, ...] = ()) -> set[str]:
             parts = node.module.split(".")
             if found := _library(node.module):
                 names.add(found)
-            elif parts[:2] == ["trtpipe", "runtime"] and len(parts) > 2 and parts[2] in FOLDERS_BY_NAME:
+            elif parts[:2] == ["trtpipe", "runtime"] and len(parts) > 2 and parts[2] in FOLDERS_BY_NAME \
+                    and not (union and parts[3:] == ["settings"]):
                 names.add(parts[2])
             elif node.module == "trtpipe.runtime":
                 names |= {alias.name for alias in node.names if alias.name in FOLDERS_BY_NAME}
@@ -118,7 +121,8 @@ def _outside_uses() -> dict[str, set[str]]:
         if relative == "runtime/registry.py":
             continue
         skip = ("BackendKind", "OnnxExecution") if relative == "vocab.py" else ()
-        names = _named(ast.parse(path.read_text(), str(path)), skip_classes=skip) - _declared_for(relative)
+        names = _named(ast.parse(path.read_text(), str(path)), skip_classes=skip,
+                       union=relative == "runtime/options.py") - _declared_for(relative)
         if names:
             found[relative] = names
     return found
@@ -159,6 +163,28 @@ def test_run_options_at_the_edge_is_the_union_of_the_backends_settings() -> None
             assert RunOptions().__getattribute__(field.name) == entry.settings().__getattribute__(field.name)
             owned.add(field.name)
     assert owned == set(edge)
+
+
+def test_the_choices_a_backends_settings_offer_are_its_own_words() -> None:
+    """A setting's choices (ONNX Runtime's graph optimisation levels, OpenVINO's hints, cuDNN's searches) are declared
+    in the folder of the backend whose setting it is; the vocabulary holds only words the stages share (a choice
+    typed by a vocabulary enum is one other rooms use: a precision). So adding a backend's setting touches its folder
+    and the edge's union (runtime/options.py), never vocab.py."""
+    import enum
+    import typing
+
+    outside_runtime = "\n".join(path.read_text() for path in PACKAGE.rglob("*.py")
+                                 if path.relative_to(PACKAGE).parts[0] != "runtime" and path.name != "vocab.py")
+    for kind, entry in BACKENDS.items():
+        hints = typing.get_type_hints(entry.settings)
+        for field in dataclasses.fields(entry.settings):
+            for typ in (hints[field.name], *typing.get_args(hints[field.name])):
+                if not (isinstance(typ, type) and issubclass(typ, enum.Enum)):
+                    continue
+                if typ.__module__ == "trtpipe.vocab":
+                    assert f"{typ.__name__}." in outside_runtime, f"{typ.__name__} is {kind}'s word: its folder's"
+                else:
+                    assert typ.__module__.startswith(f"trtpipe.runtime.{kind.value}."), (kind, field.name, typ)
 
 
 def test_a_backend_receives_only_its_own_settings_type() -> None:

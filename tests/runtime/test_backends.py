@@ -13,8 +13,9 @@ from trtpipe.errors import BadInput
 from trtpipe.models.loader import load_model
 from trtpipe.runtime import RunOptions, artifact_kind, describe_artifact, open_artifact
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
+from trtpipe.runtime.onnxruntime.settings import GraphOptimization
 from trtpipe.runtime.torch.backend import TorchBackend
-from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, Precision
+from trtpipe.vocab import ArtifactKind, BackendKind, Precision
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,8 @@ def test_artifact_kinds() -> None:
 
 
 def test_providers_for_each_execution_choice() -> None:
-    from trtpipe.runtime.onnxruntime.providers import check_active, provider_list
+    from trtpipe.runtime.onnxruntime.installation import check_active
+    from trtpipe.runtime.onnxruntime.providers import provider_list
     from trtpipe.vocab import OnnxExecution
 
     assert provider_list(OnnxExecution.CPU) == ["CPUExecutionProvider"]

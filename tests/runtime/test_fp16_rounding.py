@@ -14,7 +14,8 @@ from trtpipe.artifact.records.manifest import ArtifactManifest, write_manifest
 from trtpipe.runtime import RunOptions, describe_artifact, open_artifact
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
-from trtpipe.vocab import GraphOptimization, Precision, Target
+from trtpipe.runtime.onnxruntime.settings import GraphOptimization
+from trtpipe.vocab import Precision, Target
 
 PLAIN = RunOptions(optimization=GraphOptimization.DISABLE)  # the simulation as it was: Q/DQ as float ops only
 
@@ -65,7 +66,7 @@ def test_the_tensorrt_target_simulation_rounds_fp16(tmp_path: Path) -> None:
 def test_optimize_measures_tensorrt_candidates_with_fp16_rounded() -> None:
     from trtpipe.optimize.judging.evaluate import outputs
 
-    faithful = outputs(_sum_then_difference(), {"x": X, "y": Y}, optimization=GraphOptimization.DISABLE)[0]
+    faithful = outputs(_sum_then_difference(), {"x": X, "y": Y}, as_written=True)[0]
     assert np.isinf(faithful[0]) and faithful[1] == 0  # the tensorrt profile's way of measuring
     np.testing.assert_array_equal(outputs(_sum_then_difference(), {"x": X, "y": Y})[0], X)  # cpu's: as ORT runs
 

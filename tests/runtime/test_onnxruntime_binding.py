@@ -16,8 +16,9 @@ from trtpipe.errors import BadInput
 from trtpipe.runtime.onnxruntime.backend import OnnxRuntimeBackend
 from trtpipe.runtime.onnxruntime.binding import BoundSession
 from trtpipe.runtime.onnxruntime.providers import with_run_settings, without_cuda_graph
+from trtpipe.runtime.onnxruntime.settings import CudnnSearch
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import CudnnSearch, Device
+from trtpipe.vocab import Device
 
 
 def _images(batch: int, seed: int) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trtpipe.artifact.records.engine import HardwareCompat
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.tensorrt.versions import (
     FIRST_VERSION,
@@ -13,7 +14,6 @@ from trtpipe.runtime.tensorrt.versions import (
     parse_version,
     require,
 )
-from trtpipe.vocab import HardwareCompat
 
 
 def test_versions_parse_as_tensorrt_prints_them() -> None:

@@ -15,8 +15,9 @@ from trtpipe.artifact.records.tuned import tuned_path
 from trtpipe.bench.environment import device_name
 from trtpipe.bench.timing import measure
 from trtpipe.errors import BadInput
+from trtpipe.runtime.onnxruntime.settings import CudnnSearch
 from trtpipe.runtime.onnxruntime.tune import _differs, candidates, tune_artifact
-from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
+from trtpipe.vocab import OnnxExecution, Precision
 
 
 @pytest.fixture()

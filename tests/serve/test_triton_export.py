@@ -108,8 +108,9 @@ def test_an_onnx_file_tuned_for_onnxruntime_cuda_is_exported_to_run_as_tuned(dig
     """The settings bench's probe recorded beside the file (model.tuned.json) reach Triton: the onnxruntime backend's
     CUDA accelerator parameters on a GPU instance, or the record copied beside the file for the Python backend."""
     from trtpipe.artifact.records.tuned import TunedRun, tunable_settings, write_tuned
+    from trtpipe.runtime.onnxruntime.settings import CudnnSearch
     from trtpipe.runtime.options import RunOptions
-    from trtpipe.vocab import CudnnSearch, OnnxExecution
+    from trtpipe.vocab import OnnxExecution
 
     artifact = tmp_path / "tuned" / "model.onnx"
     artifact.parent.mkdir()

@@ -27,7 +27,7 @@ from trtpipe.artifact.records.sections import CpuRecord
 from trtpipe.artifact.records.tuned import read_tuned
 from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput
-from trtpipe.vocab import ArtifactKind, BackendKind, GraphOptimization, OnnxExecution, Precision, Target, Task, dtype
+from trtpipe.vocab import ArtifactKind, BackendKind, OnnxExecution, Precision, Target, Task, dtype
 
 if TYPE_CHECKING:
     import onnx
@@ -41,7 +41,7 @@ Settings = Mapping[str, Any]
 
 TRT_SIMULATION_NOTE = ("TensorRT-target INT8 simulated on the CPU (Q/DQ as float ops, FP16 rounded per op as on a "
                        "GPU): accuracy is the graph's arithmetic, latency is not TensorRT's")
-TRT_SIMULATION: Settings = {"optimization": GraphOptimization.DISABLE, "round_fp16": True}
+TRT_SIMULATION: Settings = {"optimization": "disable", "round_fp16": True}
 _BF16_RUN: Settings = {"inference_precision": Precision.BF16}
 
 

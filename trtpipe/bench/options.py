@@ -18,9 +18,10 @@ def _format_list(values: tuple[object, ...] | None) -> str:
 
 def _parse_executions(text: str) -> tuple[OnnxExecution, ...]:
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in tuple(OnnxExecution)]
+    choices = OnnxExecution.every()
+    unknown = [n for n in names if n not in choices]
     if unknown or not names:
-        raise ValueError(f"unknown backend {', '.join(unknown) or '(none)'}: choose from {', '.join(OnnxExecution)}")
+        raise ValueError(f"unknown backend {', '.join(unknown) or '(none)'}: choose from {', '.join(choices)}")
     return tuple(OnnxExecution(n) for n in names)
 
 

@@ -25,6 +25,7 @@ from trtpipe.runtime.registry import (
     executions_of,
     install_line,
     installed,
+    on_gpu,
     runs_as_written,
     runs_int8_target,
     unrecorded_label,
@@ -48,7 +49,7 @@ def describe(path: Path, options: BenchOptions) -> ArtifactDescription:
     engine = ArtifactKind.for_path(path.name) is ArtifactKind.TENSORRT_ENGINE or path == options.load_engine
     if not engine:
         description = describe_artifact(path)
-        if not all(execution.on_gpu for execution in options.backend):  # it runs on this CPU: is it safe here?
+        if not all(on_gpu(execution) for execution in options.backend):  # it runs on this CPU: is it safe here?
             check_cpu(description, cpu_class(), allow=options.allow_cpu_mismatch)
         return description
     if not path.is_file():
@@ -68,7 +69,7 @@ def executions(options: BenchOptions, descriptions: list[ArtifactDescription]) -
             asked.remove(execution)
     if any(d.kind is ArtifactKind.ONNX for d in descriptions):
         for execution in asked:
-            if execution.on_gpu:
+            if on_gpu(execution):
                 check_execution(execution)
     return asked
 

@@ -27,6 +27,7 @@ from trtpipe.runtime.registry import (
     backend_of,
     bench_settings,
     execution_settings,
+    on_gpu,
     open_artifact,
     open_module,
     open_trusted,
@@ -98,7 +99,7 @@ class Variants:
         settings = RunOptions(threads=self.threads)
         execution = reference_execution(self.options.device)
         alone = None
-        if execution.on_gpu:
+        if on_gpu(execution):
             settings = execution_settings(execution, settings)
         else:
             alone = self._host_memory_alone(backend_of(execution), path, settings, "reference")
@@ -136,7 +137,7 @@ class Variants:
             console.note(f"{run.label}: {run.description.note}")
         description, runtime, settings = self._settings(run)
         alone = None  # a GPU row: its device figure is the one that matters, taken below with the host one
-        if not run.execution.on_gpu and description.kind is ArtifactKind.ONNX:
+        if not on_gpu(run.execution) and description.kind is ArtifactKind.ONNX:
             alone = self._host_memory_alone(runtime, Path(str(description.path)), settings, run.label)
         with MemoryProbe(self.options.device) as memory, contextlib.ExitStack() as own:
             backend = self._hold(open_backend(description, settings, runtime), own)
@@ -152,7 +153,7 @@ class Variants:
         asked = bench_settings(runtime, asked, self.options)  # --cuda-graph, --spin-wait: TensorRT's own
         if description.kind is ArtifactKind.ONNX and not description.pinned_runtime:
             runtime = backend_of(execution)
-            if execution.on_gpu:
+            if on_gpu(execution):
                 profile = trt_profile(description, self.loaded.inputs, self.options)
                 asked = execution_settings(execution, asked, trt_profile=profile, workspace=self.options.workspace)
                 description = self._tuned(description, execution, asked)

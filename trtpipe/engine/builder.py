@@ -17,12 +17,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from trtpipe.artifact.records.engine import HardwareCompat
 from trtpipe.engine import timing_cache as cache_file
 from trtpipe.engine.specs import ProfileShapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.tensorrt.loader import MESSAGES, LogScope, tensorrt_logger
 from trtpipe.shapes import format_size
-from trtpipe.vocab import HardwareCompat
 
 # TensorRT's own words, matched narrowly so no other failure is blamed on the workspace:
 # - a build that found no tactic within the workspace: "Could not find any implementation for node {...} due to

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtpipe.artifact.records.engine import HardwareCompat
 from trtpipe.engine.specs import ProfileSpec, format_profiles, parse_profiles
 from trtpipe.options import Options, option
 from trtpipe.shapes import format_shape_specs, format_size, parse_shape_specs, parse_size
-from trtpipe.vocab import HardwareCompat
 
 _SPECS: dict[str, Any] = {"parse": parse_shape_specs, "format": format_shape_specs, "metavar": "NAME:SHAPE,..."}
 

@@ -24,6 +24,11 @@ class PassRecord(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+def _verified(fields: dict[str, Any], verification: Comparison | None) -> dict[str, Any]:
+    """A pass's record with its check against FP32 last (None where the pass changed nothing it could check)."""
+    return {**fields, "verification": None if verification is None else verification.to_dict()}
+
+
 @dataclass(frozen=True)
 class FusionRecord:
     """The graph simplification: operator counts and size before and after, and the check against the input."""
@@ -57,9 +62,9 @@ class EqualizeRecord:
     def to_dict(self) -> dict[str, Any]:
         if not self.pairs:
             return {"pairs": 0}
-        return {"pairs": self.pairs, "method": self.method, "probe": self.probe, "ranges_for": self.ranges_for,
-                "relu6_pairs": self.relu6_pairs, "max_scale_spread": self.max_scale_spread,
-                "verification": None if self.verification is None else self.verification.to_dict()}
+        return _verified({"pairs": self.pairs, "method": self.method, "probe": self.probe,
+                          "ranges_for": self.ranges_for, "relu6_pairs": self.relu6_pairs,
+                          "max_scale_spread": self.max_scale_spread}, self.verification)
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,8 @@ class ScaleDepthwiseRecord:
     def to_dict(self) -> dict[str, Any]:
         if not self.tensors:
             return {"tensors": 0}
-        return {"tensors": self.tensors, "folded": self.folded, "muls": self.muls, "carried": self.carried,
-                "spread": self.spread, "probe": self.probe,
-                "verification": None if self.verification is None else self.verification.to_dict()}
+        return _verified({"tensors": self.tensors, "folded": self.folded, "muls": self.muls, "carried": self.carried,
+                          "spread": self.spread, "probe": self.probe}, self.verification)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ class RunsOnnx(Protocol):
     flavours it does not run (their Q/DQ are made for another runtime's arithmetic)."""
 
     executions: tuple[OnnxExecution, ...]
+    gpu_executions: tuple[OnnxExecution, ...]  # those of its executions that run the file on a GPU
     foreign_int8_targets: tuple[Target, ...]
 
     def execution_settings(self, execution: OnnxExecution, trt_profile: tuple[str, str, str] | None,

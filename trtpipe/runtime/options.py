@@ -4,8 +4,10 @@
 receives this record: each folder declares its own settings type (``runtime/<engine>/settings.py``) and is given
 only that (:meth:`RunOptions.only`); a changed setting the backend does not have is refused with one line naming the
 setting and the backend, instead of being swallowed. Every field here is a field of some backend's settings type,
-with the same default (``tests/runtime/test_backend_folders.py``). Values are converted once, here: a Python caller
-may write ``optimization="disable"`` and gets the enum.
+with the same default (``tests/runtime/test_backend_folders.py``), so this module imports the folders' settings
+modules, where the types of their choices are declared (ONNX Runtime's graph optimisation levels, OpenVINO's hints):
+the one module outside the folders and the registry that may. Values are converted once, here: a Python caller may
+write ``optimization="disable"`` and gets the enum.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from trtpipe.errors import BadInput
-from trtpipe.vocab import CudnnSearch, GraphOptimization, PerformanceHint, Precision
+from trtpipe.runtime.onnxruntime.settings import CudnnSearch, GraphOptimization
+from trtpipe.runtime.openvino.settings import PerformanceHint
+from trtpipe.vocab import Precision
 
 Provider = str | tuple[str, dict[str, Any]]  # an execution provider: its name, or its name and its options
 Settings = TypeVar("Settings")

@@ -142,8 +142,23 @@ def compute_capability(kind: BackendKind) -> str:
 
 
 def backend_of(execution: OnnxExecution) -> BackendKind:
-    """The backend that runs ONNX files as ``execution`` (the one whose entry lists it)."""
-    return next(kind for kind, runner in abilities(RunsOnnx) if execution in runner.executions)
+    """The backend that runs ONNX files as ``execution`` (the one whose entry lists it); BadInput naming the ways
+    there are where none does (a backend folder that runs no ONNX file)."""
+    found = next((kind for kind, runner in abilities(RunsOnnx) if execution in runner.executions), None)
+    if found is None:
+        every = ", ".join(e for _, runner in abilities(RunsOnnx) for e in runner.executions)
+        raise BadInput(f"No backend runs ONNX files as {execution}: choose from {every}.")
+    return found
+
+
+def onnx_executions() -> tuple[OnnxExecution, ...]:
+    """Every way the registered backends run an ONNX file, in registry order (bench --backend's choices)."""
+    return tuple(execution for _, runner in abilities(RunsOnnx) for execution in runner.executions)
+
+
+def on_gpu(execution: OnnxExecution) -> bool:
+    """Whether running an ONNX file as ``execution`` runs it on a GPU (its backend's ONNX runner says)."""
+    return execution in ability(backend_of(execution), RunsOnnx).gpu_executions
 
 
 def execution_of(options: RunOptions) -> OnnxExecution:
@@ -157,7 +172,7 @@ def execution_of(options: RunOptions) -> OnnxExecution:
 
 def runs_on_gpu(options: RunOptions) -> bool:
     """Whether ``options``' providers run an ONNX file on a GPU."""
-    return execution_of(options).on_gpu
+    return on_gpu(execution_of(options))
 
 
 def executions_of(kind: BackendKind) -> tuple[OnnxExecution, ...]:
@@ -230,7 +245,7 @@ def runs_int8_target(execution: OnnxExecution, target: object) -> bool:
 def runs_as_written(execution: OnnxExecution) -> bool:
     """Whether ``execution`` runs an ONNX file's graph as written, Q/DQ as float ops on the CPU (the way that
     simulates the target's arithmetic), rather than its own integer or GPU kernels running the Q/DQ themselves."""
-    return backend_of(execution) is ArtifactKind.ONNX.backend and not execution.on_gpu
+    return backend_of(execution) is ArtifactKind.ONNX.backend and not on_gpu(execution)
 
 
 def tunes(execution: OnnxExecution) -> bool:
@@ -268,7 +283,7 @@ def check_execution(execution: OnnxExecution) -> None:
 def gpu_execution(kind: BackendKind) -> OnnxExecution:
     """The way ``kind`` runs an ONNX file on a GPU when asked only for the device (ONNX Runtime: its CUDA provider):
     the first of the executions its entry lists that runs on one; BadInput where it lists none."""
-    found = next((execution for execution in executions_of(kind) if execution.on_gpu), None)
+    found = next((execution for execution in executions_of(kind) if on_gpu(execution)), None)
     if found is None:
         raise BadInput(f"{kind} has no way to run on a GPU: run it on the CPU.")
     return found
@@ -280,7 +295,7 @@ def reference_execution(device: Device) -> OnnxExecution:
     kind = ArtifactKind.ONNX.backend
     if device is Device.CUDA:
         return gpu_execution(kind)
-    return next(execution for execution in executions_of(kind) if not execution.on_gpu)
+    return next(execution for execution in executions_of(kind) if not on_gpu(execution))
 
 
 def probe_session(model_or_path: onnx.ModelProto | Path | str, *, exposing: Iterable[str] = (),
@@ -426,5 +441,5 @@ def settings_for(description: ArtifactDescription, backend: BackendKind, asked: 
         return asked
     execution = execution_of(asked)
     tuned = description.tuned.get(execution) if backend_of(execution) is backend else None
-    required = RunOptions() if execution.on_gpu else RunOptions.from_keywords(description.run)
+    required = RunOptions() if on_gpu(execution) else RunOptions.from_keywords(description.run)
     return asked.over(RunOptions.from_keywords(tuned).over(required) if tuned is not None else required)

@@ -15,6 +15,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,22 @@ from trtpipe.artifact.records.commit import commit
 from trtpipe.artifact.records.document import Unreadable, read_document
 from trtpipe.errors import BadInput
 from trtpipe.files import sha256_bytes, sha256_file
-from trtpipe.vocab import HardwareCompat, Precision
+from trtpipe.vocab import Precision
 
 SIDECAR_SCHEMA = "trtpipe.engine/1"
+
+
+class HardwareCompat(StrEnum):
+    """Which GPUs an engine may run on (TensorRT's HardwareCompatibilityLevel): a fact of the engine file, which its
+    sidecar records and `build --hardware-compat` asks for."""
+
+    NONE = "none"
+    AMPERE_PLUS = "ampere+"
+    SAME_CC = "same-cc"
+
+    @property
+    def tensorrt_name(self) -> str:
+        return {"none": "NONE", "ampere+": "AMPERE_PLUS", "same-cc": "SAME_COMPUTE_CAPABILITY"}[self.value]
 
 
 @dataclass
@@ -47,7 +61,7 @@ class EngineSidecar:
     schema: str = SIDECAR_SCHEMA
 
     def __post_init__(self) -> None:
-        """Choices become the vocabulary's enums here, whether the sidecar is built or read (ValueError names a
+        """Choices become enums here, whether the sidecar is built or read (ValueError names a
         value that is none of them)."""
         for key, enum in (("hardware_compat", HardwareCompat), ("precision", Precision)):
             value = getattr(self, key)

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.onnx_info import readers_of
+from trtpipe.graph_index import readers_of
 
 FOLDABLE = ("Mul", "Add", "Sub", "Div")
 

@@ -64,10 +64,6 @@ def _copy_batch_in_reshapes(model: onnx.ModelProto) -> int:
             value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
             if value is not None:
                 constants[node.output[0]] = value
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
     changed = 0
     for node in graph.node:
         allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)

@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.graph_index import readers_of
+
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
@@ -100,11 +102,7 @@ class Chains:
     def __init__(self, model: onnx.ModelProto) -> None:
         graph = model.graph
         self.scalars = scalar_constants(model)
-        self.readers: dict[str, list[onnx.NodeProto]] = {}
-        for node in graph.node:
-            for name in node.input:
-                if name:
-                    self.readers.setdefault(name, []).append(node)
+        self.readers = {name: nodes for name, nodes in readers_of(graph).items() if name}
         self.outputs = {o.name for o in graph.output}
         self.position = {id(node): index for index, node in enumerate(graph.node)}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import onnx
 
-from trtpipe.onnx_info import readers_of
+from trtpipe.graph_index import readers_of
 
 FP16_MAX = 65504.0
 # Headroom for inputs the calibration data did not show: a node whose activations pass half of FP16's range

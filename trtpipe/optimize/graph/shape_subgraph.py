@@ -47,17 +47,14 @@ def shape_computations(model: onnx.ModelProto) -> list[onnx.NodeProto]:
         else:
             constant.update(node.output)
     # Constants that only shape computations read join them, last reader first, so a chain of them joins whole.
-    readers: dict[str, list[int]] = {}
-    for position, node in enumerate(nodes):
-        for name in node.input:
-            readers.setdefault(name, []).append(position)
+    position_of = {id(node): position for position, node in enumerate(nodes)}
     for position in reversed(range(len(nodes))):
         node = nodes[position]
         if position in members or node.op_type in SHAPE_SOURCES or not node.output:
             continue
         if not all(name in constant for name in node.output) or set(node.output) & index.graph_outputs:
             continue
-        read_by = [reader for name in node.output for reader in readers.get(name, [])]
+        read_by = [position_of[id(reader)] for name in node.output for reader in index.readers.get(name, [])]
         if read_by and all(reader in members for reader in read_by):
             members.add(position)
     return [node for position, node in enumerate(nodes) if position in members and _touches_float(node, index)]

@@ -57,7 +57,7 @@ class Pool:
         pooled = [np.empty_like(array) for array in self.expected]
         for fold, model in zip(folds, models, strict=True):
             context = fold.run.context
-            found = context.outputs(model, fold.run.judge.images, fold.run.profile.evaluation_optimization)
+            found = context.outputs(model, fold.run.judge.images, fold.run.profile.measured_as_written)
             positions = np.searchsorted(self.judged, fold.indices)
             for index, (whole, part) in enumerate(zip(pooled, found, strict=True)):
                 if self.per_sample[index]:

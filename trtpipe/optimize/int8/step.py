@@ -69,7 +69,7 @@ class Int8Run:
     def compare(self, model: onnx.ModelProto) -> Candidate:
         """``model`` against FP32 on the judging data, as this profile's runtime computes it."""
         return Candidate(model, self.context.compare(self.fp32, model, self.judge,
-                                                     self.profile.evaluation_optimization))
+                                                     self.profile.measured_as_written))
 
 
 class Int8Step(Protocol):
@@ -113,12 +113,11 @@ class LearnedStep(ABC):
     show the gains it usually makes (bias correction's 80 -> 96.7 % mAP@0.5 on a YOLOv8-style detector). A step the
     user named (``--bias-correction``, ``--adaround``) is always applied; where the judging data suggest it hurt, one
     warning says so with the figures. Without judging data it was not fit to, the step is kept as the recipe asks,
-    undecided, and the manifest says so. A subclass sets ``name``, ``title`` (for people), ``option`` (the
-    OptimizeOptions flag that asks for it), ``samples``, ``passes`` and ``apply``."""
+    undecided, and the manifest says so. A subclass sets ``name`` (also the OptimizeOptions flag that asks for it),
+    ``title`` (for people), ``passes`` and ``apply``, and ``samples`` where it wants other than 64."""
 
     name: ClassVar[str]
     title: ClassVar[str]
-    option: ClassVar[str]
     purpose: ClassVar[str | None] = ACCURACY
 
     def wanted(self, run: Int8Run) -> bool:
@@ -127,13 +126,13 @@ class LearnedStep(ABC):
 
     def named(self, run: Int8Run) -> bool:
         """Whether the user asked for this step by its flag (then it is applied whatever the data say)."""
-        return bool(getattr(run.context.options, self.option))
+        return bool(getattr(run.context.options, self.name))
 
     @abstractmethod
     def apply(self, run: Int8Run, current: Candidate) -> Outcome:
         """The candidate with what the step learned, and its record (before the rule judges it)."""
 
-    samples: ClassVar[int]  # the samples it learns from at 224x224 (fewer for larger inputs: learning_samples)
+    samples: ClassVar[int] = 64  # the samples it learns from at 224x224 (fewer for larger inputs: learning_samples)
 
     @abstractmethod
     def passes(self, run: Int8Run, current: Candidate) -> float:
@@ -188,7 +187,7 @@ class LearnedStep(ABC):
                 f"{self.title} kept on {run.judge.source}: {verdict.claim()}")
             return Outcome(outcome.candidate, record, line)
         if kept:  # named by the user, and the data suggest it hurt: applied, and said
-            console.warn(f"{self.title} was asked for (--{self.option.replace('_', '-')}) and is applied, though on "
+            console.warn(f"{self.title} was asked for (--{self.name.replace('_', '-')}) and is applied, though on "
                          f"{run.judge.source} the rule would drop it: {verdict.why} ({verdict.claim()})")
             return Outcome(outcome.candidate, record, line)
         say = console.warn if verdict.change == LOSS else console.note  # a loss the noise may explain: a note

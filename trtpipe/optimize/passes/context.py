@@ -18,7 +18,7 @@ from trtpipe.optimize.int8.recipes import Recipe
 from trtpipe.optimize.judging.evaluate import logits, outputs
 from trtpipe.optimize.options import OptimizeOptions
 from trtpipe.optimize.records import PassRecord
-from trtpipe.vocab import GraphOptimization, Target, Task
+from trtpipe.vocab import Target, Task
 
 R = TypeVar("R", bound=PassRecord)
 
@@ -94,20 +94,20 @@ class PassContext:
         return found
 
     def logits(self, model: onnx.ModelProto, images: Batch,
-               optimization: GraphOptimization = GraphOptimization.ALL) -> np.ndarray:
-        return logits(model, images, optimization=optimization, batch=self.static_batch)
+               as_written: bool = False) -> np.ndarray:
+        return logits(model, images, as_written=as_written, batch=self.static_batch)
 
     def outputs(self, model: onnx.ModelProto, images: Batch,
-                optimization: GraphOptimization = GraphOptimization.ALL) -> list[np.ndarray]:
-        return outputs(model, images, optimization=optimization, batch=self.static_batch)
+                as_written: bool = False) -> list[np.ndarray]:
+        return outputs(model, images, as_written=as_written, batch=self.static_batch)
 
     def compare(self, reference: onnx.ModelProto, candidate: onnx.ModelProto, data: Dataset,
-                optimization: GraphOptimization = GraphOptimization.ALL) -> Comparison:
+                as_written: bool = False) -> Comparison:
         """Every output of the candidate against the reference model's on ``data``, with the task's figure
-        (accuracy of both where it has labels)."""
+        (accuracy of both where it has labels); ``as_written``: run as evaluate.run_settings says."""
         expected = self._reference_outputs(reference, data.images)
         names = [o.name for o in reference.graph.output]
         with console.tracked(f"Judging on {count(data.images)} samples of {data.source}", count(data.images)) as done:
-            got = outputs(candidate, data.images, optimization=optimization, batch=self.static_batch,
+            got = outputs(candidate, data.images, as_written=as_written, batch=self.static_batch,
                           on_samples=done)
         return compare(expected, got, data.labels, task=self.task, names=names, decoder=self.decoder)

@@ -33,8 +33,9 @@ from onnx import helper, numpy_helper
 
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
+from trtpipe.graph_index import readers_of
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import attribute, clip_bounds, readers_of
+from trtpipe.onnx_info import attribute, clip_bounds
 from trtpipe.optimize.graph.activations import channel_ranges
 from trtpipe.optimize.passes.context import PassContext
 from trtpipe.optimize.records import EqualizeRecord

@@ -18,6 +18,7 @@ import onnx
 from trtpipe import console
 from trtpipe.comparison import OVER, judge_budget
 from trtpipe.errors import VerificationFailed
+from trtpipe.graph_index import producers_of
 from trtpipe.inputs import Batch
 from trtpipe.optimize.graph.activations import observe
 from trtpipe.optimize.graph.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
@@ -53,7 +54,7 @@ def convert_fp16(
     if any(not node.name for node in model.graph.node):  # the converter blocks by node name
         raise ValueError("every node needs a name before FP16 conversion")
     report = Fp16Report(keep_io_fp32, calibration=source)
-    outputs_of = {o: node for node in model.graph.node for o in node.output}
+    outputs_of = producers_of(model.graph)
     with console.progress() as bar:
         task = bar.add_task("Measuring activation ranges for FP16", total=len(calibration))
         stats = observe(model, list(outputs_of), calibration, on_batch=lambda: bar.advance(task))

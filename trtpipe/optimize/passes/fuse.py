@@ -18,6 +18,7 @@ import onnx
 
 from trtpipe import console
 from trtpipe.errors import TrtpipeError, VerificationFailed
+from trtpipe.graph_index import read_names
 from trtpipe.onnx_info import name_nodes, op_counts
 from trtpipe.optimize.graph.conv_affine import fold_conv_affine
 from trtpipe.optimize.graph.hard_activations import fuse_hard_activations
@@ -95,7 +96,7 @@ def _restore_outputs(graph: onnx.GraphProto, original: onnx.GraphProto) -> None:
 
 
 def _drop_unread_initializers(graph: onnx.GraphProto) -> None:
-    read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    read = read_names(graph)
     for tensor in [t for t in graph.initializer if t.name not in read]:
         graph.initializer.remove(tensor)
 

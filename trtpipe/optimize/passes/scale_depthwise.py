@@ -48,8 +48,8 @@ from onnx import helper, numpy_helper
 
 from trtpipe import console
 from trtpipe.errors import VerificationFailed
-from trtpipe.graph_index import GraphIndex
-from trtpipe.onnx_info import attribute, producers_of, readers_of
+from trtpipe.graph_index import GraphIndex, producers_of, readers_of
+from trtpipe.onnx_info import attribute
 from trtpipe.optimize.graph.activations import channel_bounds, channel_ranges
 from trtpipe.optimize.graph.gains import EXACT_LEVELS, GAIN, GAIN_SUFFIX, INVERSE_GAIN, INVERSE_SUFFIX, gain_kind, mark
 from trtpipe.optimize.passes.context import PassContext
@@ -101,10 +101,7 @@ def find_sites(model: onnx.ModelProto) -> list[Site]:
     """Activation tensors (not graph inputs) that depthwise convolutions read, with weights no other node reads."""
     graph = model.graph
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
+    readers = {name: len(nodes) for name, nodes in readers_of(graph).items()}
     inputs = {i.name for i in graph.input}
     sites: dict[str, Site] = {}
     for node in graph.node:

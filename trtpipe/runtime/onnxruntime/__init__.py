@@ -28,6 +28,6 @@ ENTRY = BackendEntry(
          WordsErrors: "trtpipe.runtime.onnxruntime.errors",
          QuantizesAsPeer: "trtpipe.runtime.onnxruntime.peer",
          Tunes: "trtpipe.runtime.onnxruntime.tune",
-         ReportsInstallation: "trtpipe.runtime.onnxruntime.providers"})
+         ReportsInstallation: "trtpipe.runtime.onnxruntime.installation"})
 
 __all__ = ["ENTRY", "OnnxRuntimeSettings"]

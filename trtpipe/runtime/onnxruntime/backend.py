@@ -26,16 +26,11 @@ from trtpipe.runtime.base import Backend
 from trtpipe.runtime.onnxruntime.binding import BoundSession
 from trtpipe.runtime.onnxruntime.float_weights import fold_float_convolution_weights, needs_folding
 from trtpipe.runtime.onnxruntime.fp16_rounding import round_fp16_tensors
-from trtpipe.runtime.onnxruntime.providers import (
-    check_active,
-    check_providers,
-    preload_cuda_libraries,
-    with_run_settings,
-    without_cuda_graph,
-)
-from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
+from trtpipe.runtime.onnxruntime.installation import check_active, check_providers, preload_cuda_libraries
+from trtpipe.runtime.onnxruntime.providers import with_run_settings, without_cuda_graph
+from trtpipe.runtime.onnxruntime.settings import GraphOptimization, OnnxRuntimeSettings
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import BackendKind, Device, GraphOptimization, dtype
+from trtpipe.vocab import BackendKind, Device, dtype
 
 # ONNX Runtime's GraphOptimizationLevel member for each level.
 _LEVELS = {GraphOptimization.DISABLE: "ORT_DISABLE_ALL", GraphOptimization.BASIC: "ORT_ENABLE_BASIC",

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtpipe.runtime.onnxruntime.providers import check_providers, execution_for, provider_list
+from trtpipe.runtime.onnxruntime.installation import check_providers
+from trtpipe.runtime.onnxruntime.providers import execution_for, provider_list
 from trtpipe.vocab import OnnxExecution, Target
 
 executions: tuple[OnnxExecution, ...] = (OnnxExecution.CPU, OnnxExecution.CUDA, OnnxExecution.TENSORRT)
-__all__ = ["check_execution", "execution_for", "execution_settings", "executions", "foreign_int8_targets"]
+gpu_executions: tuple[OnnxExecution, ...] = (OnnxExecution.CUDA, OnnxExecution.TENSORRT)
+__all__ = ["check_execution", "execution_for", "execution_settings", "executions", "foreign_int8_targets",
+           "gpu_executions"]
 foreign_int8_targets: tuple[Target, ...] = ()  # it runs every INT8 flavour's Q/DQ (as float ops where it must)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import producers_of, read_names, readers_of
 
 FLOAT_CONVOLUTIONS = ("Conv", "ConvTranspose")
 
@@ -92,7 +92,7 @@ def fold_float_convolution_weights(model: onnx.ModelProto) -> int:
             folded[dq.output[0]] = name
         node.input[index] = folded[dq.output[0]]
     if folded:
-        read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        read = read_names(graph)
         kept = [node for node in graph.node if not (node.op_type == "DequantizeLinear" and node.output[0] in folded
                                                      and node.output[0] not in read)]
         del graph.node[:]

@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from trtpipe.graph_index import read_names
 from trtpipe.onnx_info import graph_inputs
 from trtpipe.runtime.onnxruntime.float_weights import dequantize_constant
 
@@ -131,7 +132,7 @@ def _rounded_where_written(node: onnx.NodeProto, half: list[str]) -> list[onnx.N
 
 def _drop_unread_initializers(graph: onnx.GraphProto, folded_from: set[str]) -> None:
     """The integer weights and scales a folded weight was computed from, removed where nothing reads them now."""
-    read = {name for node in graph.node for name in node.input} | {v.name for v in [*graph.input, *graph.output]}
+    read = read_names(graph) | {i.name for i in graph.input}
     unread = [t for t in graph.initializer if t.name in folded_from and t.name not in read]
     for tensor in unread:
         graph.initializer.remove(tensor)

@@ -1,21 +1,13 @@
-"""ONNX Runtime execution providers: which ones an execution choice asks for, with their options, and the check
-that they exist here (ONNX Runtime would otherwise fall back to the CPU without a word)."""
+"""ONNX Runtime execution providers: which ones an execution choice asks for, with their options. Names and options
+only, importing no onnxruntime (the run options read them); installation.py checks them against what is here."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from trtpipe.errors import BadInput
 from trtpipe.vocab import OnnxExecution
-
-if TYPE_CHECKING:
-    from trtpipe.runtime.onnxruntime.settings import OnnxRuntimeSettings
-    from trtpipe.runtime.options import RunOptions
 
 Provider = str | tuple[str, dict[str, Any]]  # an execution provider: its name, or its name and its options
 Providers = Sequence[Provider]
@@ -27,6 +19,20 @@ PROVIDERS: dict[OnnxExecution, tuple[str, ...]] = {
     OnnxExecution.CPU: (CPU_PROVIDER,), OnnxExecution.CUDA: (CUDA_PROVIDER, CPU_PROVIDER),
     OnnxExecution.TENSORRT: (TENSORRT_PROVIDER, CUDA_PROVIDER, CPU_PROVIDER)}
 GPU_PROVIDERS = frozenset({CUDA_PROVIDER, TENSORRT_PROVIDER})
+
+
+class CudaSettings(Protocol):
+    """The run settings the CUDA provider's options are made from (RunOptions at the edge, the backend's own
+    settings inside it: both have them)."""
+
+    @property
+    def cuda_graph(self) -> bool: ...
+
+    @property
+    def prefer_nhwc(self) -> bool: ...
+
+    @property
+    def cudnn_search(self) -> Any: ...  # CudnnSearch | None (settings.py, which imports this module)
 
 
 def provider_names(providers: Providers) -> list[str]:
@@ -101,7 +107,7 @@ def with_tensorrt_options(providers: Providers, *, workspace: int | None = None,
     return tuple(result)
 
 
-def cuda_provider_options(options: RunOptions | OnnxRuntimeSettings) -> dict[str, Any]:
+def cuda_provider_options(options: CudaSettings) -> dict[str, Any]:
     """The CUDA provider's options for a run's settings (names from ONNX Runtime's CUDA execution provider page,
     https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html): ``enable_cuda_graph``,
     ``prefer_nhwc``, ``cudnn_conv_algo_search`` where the run sets it, and ``cudnn_conv_use_max_workspace`` on, so
@@ -114,7 +120,7 @@ def cuda_provider_options(options: RunOptions | OnnxRuntimeSettings) -> dict[str
     return chosen
 
 
-def with_run_settings(providers: Providers, options: OnnxRuntimeSettings) -> list[str | tuple[str, dict[str, Any]]]:
+def with_run_settings(providers: Providers, options: CudaSettings) -> list[str | tuple[str, dict[str, Any]]]:
     """``providers`` with the CUDA provider's options set from the run's settings (:func:`cuda_provider_options`)
     over the ones it was given; the other providers as they are."""
     result: list[str | tuple[str, dict[str, Any]]] = []
@@ -135,72 +141,3 @@ def without_cuda_graph(providers: Providers) -> list[str | tuple[str, dict[str, 
         name, given = (provider, {}) if isinstance(provider, str) else (provider[0], dict(provider[1]))
         result.append((name, {**given, "enable_cuda_graph": "0"}) if name == "CUDAExecutionProvider" else provider)
     return result
-
-
-@functools.cache
-def preload_cuda_libraries() -> str | None:
-    """Load the CUDA, cuBLAS and cuDNN libraries ONNX Runtime's CUDA provider needs, once per process, the way ONNX
-    Runtime documents (``onnxruntime.preload_dlls()``, 1.21 and later: from the nvidia-* wheels, then the default
-    library path). The provider's library has no RUNPATH to them: without this, a process that never imported torch
-    (which loads them) gets a session that quietly falls back to the CPU. Returns what ``preload_dlls`` reported
-    failing to load (it prints it; it is kept for the one-line refusal), or None."""
-    import onnxruntime as ort
-
-    preload = getattr(ort, "preload_dlls", None)
-    if preload is None:  # older than 1.21: the libraries must be on the library path
-        return None
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        try:
-            preload()
-        except (OSError, RuntimeError) as error:  # a directory or library ONNX Runtime could not use
-            print(f"Failed to preload: {error}")
-    failures = [line.strip() for line in printed.getvalue().splitlines() if line.strip().startswith("Failed")]
-    return failures[0] if failures else None
-
-
-def check_providers(providers: Providers) -> list[str]:
-    """The providers' names; BadInput naming what is asked for and what exists when one is not installed."""
-    import onnxruntime as ort
-
-    available = ort.get_available_providers()
-    names = [p if isinstance(p, str) else p[0] for p in providers]
-    unknown = [p for p in names if p not in available]
-    if unknown:
-        hint = " (pip install 'trtpipe[gpu]' for the CUDA and TensorRT providers)" if (
-            set(unknown) & GPU_PROVIDERS and not set(available) & GPU_PROVIDERS) else ""
-        raise BadInput(f"Requested ONNX Runtime providers {', '.join(unknown)}; available providers are "
-                       f"{', '.join(available)}{hint}.")
-    return names
-
-
-def check_active(requested: Providers, active: list[str], label: str) -> None:
-    """ONNX Runtime quietly falls back to the CPU when a provider cannot take a model: refuse that."""
-    wanted = [p if isinstance(p, str) else p[0] for p in requested]
-    first = wanted[0] if wanted else None
-    if first and first != "CPUExecutionProvider" and first not in active:
-        needs = (" (the TensorRT provider of onnxruntime-gpu needs TensorRT 10's libnvinfer.so.10 on the library "
-                 "path)") if first == "TensorrtExecutionProvider" else ""
-        if first == "CUDAExecutionProvider" and preload_cuda_libraries.cache_info().currsize:
-            failed = preload_cuda_libraries()
-            needs = f" (onnxruntime.preload_dlls: {failed})" if failed else needs
-        raise BadInput(f"ONNX Runtime did not use {first} for {label} (active providers: {', '.join(active)}): "
-                       f"check 'trtpipe doctor' for the CUDA/TensorRT libraries it needs{needs}.")
-
-
-def environment() -> dict[str, Any]:
-    """What bench records of ONNX Runtime's installation beside its version: the providers it offers here."""
-    import onnxruntime
-
-    return {"onnxruntime_providers": onnxruntime.get_available_providers()}
-
-
-def doctor_row() -> dict[str, Any]:
-    """``trtpipe doctor``'s line for ONNX Runtime: its version and providers, fine where it offers a GPU one."""
-    import onnxruntime
-
-    providers = onnxruntime.get_available_providers()
-    return {"item": "ONNX Runtime", "ok": bool([p for p in providers if p in GPU_PROVIDERS]),
-            "value": f"{onnxruntime.__version__}: {', '.join(providers)}",
-            "fix": "pip uninstall -y onnxruntime && pip install onnxruntime-gpu (one provides the module; "
-                   "onnxruntime-gpu adds the CUDA and TensorRT providers)"}

@@ -4,9 +4,31 @@ backend's flags; ``RunOptions.only`` takes this backend's out of it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from trtpipe.runtime.onnxruntime.providers import GPU_PROVIDERS, Provider, provider_names
-from trtpipe.vocab import CudnnSearch, GraphOptimization
+
+
+class GraphOptimization(StrEnum):
+    """ONNX Runtime's graph optimisation level. ``disable`` keeps Q/DQ as float ops: TensorRT's arithmetic."""
+
+    DISABLE = "disable"
+    BASIC = "basic"
+    EXTENDED = "extended"
+    ALL = "all"
+
+
+class CudnnSearch(StrEnum):
+    """ONNX Runtime CUDA's ``cudnn_conv_algo_search``: try every convolution algorithm once per shape
+    (exhaustive), take cuDNN's heuristic pick, or its default algorithm."""
+
+    EXHAUSTIVE = "exhaustive"
+    HEURISTIC = "heuristic"
+    DEFAULT = "default"
+
+    @property
+    def onnxruntime_name(self) -> str:
+        return self.value.upper()
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,12 @@ from trtpipe.artifact.description import ArtifactDescription, describe_artifact
 from trtpipe.artifact.records.tuned import TUNABLE, TunedRun, tunable_settings, write_tuned
 from trtpipe.errors import BadInput
 from trtpipe.inputs import Batch
+from trtpipe.runtime.onnxruntime.executions import gpu_executions
 from trtpipe.runtime.onnxruntime.providers import GPU_PROVIDERS
+from trtpipe.runtime.onnxruntime.settings import CudnnSearch
 from trtpipe.runtime.options import RunOptions
 from trtpipe.runtime.registry import execution_settings, executions_of, open_artifact
-from trtpipe.vocab import CudnnSearch, OnnxExecution, Precision
+from trtpipe.vocab import OnnxExecution, Precision
 
 # bench's timing loop: (a call, *, warmup, iters, duration_s, min_iters) -> the samples in ms
 Timer = Callable[..., np.ndarray]
@@ -89,7 +91,7 @@ def tune_artifact(artifact: Path | ArtifactDescription, execution: OnnxExecution
                        f"{OnnxExecution.CPU} and {OnnxExecution.CUDA}.")
     base = _base_settings(base, execution)
     untuned = dataclasses.replace(description, tuned={})
-    if execution.on_gpu:
+    if execution in gpu_executions:
         untuned = untuned.natively()  # a GPU provider runs Q/DQ itself
     plain_settings = dataclasses.replace(base, io_binding=False, cuda_graph=False)
     with open_artifact(untuned, plain_settings) as plain:
@@ -121,7 +123,7 @@ def _base_settings(base: RunOptions | None, execution: OnnxExecution) -> RunOpti
     """The settings every candidate keeps: the caller's, with ``execution``'s providers where the caller named no
     GPU provider for a GPU execution."""
     base = base or RunOptions()
-    if execution.on_gpu and not set(base.provider_names) & GPU_PROVIDERS:
+    if execution in gpu_executions and not set(base.provider_names) & GPU_PROVIDERS:
         base = execution_settings(execution, base)
     return base
 
@@ -161,7 +163,7 @@ def _record_fastest(probe: list[_Candidate], live: list[_Candidate], description
     import onnxruntime
 
     run = TunedRun(execution, tunable_settings(best.settings),
-                   device(execution.on_gpu), onnxruntime.__version__, _batch(checked),
+                   device(execution in gpu_executions), onnxruntime.__version__, _batch(checked),
                    tuple(c.record() for c in probe))
     written = write_tuned(Path(str(description.path)), run)
     chosen = ", ".join(f"{name}={value}" for name, value in run.settings.items()

@@ -17,9 +17,9 @@ from trtpipe.artifact.description import ArtifactDescription, describe_artifact
 from trtpipe.artifact.tensors import TensorInfo
 from trtpipe.errors import BadInput, MissingDependency
 from trtpipe.runtime.base import Backend
-from trtpipe.runtime.openvino.settings import OpenVinoSettings
+from trtpipe.runtime.openvino.settings import OpenVinoSettings, PerformanceHint
 from trtpipe.runtime.options import RunOptions
-from trtpipe.vocab import BackendKind, Device, PerformanceHint, Precision, Target
+from trtpipe.vocab import BackendKind, Device, Precision, Target
 
 INSTALL = "pip install 'trtpipe[openvino]'"
 HINTS = {PerformanceHint.LATENCY: "LATENCY", PerformanceHint.THROUGHPUT: "THROUGHPUT"}

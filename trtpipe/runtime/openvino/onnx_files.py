@@ -10,6 +10,7 @@ from typing import Any
 from trtpipe.vocab import OnnxExecution, Target
 
 executions: tuple[OnnxExecution, ...] = (OnnxExecution.OPENVINO,)
+gpu_executions: tuple[OnnxExecution, ...] = ()  # its CPU plugin only
 foreign_int8_targets: tuple[Target, ...] = (Target.TENSORRT,)
 
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-from trtpipe.vocab import PerformanceHint, Precision
+from trtpipe.vocab import Precision
+
+
+class PerformanceHint(StrEnum):
+    """OpenVINO's performance hint: one request at a time, or many in flight."""
+
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from trtpipe.artifact.records.engine import HardwareCompat
 from trtpipe.errors import TrtpipeError
-from trtpipe.vocab import HardwareCompat
 
 
 class TrtFeature(StrEnum):

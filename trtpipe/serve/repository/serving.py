@@ -7,7 +7,7 @@ from typing import Any
 
 from trtpipe.runtime import ArtifactDescription, RunOptions
 from trtpipe.runtime.entry import settings_names
-from trtpipe.runtime.registry import entry, execution_settings, executions_of
+from trtpipe.runtime.registry import entry, execution_settings, executions_of, on_gpu
 from trtpipe.vocab import BackendKind, Device
 
 
@@ -26,7 +26,7 @@ def serving_options(backend: BackendKind, threads: int | None, device: Device = 
     way of running ONNX files (ONNX Runtime's CUDA provider) runs that way, with its memory arena kept (a captured CUDA
     graph replays into the buffers it was captured with)."""
     own = entry(backend)
-    gpu = next((e for e in executions_of(backend) if e.on_gpu), None) if device is Device.CUDA else None
+    gpu = next((e for e in executions_of(backend) if on_gpu(e)), None) if device is Device.CUDA else None
     wanted: dict[str, Any] = {"spinning": False, "release_memory": gpu is None}
     has = settings_names(own.settings)
     options = RunOptions(threads=threads, **{name: value for name, value in wanted.items() if name in has})

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.graph_index import readers_of
 from trtpipe.onnx_info import attribute, clip_bounds
 
 if TYPE_CHECKING:
@@ -63,10 +64,7 @@ def channel_intervals(model: onnx.ModelProto) -> dict[str, tuple[np.ndarray, np.
 def _intervals(model: onnx.ModelProto) -> tuple[dict[str, tuple[float, float]],
                                                 dict[str, tuple[np.ndarray, np.ndarray]]]:
     graph = model.graph
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input[:1]:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(graph)  # of the tensors below, read as the data input (the first) and nowhere else
     other_reads = {name for node in graph.node for name in node.input[1:]} | {o.name for o in graph.output}
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     constants.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node

@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import producers_of, readers_of
 
 
 def concatenate_in_place(model: onnx.ModelProto) -> list[str]:

@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import producers_of, readers_of
 from trtpipe.optimize.graph.gains import GAIN, gain_kind
 
 

@@ -40,8 +40,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from trtpipe.graph_index import GraphIndex
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import GraphIndex, producers_of, readers_of, tensor_names
 from trtpipe.optimize.graph.gains import EXACT_LEVELS, GAIN, INVERSE_GAIN, gain_kind
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ def _plain(model: onnx.ModelProto) -> int:
     sites = {node.name or node.output[0]: dq for node in graph.node if (dq := rewritable(node)) is not None}
     if not sites:
         return 0
-    names = {t.name for t in graph.initializer} | set(producer) | {i.name for i in graph.input}
+    names = tensor_names(graph)  # fresh names join it as they are taken
     const = _constants(graph, names)
     rewritten: list[onnx.NodeProto] = []
     for index, node in enumerate(graph.node):
@@ -164,8 +163,7 @@ def _gained(model: onnx.ModelProto, ranges: Ranges) -> int:
     sites = _gained_sites(graph, ranges)
     if not sites:
         return 0
-    producer = producers_of(graph)
-    names = {t.name for t in graph.initializer} | set(producer) | {i.name for i in graph.input}
+    names = tensor_names(graph)
     shared = _gained_constants(graph, names)
     replaced = {id(n) for site in sites for n in (site.inverse, site.quantize, site.dequantize, site.hardswish)}
     at = {id(site.gain): site for site in sites}

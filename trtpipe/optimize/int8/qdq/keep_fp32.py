@@ -20,7 +20,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.onnx_info import fresh_name, producers_of
+from trtpipe.graph_index import producers_of, taken_names
+from trtpipe.onnx_info import fresh_name
 from trtpipe.optimize.int8.qdq.profiles import QuantProfile
 from trtpipe.optimize.int8.qdq.quantize import prune_unread
 from trtpipe.optimize.int8.qdq.quantize import quantized_op_types as quantized_op_types_of
@@ -67,8 +68,7 @@ class _Restorer:
         self.fp32_initializers = {t.name: t for t in fp32.graph.initializer}
         self.fp32_producer = producers_of(fp32.graph)
         self.inputs = {i.name for i in fp32.graph.input}
-        self.taken = ({n.name for n in self.graph.node} | {o for n in self.graph.node for o in n.output}
-                      | set(self.initializers) | {i.name for i in self.graph.input})
+        self.taken = taken_names(self.graph)
         self.found: dict[str, str] = {}
         self.reading_dequantized = reading_dequantized(result)  # restoring adds no DQ and removes none
 

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import producers_of, readers_of
 from trtpipe.optimize.graph.gains import gain_kind, preactivation_writer
 from trtpipe.optimize.int8.calibration.calibrate import Ranges
 from trtpipe.optimize.int8.qdq.concat_in_place import concatenated_in_place

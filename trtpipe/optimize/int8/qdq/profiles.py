@@ -45,7 +45,7 @@ from typing import Any
 
 from trtpipe.artifact.records.sections import CpuRecord
 from trtpipe.errors import BadInput
-from trtpipe.vocab import CpuClass, GraphOptimization, Precision, Target
+from trtpipe.vocab import CpuClass, Precision, Target
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,9 @@ class QuantProfile:
     reduce_range: bool
     reduce_range_reason: str
     op_types: tuple[str, ...] | None  # None: ONNX Runtime's default set
-    evaluation_optimization: GraphOptimization  # how ONNX Runtime must run the result to measure it faithfully
+    # How the result must run to be measured faithfully: every op as written, Q/DQ as float ops (TensorRT's
+    # arithmetic), or on the reference runtime's own (integer) kernels.
+    measured_as_written: bool
     extra_options: dict[str, Any] = field(default_factory=dict)
     residual_branch_only: bool = False  # on an Add fed by a weighted op, drop that input's Q/DQ
     shared_concat_scales: bool = False  # every input of a quantized Concat takes one range (placement.py)
@@ -81,7 +83,7 @@ class QuantProfile:
                 "weights": "int8 symmetric per-channel" + (" (7-bit)" if self.reduce_range else ""),
                 "reduce_range": self.reduce_range, "reduce_range_reason": self.reduce_range_reason,
                 "accuracy_measured_with": "Q/DQ as float ops (TensorRT arithmetic)"
-                if self.evaluation_optimization is GraphOptimization.DISABLE else "ONNX Runtime CPU integer kernels"}
+                if self.measured_as_written else "ONNX Runtime CPU integer kernels"}
 
 
 # Weighted ops (inputs quantized, TensorRT picks INT8 kernels), residual Adds and the ops TensorRT propagates
@@ -120,7 +122,7 @@ def profile_for(target: Target, cpu_class: CpuClass | None = None) -> QuantProfi
             target, signed_activations=True, symmetric_activations=True, reduce_range=False,
             reduce_range_reason="TensorRT accumulates in int32: full 8-bit weights",
             op_types=TENSORRT_OP_TYPES,
-            evaluation_optimization=GraphOptimization.DISABLE,
+            measured_as_written=True,
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
                            "OpTypesToExcludeOutputQuantization": list(TENSORRT_OP_TYPES),
                            # ONNX Runtime writes Q/DQ on a MaxPool's or AveragePool's input only when that input
@@ -143,7 +145,7 @@ def profile_for(target: Target, cpu_class: CpuClass | None = None) -> QuantProfi
             reduce_range_reason=f"made for {cpu_class}, which has VNNI: full 8-bit weights" if vnni else
             f"made for {cpu_class}, which lacks VNNI: 7-bit weights avoid 16-bit saturation in int8 dot products"
             + "; depthwise convolutions keep 8 bits (their kernels widen to 16 bits before multiplying)",
-            op_types=OPENVINO_OP_TYPES if openvino else CPU_OP_TYPES, evaluation_optimization=GraphOptimization.ALL,
+            op_types=OPENVINO_OP_TYPES if openvino else CPU_OP_TYPES, measured_as_written=False,
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
             zero_point_free_joins=openvino, concat_in_place=openvino, integer_hardswish=not openvino,
             integer_gains=not openvino,

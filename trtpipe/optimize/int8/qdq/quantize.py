@@ -13,7 +13,7 @@ from typing import Any
 
 import onnx
 
-from trtpipe.onnx_info import producers_of, readers_of
+from trtpipe.graph_index import producers_of, read_names, readers_of
 from trtpipe.optimize.int8.calibration.calibrate import Ranges
 from trtpipe.optimize.int8.calibration.saturation import saturated_ranges
 from trtpipe.optimize.int8.qdq.concat_in_place import concatenate_in_place
@@ -94,7 +94,7 @@ def float_reads(model: onnx.ModelProto, fp32: onnx.ModelProto, float_nodes: set[
     the quantization) stays: without it the reader would get the unclamped value.
     Returns how many pairs it removed."""
     graph = model.graph
-    fp32_producer = {out: node.op_type for node in fp32.graph.node for out in node.output}
+    fp32_producer = {name: node.op_type for name, node in producers_of(fp32.graph).items()}
     producer = producers_of(graph)
     readers = readers_of(graph)
     outputs = {o.name for o in graph.output}
@@ -164,15 +164,14 @@ def float_graph_outputs(model: onnx.ModelProto) -> int:
 def prune_unread(graph: onnx.GraphProto) -> None:
     """Remove nodes whose outputs nobody reads (Q/DQ pairs that surgery left without a reader), then unread
     initializers."""
-    outputs = {o.name for o in graph.output}
     while True:
-        read = {i for node in graph.node for i in node.input} | outputs
+        read = read_names(graph)
         dead = [node for node in graph.node if not any(o in read for o in node.output if o)]
         if not dead:
             break
         for node in dead:
             graph.node.remove(node)
-    read = {i for node in graph.node for i in node.input} | outputs
+    read = read_names(graph)
     for tensor in [t for t in graph.initializer if t.name not in read]:
         graph.initializer.remove(tensor)
 
@@ -189,10 +188,7 @@ def keep_residual_branch_only(model: onnx.ModelProto) -> int:
     graph = model.graph
     producer = producers_of(graph)
     position = {id(node): index for index, node in enumerate(graph.node)}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    consumers = readers_of(graph)
     outputs = {o.name for o in graph.output}
     rewired, dead = 0, set()
     for add in [n for n in graph.node if n.op_type == "Add"]:

@@ -27,7 +27,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from trtpipe.onnx_info import producers_of, topologically_sorted
+from trtpipe.graph_index import producers_of
+from trtpipe.onnx_info import topologically_sorted
 
 DOMAIN = "trtpipe.emulation"
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1

@@ -22,9 +22,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from trtpipe.graph_index import GraphIndex
+from trtpipe.graph_index import GraphIndex, producers_of
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import attribute, clip_bounds, producers_of
+from trtpipe.onnx_info import attribute, clip_bounds
 from trtpipe.optimize.graph.activations import feeds
 from trtpipe.runtime.registry import probe_session
 

@@ -11,8 +11,6 @@ from trtpipe import console
 from trtpipe.inputs import count
 from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome
 
-SAMPLES = 64
-
 
 @dataclass(frozen=True)
 class AdaroundRecord:
@@ -29,9 +27,6 @@ class AdaroundRecord:
 class Adaround(LearnedStep):
     name = "adaround"
     title = "AdaRound"
-    option = "adaround"
-
-    samples = SAMPLES
 
     def passes(self, run: Int8Run, current: Candidate) -> float:
         from trtpipe.optimize.int8.steps.adaround.algorithm import rounded_layers

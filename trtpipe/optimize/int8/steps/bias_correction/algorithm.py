@@ -17,8 +17,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from trtpipe.graph_index import producers_of
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import producers_of
 from trtpipe.optimize.graph.activations import feeds
 from trtpipe.runtime.registry import probe_session
 

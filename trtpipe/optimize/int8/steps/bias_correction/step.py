@@ -10,8 +10,6 @@ from trtpipe import console
 from trtpipe.inputs import count
 from trtpipe.optimize.int8.step import Candidate, Int8Run, LearnedStep, Outcome
 
-SAMPLES = 64
-
 
 @dataclass(frozen=True)
 class BiasCorrectionRecord:
@@ -26,9 +24,6 @@ class BiasCorrectionRecord:
 class BiasCorrection(LearnedStep):
     name = "bias_correction"
     title = "Bias correction"
-    option = "bias_correction"
-
-    samples = SAMPLES
 
     def passes(self, run: Int8Run, current: Candidate) -> float:
         return _layers(run) + 1  # FP32's means, then a pass per layer

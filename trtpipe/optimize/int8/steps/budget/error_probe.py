@@ -17,11 +17,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from trtpipe.graph_index import producers_of, taken_names
 from trtpipe.inputs import Batch, count, take
 from trtpipe.onnx_info import fresh_name
 from trtpipe.optimize.int8.qdq.profiles import QuantProfile
 from trtpipe.optimize.int8.steps.budget.fallback_units import Writers
-from trtpipe.runtime.options import RunOptions
+from trtpipe.optimize.judging.evaluate import run_settings
 from trtpipe.runtime.registry import open_model
 
 
@@ -46,14 +47,13 @@ class _ProbeBuilder:
         self.writers = writers
         self.fp32 = {node.name: node for node in fp32.graph.node}
         self.twins = {node.name: node for node in quantized.graph.node}
-        self.producer = {o: node for node in quantized.graph.node for o in node.output if o}
+        self.producer = {name: node for name, node in producers_of(quantized.graph).items() if name}
         self.q_initializers = {t.name: t for t in quantized.graph.initializer}
         self.constant = set(self.q_initializers)
         for node in quantized.graph.node:  # topological: a node of constants is a constant
             if all(not name or name in self.constant for name in node.input):
                 self.constant.update(o for o in node.output if o)
-        self.taken = ({n.name for n in self.graph.node} | {o for n in self.graph.node for o in n.output}
-                      | {t.name for t in self.graph.initializer} | {i.name for i in self.graph.input})
+        self.taken = taken_names(self.graph)
         self.copied: dict[str, str] = {}  # quantized-graph tensor -> its copy in the probe
         self.shape_one = self._fresh("probe_shape_one")
         self.graph.initializer.append(helper.make_tensor(self.shape_one, TensorProto.INT64, [1], [1]))
@@ -234,7 +234,7 @@ def removed_errors(fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: Q
     if not builder.outputs:
         return [0.0] * len(units)
     sums: list[np.ndarray] | None = None
-    with open_model(builder.model, RunOptions(optimization=profile.evaluation_optimization)) as backend:
+    with open_model(builder.model, run_settings(profile.measured_as_written)) as backend:
         total = count(probe)
         size = batch or 1  # one sample a step: a large input's probe stays small in memory, and the bar moves
         for start in range(0, total - total % size, size):

@@ -61,11 +61,11 @@ def output_gains(fp32: onnx.ModelProto, quantized: onnx.ModelProto, profile: Qua
     """For each unit, the share of ``quantized``'s output error on ``probe`` that keeping that unit alone in FP32
     removes (1.0: all of it; 0 or less: none). The error is each output's mean squared error relative to the
     FP32 output's mean square, summed over the outputs (a detector's heads all count)."""
-    run = profile.evaluation_optimization
+    as_written = profile.measured_as_written
     reference = outputs(fp32, probe, batch=batch)
 
     def error(model: onnx.ModelProto) -> float:
-        values = outputs(model, probe, optimization=run, batch=batch)
+        values = outputs(model, probe, as_written=as_written, batch=batch)
         return sum(float(np.mean((np.asarray(v, np.float64) - r[: len(v)]) ** 2) / (np.mean(r.astype(np.float64) ** 2)
                                                                                    or 1.0))
                    for v, r in zip(values, reference, strict=True))

@@ -91,12 +91,12 @@ def fall_back_until_within_budget(
     the eval data within ``budget_pp``: the task's accuracy drop with labels, else its agreement drop against
     ``fp32_outputs`` (every output compared). At most ``max_attempts`` evaluations of the eval data (default:
     :func:`default_max_attempts`)."""
-    run = profile.evaluation_optimization
+    as_written = profile.measured_as_written
     names = [o.name for o in fp32.graph.output]
 
     def judge(excluded: list[str]) -> tuple[onnx.ModelProto, Comparison]:
         candidate = keep_in_fp32(quantized, fp32, excluded, profile)
-        out = outputs(candidate, evaluation.images, optimization=run, batch=batch)
+        out = outputs(candidate, evaluation.images, as_written=as_written, batch=batch)
         usable = len(out[0])
         return candidate, compare([o[:usable] for o in fp32_outputs], out, evaluation.labels, task=task,
                                   names=names, decoder=decoder)

@@ -44,8 +44,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.errors import VerificationFailed
+from trtpipe.graph_index import producers_of, readers_of
 from trtpipe.inputs import Batch
-from trtpipe.onnx_info import producers_of, readers_of, topologically_sorted
+from trtpipe.onnx_info import topologically_sorted
 from trtpipe.optimize.graph.activations import RunningStats, float_activations, observe
 from trtpipe.optimize.graph.fp16_limits import FP16_MAX, OVERFLOW_MARGIN, UNSAFE_FP16_OPS, remove_fp16_round_trips
 from trtpipe.optimize.graph.opset import upgrade_opset
@@ -168,10 +169,7 @@ def _constants_for(model: onnx.ModelProto, blocked: Mapping[str, str], activatio
     nodes write. ONNX Runtime's converter turns every
     unblocked node's tensor attributes to FP16, so such a constant would reach its FP32 readers rounded, or clamped
     to 65504, through a Cast."""
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = readers_of(model.graph)
     float_inputs = set(activations) | {t.name for t in model.graph.initializer
                                                    if t.data_type == TensorProto.FLOAT}
     found = {}

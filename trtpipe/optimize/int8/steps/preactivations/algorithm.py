@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import onnx
 
 from trtpipe.comparison import Comparison
-from trtpipe.onnx_info import producers_of
+from trtpipe.graph_index import producers_of
 from trtpipe.optimize.graph.gains import INVERSE_GAIN, gain_kind, preactivation_writer
 from trtpipe.optimize.int8.qdq.profiles import WEIGHTED_OPS, QuantProfile
 

@@ -33,7 +33,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from trtpipe.onnx_info import attribute, producers_of
+from trtpipe.graph_index import producers_of
+from trtpipe.onnx_info import attribute
 from trtpipe.optimize.checks.speed_check import SpeedCheck, paired_speedup, session
 from trtpipe.optimize.int8.qdq.profiles import WEIGHTED_OPS
 from trtpipe.optimize.int8.qdq.quantize import prune_unread
