@@ -85,6 +85,40 @@ def _scale(tensor: onnx.TensorProto, gains: np.ndarray) -> np.ndarray:
     return (np.broadcast_to(values, gains.shape) * gains).astype(np.float32)
 
 
+def _channel_gains(gain: onnx.TensorProto | None) -> np.ndarray | None:
+    """The positive per-channel gains of a ``[1, C, 1, ...]`` constant, flat; None for any other constant."""
+    if gain is None:
+        return None
+    gains = numpy_helper.to_array(gain).astype(np.float32)
+    if gains.ndim < 3 or gains.shape[0] != 1 or any(d != 1 for d in gains.shape[2:]) or not np.all(gains > 0):
+        return None
+    return gains.reshape(-1)
+
+
+def _constant_dequantize(dq: onnx.NodeProto | None, weights: dict[str, onnx.TensorProto]) -> bool:
+    """Whether ``dq`` is a DequantizeLinear whose values, scale and zero point (if any) are all initializers."""
+    return dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in weights \
+        and dq.input[1] in weights and not (len(dq.input) > 2 and dq.input[2] and dq.input[2] not in weights)
+
+
+def _rescaled_dequantize(dq: onnx.NodeProto, gains: np.ndarray, name: str, graph: onnx.GraphProto,
+                         before: onnx.NodeProto, weights: dict[str, onnx.TensorProto]) -> np.ndarray:
+    """A copy of the constant ``dq`` named ``name``, inserted before ``before``, its per-channel scales times
+    ``gains`` (its integer values unchanged, its zero point made per-channel as the scale is); the new scales."""
+    scales = _scale(weights[dq.input[1]], gains)
+    scale = numpy_helper.from_array(scales, f"{name}_scale")
+    zero = dq.input[2] if len(dq.input) > 2 and dq.input[2] else ""
+    if zero:
+        values = numpy_helper.to_array(weights[zero]).reshape(-1)
+        zero_tensor = numpy_helper.from_array(np.broadcast_to(values, gains.shape).copy(), f"{name}_zero")
+        graph.initializer.append(zero_tensor)
+        zero = zero_tensor.name
+    graph.initializer.append(scale)
+    graph.node.insert(list(graph.node).index(before), helper.make_node(
+        "DequantizeLinear", [dq.input[0], scale.name, *([zero] if zero else [])], [name], name=name, axis=0))
+    return scales
+
+
 def _fold_into_writer(node: onnx.NodeProto, graph: onnx.GraphProto, producer: dict[str, onnx.NodeProto],
                       readers: dict[str, list[onnx.NodeProto]], weights: dict[str, onnx.TensorProto],
                       outputs: set[str]) -> bool:
@@ -94,10 +128,9 @@ def _fold_into_writer(node: onnx.NodeProto, graph: onnx.GraphProto, producer: di
     range covers ``Q_y``'s in every channel. One rounding instead of two, and no op. True where it folded."""
     if gain_kind(node) != GAIN or len(node.input) != 2 or node.output[0] in outputs:
         return False
-    gain = weights.get(node.input[1])
     chain = _writer_chain(node, producer)
     users = readers.get(node.output[0], [])
-    if gain is None or chain is None or not users or any(user.op_type != "QuantizeLinear" for user in users):
+    if chain is None or not users or any(user.op_type != "QuantizeLinear" for user in users):
         return False
     conv, q_x, dq_x = chain
     if [r.name for r in readers.get(conv.output[0], [])] != [q_x.name] \
@@ -105,31 +138,18 @@ def _fold_into_writer(node: onnx.NodeProto, graph: onnx.GraphProto, producer: di
             or [r.name for r in readers.get(dq_x.output[0], [])] != [node.name] \
             or {conv.output[0], q_x.output[0], dq_x.output[0]} & outputs:
         return False  # the convolution's output, as it is, is read elsewhere too
-    gains = numpy_helper.to_array(gain).astype(np.float32)
-    if gains.ndim < 3 or gains.shape[0] != 1 or any(d != 1 for d in gains.shape[2:]) or not np.all(gains > 0):
+    gains = _channel_gains(weights.get(node.input[1]))
+    if gains is None:
         return False
-    gains = gains.reshape(-1)
     scaled = [dq for dq in (producer.get(name) for name in conv.input[1:3]) if dq is not None]
-    if len(scaled) != len(conv.input[1:3]) or any(
-            dq.op_type != "DequantizeLinear" or dq.input[0] not in weights or dq.input[1] not in weights
-            or (len(dq.input) > 2 and dq.input[2] and dq.input[2] not in weights) for dq in scaled) \
+    if len(scaled) != len(conv.input[1:3]) or not all(_constant_dequantize(dq, weights) for dq in scaled) \
             or weights[scaled[0].input[0]].dims[0] != gains.size:
         return False
     if not all(_clamp_kept(q_x, user, gains, weights) for user in users):
         return False
     for index, dq in enumerate(scaled, start=1):
         name = f"{dq.output[0]}_gained"
-        scale = numpy_helper.from_array(_scale(weights[dq.input[1]], gains), f"{name}_scale")
-        zero = dq.input[2] if len(dq.input) > 2 and dq.input[2] else ""
-        if zero:  # per-channel, as the scale now is
-            values = numpy_helper.to_array(weights[zero]).reshape(-1)
-            zero_tensor = numpy_helper.from_array(np.broadcast_to(values, gains.shape).copy(), f"{name}_zero")
-            graph.initializer.append(zero_tensor)
-            zero = zero_tensor.name
-        graph.initializer.append(scale)
-        copy = helper.make_node("DequantizeLinear", [dq.input[0], scale.name, *([zero] if zero else [])], [name],
-                                name=name, axis=0)
-        graph.node.insert(list(graph.node).index(conv), copy)
+        _rescaled_dequantize(dq, gains, name, graph, conv, weights)
         conv.input[index] = name
     for user in users:
         user.input[0] = conv.output[0]
@@ -144,13 +164,9 @@ def _fold_into_readers(node: onnx.NodeProto, graph: onnx.GraphProto, producer: d
     unchanged) and its int32 bias requantized on ``Q_x``'s scale. True where it folded."""
     if gain_kind(node) != GAIN or len(node.input) != 2 or node.output[0] in outputs:
         return False
-    gain, dq_x = weights.get(node.input[1]), producer.get(node.input[0])
-    if gain is None or dq_x is None or dq_x.op_type != "DequantizeLinear" or _uint8_range(dq_x, weights) is None:
+    gains, dq_x = _channel_gains(weights.get(node.input[1])), producer.get(node.input[0])
+    if gains is None or dq_x is None or dq_x.op_type != "DequantizeLinear" or _uint8_range(dq_x, weights) is None:
         return False
-    gains = numpy_helper.to_array(gain).astype(np.float32)
-    if gains.ndim < 3 or gains.shape[0] != 1 or any(d != 1 for d in gains.shape[2:]) or not np.all(gains > 0):
-        return False
-    gains = gains.reshape(-1)
     q_ys = readers.get(node.output[0], [])
     dq_ys = [dq for q in q_ys for dq in readers.get(q.output[0], [])]
     convs = [conv for dq in dq_ys for conv in readers.get(dq.output[0], [])]
@@ -161,20 +177,8 @@ def _fold_into_readers(node: onnx.NodeProto, graph: onnx.GraphProto, producer: d
         return False
     x_scale = float(numpy_helper.to_array(weights[dq_x.input[1]]).reshape(-1)[0])
     for conv in convs:
-        weight = producer[conv.input[1]]
-        name = f"{weight.output[0]}_regained"
-        weight_scale = _scale(weights[weight.input[1]], gains)
-        scale = numpy_helper.from_array(weight_scale, f"{name}_scale")
-        zero = weight.input[2] if len(weight.input) > 2 and weight.input[2] else ""
-        if zero:  # per-channel, as the scale is
-            values = numpy_helper.to_array(weights[zero]).reshape(-1)
-            zero_tensor = numpy_helper.from_array(np.broadcast_to(values, gains.shape).copy(), f"{name}_zero")
-            graph.initializer.append(zero_tensor)
-            zero = zero_tensor.name
-        graph.initializer.append(scale)
-        dequantize = helper.make_node("DequantizeLinear", [weight.input[0], scale.name, *([zero] if zero else [])],
-                                      [name], name=name, axis=0)
-        graph.node.insert(list(graph.node).index(conv), dequantize)
+        name = f"{producer[conv.input[1]].output[0]}_regained"
+        weight_scale = _rescaled_dequantize(producer[conv.input[1]], gains, name, graph, conv, weights)
         conv.input[1] = name
         if len(conv.input) > 2 and conv.input[2]:
             conv.input[2] = _requantized_bias(producer[conv.input[2]], x_scale * weight_scale, graph, weights)
@@ -193,9 +197,7 @@ def _depthwise_reader(conv: onnx.NodeProto, dq_ys: list[onnx.NodeProto], channel
         return False
     found = [producer.get(name) for name in conv.input[1:3] if name]
     quantized = [dq for dq in found if dq is not None]
-    if len(quantized) != len(found) or any(
-            dq.op_type != "DequantizeLinear" or dq.input[0] not in weights or dq.input[1] not in weights
-            or (len(dq.input) > 2 and dq.input[2] and dq.input[2] not in weights) for dq in quantized):
+    if len(quantized) != len(found) or not all(_constant_dequantize(dq, weights) for dq in quantized):
         return False
     weight = weights[quantized[0].input[0]]
     return list(weight.dims[:2]) == [channels, 1] and attribute(quantized[0], "axis", 1) == 0 \
